@@ -1,0 +1,256 @@
+// `vescale-train comm bench`: every collective over every mesh dim on real processes, checked,
+// timed, and printed as a table of latency and bus bandwidth (what nccl-tests gives).
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+
+#include "commands/commands.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/units.h"
+#include "mesh/device_mesh.h"
+
+namespace vescale::app {
+namespace {
+
+struct BenchOptions {
+  int nproc = 0;
+  std::string mesh;
+  std::string sizes = "1K,64K,1M,16M";
+  std::string ops = "all_reduce,all_gather,reduce_scatter,all_to_all,broadcast,send_recv";
+  int iters = 0;  // 0: adaptive
+  int warmup = 2;
+  double timeout_s = 60;
+  std::string backend = "auto";
+};
+
+/// One collective under test: runs once on buffers sized for `bytes` and checks the result.
+struct Collective {
+  const char* name;
+  /// nccl-tests bus-bandwidth factor for a group of n.
+  double (*bus_factor)(int n);
+  /// Runs it once over `group` with a message of `elems` float32 elements; returns whether the
+  /// values are right.
+  bool (*run)(const comm::Group& group, int64_t elems);
+};
+
+at::Tensor filled(int64_t elems, double value) {
+  return at::full({elems}, value, at::kFloat);
+}
+bool all_equal(const at::Tensor& t, double value) {
+  return t.numel() == 0 || t.eq(value).all().item<bool>();
+}
+
+// Message sizes follow nccl-tests: all_gather's size is its output, reduce_scatter's its input.
+const Collective kCollectives[] = {
+    {"all_reduce", [](int n) { return 2.0 * (n - 1) / n; },
+     [](const comm::Group& g, int64_t elems) {
+       at::Tensor t = filled(elems, g.rank() + 1);
+       g.all_reduce(t);
+       return all_equal(t, g.size() * (g.size() + 1) / 2.0);
+     }},
+    {"all_gather", [](int n) { return (n - 1) / double(n); },
+     [](const comm::Group& g, int64_t elems) {
+       const int64_t per_rank = std::max<int64_t>(1, elems / g.size());
+       at::Tensor out =
+           g.all_gather(filled(per_rank, g.rank()), 0, std::vector<int64_t>(g.size(), per_rank));
+       bool ok = out.numel() == per_rank * g.size();
+       for (int r = 0; ok && r < g.size(); ++r)
+         ok = all_equal(out.narrow(0, r * per_rank, per_rank), r);
+       return ok;
+     }},
+    {"reduce_scatter", [](int n) { return (n - 1) / double(n); },
+     [](const comm::Group& g, int64_t elems) {
+       const int64_t per_rank = std::max<int64_t>(1, elems / g.size());
+       at::Tensor out = g.reduce_scatter(filled(per_rank * g.size(), g.rank() + 1));
+       return out.numel() == per_rank && all_equal(out, g.size() * (g.size() + 1) / 2.0);
+     }},
+    {"all_to_all", [](int n) { return (n - 1) / double(n); },
+     [](const comm::Group& g, int64_t elems) {
+       const int n = g.size();
+       const int64_t per_rank = std::max<int64_t>(1, elems / n);
+       std::vector<at::Tensor> inputs;
+       for (int r = 0; r < n; ++r)
+         inputs.push_back(filled(per_rank, g.rank() * n + r));
+       auto outputs = g.all_to_all(inputs, std::vector<std::vector<int64_t>>(n, {per_rank}));
+       bool ok = true;
+       for (int r = 0; r < n; ++r)
+         ok = ok && all_equal(outputs[r], r * n + g.rank());
+       return ok;
+     }},
+    {"broadcast", [](int) { return 1.0; },
+     [](const comm::Group& g, int64_t elems) {
+       at::Tensor t = filled(elems, g.rank() == 0 ? 42 : -1);
+       g.broadcast(t, 0);
+       return all_equal(t, 42);
+     }},
+    {"send_recv", [](int) { return 1.0; },
+     [](const comm::Group& g, int64_t elems) {
+       const int n = g.size();
+       at::Tensor in = filled(elems, -1);
+       g.send_recv(filled(elems, g.rank()), (g.rank() + 1) % n, in, (g.rank() + n - 1) % n);
+       return all_equal(in, (g.rank() + n - 1) % n);
+     }},
+};
+
+const Collective& find_collective(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& c : kCollectives) {
+    if (name == c.name) return c;
+    names.push_back(c.name);
+  }
+  throw UserError(fmt::format("comm bench: unknown collective '{}' in --ops: use {}", name,
+                              fmt::join(names, ", ")));
+}
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+int adaptive_iters(int64_t bytes) {
+  return static_cast<int>(
+      std::clamp<int64_t>((int64_t{64} << 20) / std::max<int64_t>(bytes, 1), 5, 100));
+}
+
+struct Row {
+  std::string dim, op;
+  int64_t bytes = 0;
+  int iters = 0;
+  double seconds = 0;  // per call, max over ranks
+  double bus_factor = 1;
+  int64_t counted_bytes = 0;  // per call, this rank (rank 0)
+  bool ok = false;
+};
+
+void print_table(const std::vector<Row>& rows, const std::string& header) {
+  std::printf("%s\n", header.c_str());
+  std::printf("%-5s %-15s %9s %6s %10s %12s %12s %11s  %s\n", "dim", "collective", "size", "iters",
+              "time", "algbw GB/s", "busbw GB/s", "bytes/rank", "check");
+  for (const auto& r : rows) {
+    const double algbw = r.bytes / r.seconds / 1e9;
+    std::printf("%-5s %-15s %9s %6d %10s %12.3f %12.3f %11s  %s\n", r.dim.c_str(), r.op.c_str(),
+                format_bytes(r.bytes).c_str(), r.iters, format_duration(r.seconds).c_str(), algbw,
+                algbw * r.bus_factor, format_bytes(r.counted_bytes).c_str(), r.ok ? "ok" : "FAIL");
+  }
+  std::fflush(stdout);
+}
+
+int run_bench(const BenchOptions& options, const LaunchEnv& env) {
+  comm::GroupOptions group_options;
+  group_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
+  group_options.backend = comm::parse_backend(options.backend);
+  const MeshSpec spec =
+      options.mesh.empty() ? MeshSpec{{env.world}, {"world"}} : MeshSpec::parse(options.mesh);
+  VS_USER_CHECK(spec.numel() == env.world,
+                "comm bench: --mesh {} has {} ranks but {} processes are running: set --nproc {}",
+                spec.str(), spec.numel(), env.world, spec.numel());
+  const std::vector<int64_t> sizes = parse_byte_list(options.sizes, "--sizes");
+  std::vector<const Collective*> ops;
+  for (const auto& name : split_commas(options.ops))
+    ops.push_back(&find_collective(name));
+
+  comm::Group world = connect_world(env, group_options);
+  DeviceMesh mesh(world, spec);
+  log_rank0("comm bench on {}", mesh.str());
+
+  std::vector<Row> rows;
+  std::vector<std::string> skipped;
+  bool all_ok = true;
+  for (int d = 0; d < mesh.ndim(); ++d) {
+    const comm::Group& group = mesh.group(d);
+    if (group.size() == 1) {
+      skipped.push_back(mesh.dim_names()[d]);
+      continue;
+    }
+    for (const Collective* op : ops) {
+      for (int64_t bytes : sizes) {
+        const int64_t elems = std::max<int64_t>(1, bytes / 4);
+        Row row{mesh.dim_names()[d], op->name, elems * 4};
+        row.iters = options.iters > 0 ? options.iters : adaptive_iters(row.bytes);
+        row.bus_factor = op->bus_factor(group.size());
+        row.ok = op->run(group, elems);  // checked once, untimed
+        for (int i = 0; i < options.warmup; ++i)
+          op->run(group, elems);
+        world.barrier();
+        const int64_t bytes_before = group.stats().bytes(group.label());
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < row.iters; ++i)
+          op->run(group, elems);
+        const double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        row.counted_bytes = (group.stats().bytes(group.label()) - bytes_before) / row.iters;
+        // The table shows the slowest rank; agreement on `ok` needs every rank's check.
+        at::Tensor summary = at::tensor({elapsed / row.iters, row.ok ? 0.0 : 1.0}, at::kDouble);
+        world.all_reduce(summary, comm::ReduceOp::kMax);
+        row.seconds = summary[0].item<double>();
+        row.ok = summary[1].item<double>() == 0.0;
+        all_ok = all_ok && row.ok;
+        rows.push_back(row);
+      }
+    }
+  }
+  if (env.rank == 0) {
+    std::string header = fmt::format(
+        "comm bench: mesh {} ({} processes, {}), float32; time per call, max over ranks; "
+        "bytes/rank as counted by comm/ (rank 0)",
+        spec.str(), env.world, comm::backend_name(world.backend()));
+    if (!skipped.empty())
+      header += fmt::format("\nsize-1 dims are free and skipped: {}", fmt::join(skipped, ", "));
+    if (rows.empty())
+      header += "\nnothing to measure: every mesh dim has size 1 (use --nproc 2 or more)";
+    print_table(rows, header);
+  }
+  world.barrier();
+  VS_CHECK(all_ok, "[comm] comm bench: a collective returned wrong values (see the check column)");
+  return 0;
+}
+
+}  // namespace
+
+void add_comm_command(CLI::App& app, const Invocation& invocation) {
+  CLI::App* comm = app.add_subcommand("comm", "Communication checks over the device mesh");
+  comm->require_subcommand(1);
+  auto options = std::make_shared<BenchOptions>();
+  CLI::App* bench = comm->add_subcommand(
+      "bench",
+      "Run every collective over every mesh dim on real processes, check the results, and print "
+      "latency and bus bandwidth per collective and size");
+  bench
+      ->add_option("--nproc", options->nproc,
+                   "Number of processes (default: the mesh size, or 2 without --mesh)")
+      ->check(CLI::Range(1, 4096));
+  bench->add_option("--mesh", options->mesh,
+                    "Mesh as name=size,... outer to inner, e.g. pp=1,dp=2,tp=2 (default: one dim "
+                    "'world' of --nproc ranks)");
+  bench->add_option("--sizes", options->sizes, "Message sizes, e.g. 1K,1M,16M")
+      ->capture_default_str();
+  bench->add_option("--ops", options->ops, "Collectives to run")->capture_default_str();
+  bench->add_option("--iters", options->iters,
+                    "Timed calls per row (default: adaptive, 5 to 100, ~64MiB per row)");
+  bench->add_option("--warmup", options->warmup, "Untimed calls before timing")
+      ->capture_default_str();
+  bench->add_option("--timeout", options->timeout_s, "Seconds any collective may take")
+      ->capture_default_str();
+  bench->add_option("--backend", options->backend, "auto, gloo or nccl")->capture_default_str();
+  bench->callback([options, &invocation] {
+    int nproc = options->nproc;
+    if (nproc == 0)
+      nproc = options->mesh.empty() ? 2 : static_cast<int>(MeshSpec::parse(options->mesh).numel());
+    const int code = run_on_ranks(nproc, invocation,
+                                  [&](const LaunchEnv& env) { return run_bench(*options, env); });
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace vescale::app

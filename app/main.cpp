@@ -1,0 +1,50 @@
+// vescale-train: train models on a pp x dp x tp mesh with single-device numbers.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "commands/commands.h"
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+/// The subcommand table: name order is the order of `--help`.
+struct CommandEntry {
+  void (*add)(CLI::App&, const vescale::app::Invocation&);
+};
+const CommandEntry kCommands[] = {
+    {vescale::app::add_comm_command},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  vescale::app::Invocation invocation;
+  invocation.argv.assign(argv, argv + argc);
+
+  CLI::App app{
+      "vescale-train: train models on a pp x dp x tp device mesh and get the numbers of a "
+      "single-device run"};
+  app.set_version_flag("--version", kVersion);
+  app.add_option("--log-level", invocation.log_level, "trace, debug, info, warn or error")
+      ->capture_default_str();
+  app.require_subcommand(1);
+  for (const auto& command : kCommands)
+    command.add(app, invocation);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const vescale::UserError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

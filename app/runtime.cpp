@@ -1,0 +1,75 @@
+#include "runtime.h"
+
+#include <ATen/Parallel.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <thread>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "launch/local_launcher.h"
+
+namespace vescale::app {
+namespace {
+
+std::string self_executable(const std::string& fallback) {
+  char path[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return fallback;
+  return std::string(path, static_cast<size_t>(n));
+}
+
+/// Intra-op threads of this rank: OMP_NUM_THREADS if set (our launcher sets it), else the cores
+/// divided among the local ranks. See NOTE [Thread budget].
+void set_thread_budget(const LaunchEnv& env) {
+  int threads = 0;
+  if (const char* omp = std::getenv("OMP_NUM_THREADS")) threads = std::atoi(omp);
+  if (threads <= 0) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::max(1, cores / std::max(1, env.local_world));
+  }
+  at::set_num_threads(threads);
+}
+
+}  // namespace
+
+int run_on_ranks(int nproc, const Invocation& invocation,
+                 const std::function<int(const LaunchEnv&)>& body) {
+  std::optional<LaunchEnv> env = detect_launch_env();
+  if (env) {
+    VS_USER_CHECK(nproc == 0 || nproc == env->world,
+                  "--nproc {} does not match the {} processes that {} started", nproc, env->world,
+                  env->source);
+  } else if (nproc > 1) {
+    LocalLaunchOptions options;
+    options.nproc = nproc;
+    options.argv = invocation.argv;
+    options.argv[0] = self_executable(invocation.argv[0]);
+    init_logging({0, 1, false, invocation.log_level});
+    LaunchOutcome outcome = run_local_workers(options);
+    if (outcome.exit_code != 0) {
+      spdlog::error("[launch] {}", outcome.failure);
+      return outcome.exit_code;
+    }
+    return 0;
+  } else {
+    env = LaunchEnv{};
+    env->source = "single process";
+  }
+  init_logging({env->rank, env->world, env->source != "local", invocation.log_level});
+  set_thread_budget(*env);
+  return body(*env);
+}
+
+comm::Group connect_world(const LaunchEnv& env, comm::GroupOptions options) {
+  const comm::Store store = env.world == 1 ? comm::Store::in_memory()
+                                           : comm::Store::tcp(env.master_addr, env.master_port,
+                                                              env.rank, env.world, options.timeout);
+  const bool loopback = env.master_addr == "127.0.0.1" || env.master_addr == "localhost";
+  if (!loopback) options.gloo_host.clear();  // bind to this host's name, not loopback
+  return comm::Group::create(store, env.rank, env.world, options);
+}
+
+}  // namespace vescale::app

@@ -1,0 +1,29 @@
+// How a subcommand runs on ranks: in this process, under an outside launcher, or by spawning
+// local workers that re-run the same command line.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "comm/group.h"
+#include "launch/launch_env.h"
+
+namespace vescale::app {
+
+/// The command line of this process, for workers to re-run.
+struct Invocation {
+  std::vector<std::string> argv;
+  std::string log_level = "info";
+};
+
+/// Runs `body` once per rank and returns the exit code. If torchrun, Slurm or Open MPI set our
+/// rank, runs `body` here (`nproc`, when not 0, must match their world size). Otherwise, with
+/// nproc > 1, spawns nproc local workers that re-run `invocation` and supervises them.
+int run_on_ranks(int nproc, const Invocation& invocation,
+                 const std::function<int(const LaunchEnv&)>& body);
+
+/// Connects the world group of a job. *Collective* over every rank.
+comm::Group connect_world(const LaunchEnv& env, comm::GroupOptions options);
+
+}  // namespace vescale::app

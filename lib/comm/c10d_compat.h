@@ -1,0 +1,37 @@
+// NOTE [LibTorch versions]
+// c10d changed shape between LibTorch 1.13 (Debian, CPU; compiled and tested here) and 2.x
+// (official CUDA builds): in 2.x ProcessGroupGloo/NCCL derive from c10d::Backend, in 1.13 from
+// c10d::ProcessGroup. This header is the one place that knows. Internal to comm/.
+#pragma once
+
+#include <torch/version.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#ifdef VESCALE_WITH_NCCL
+// Not compiled on the CPU build machine: the CUDA path is written against LibTorch 2.x.
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "comm/store.h"
+
+namespace vescale::comm::detail {
+
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = ::c10d::Backend;
+#else
+using BackendBase = ::c10d::ProcessGroup;
+#endif
+
+}  // namespace vescale::comm::detail
+
+namespace vescale::comm {
+
+struct Store::Impl {
+  c10::intrusive_ptr<::c10d::Store> store;
+};
+
+}  // namespace vescale::comm

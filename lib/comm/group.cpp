@@ -1,0 +1,487 @@
+#include "comm/group.h"
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <functional>
+#include <numeric>
+
+#include "comm/c10d_compat.h"
+#include "core/chunking.h"
+#include "core/error.h"
+
+#ifdef VESCALE_WITH_NCCL
+#include <torch/cuda.h>
+#endif
+
+namespace vescale::comm {
+
+using detail::BackendBase;
+
+// ---------------------------------------------------------------------------------------------
+// Backends
+// ---------------------------------------------------------------------------------------------
+
+const char* backend_name(Backend backend) {
+  switch (backend) {
+    case Backend::kAuto:
+      return "auto";
+    case Backend::kGloo:
+      return "gloo";
+    case Backend::kNccl:
+      return "nccl";
+  }
+  return "?";
+}
+
+Backend parse_backend(const std::string& text) {
+  if (text == "auto") return Backend::kAuto;
+  if (text == "gloo") return Backend::kGloo;
+  if (text == "nccl") return Backend::kNccl;
+  throw UserError(fmt::format("[comm] unknown backend '{}': use auto, gloo or nccl", text));
+}
+
+bool nccl_available() {
+#ifdef VESCALE_WITH_NCCL
+  return torch::cuda::is_available();
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& host) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+    return ::c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  }
+  if (!host.empty()) return ::c10d::ProcessGroupGloo::createDeviceForHostname(host);
+  return ::c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+c10::intrusive_ptr<BackendBase> make_backend(const c10::intrusive_ptr<::c10d::Store>& store,
+                                             int rank, int size, const GroupOptions& options,
+                                             Backend backend) {
+  if (backend == Backend::kGloo) {
+    auto gloo_options = ::c10d::ProcessGroupGloo::Options::create(options.timeout);
+    gloo_options->devices.push_back(gloo_device(options.gloo_host));
+    return c10::make_intrusive<::c10d::ProcessGroupGloo>(store, rank, size, gloo_options);
+  }
+#ifdef VESCALE_WITH_NCCL
+  auto nccl_options = ::c10d::ProcessGroupNCCL::Options::create();
+  nccl_options->timeout = options.timeout;
+  return c10::make_intrusive<::c10d::ProcessGroupNCCL>(store, rank, size, nccl_options);
+#else
+  throw UserError(
+      "[comm] backend 'nccl' needs a CUDA LibTorch build; this one is CPU-only: "
+      "use comm.backend = \"gloo\"");
+#endif
+}
+
+Backend resolve(Backend backend) {
+  if (backend != Backend::kAuto) return backend;
+  return nccl_available() ? Backend::kNccl : Backend::kGloo;
+}
+
+int64_t product(c10::IntArrayRef sizes) {
+  return std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<int64_t>());
+}
+
+bool is_timeout(const std::string& message) {
+  std::string lower = message;
+  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+  return lower.find("timed out") != std::string::npos || lower.find("timeout") != std::string::npos;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Group state
+// ---------------------------------------------------------------------------------------------
+
+struct Group::Impl {
+  c10::intrusive_ptr<::c10d::Store> root_store;  // unprefixed: splits derive their own prefixes
+  std::string prefix;
+  c10::intrusive_ptr<BackendBase> pg;  // null for a group of size 1
+  GroupOptions options;
+  Backend backend = Backend::kGloo;
+  int rank = 0;
+  int size = 1;
+  std::vector<int> root_ranks;
+  std::shared_ptr<CommStats> stats;
+  mutable std::atomic<uint64_t> splits{0};  // same count on every rank: split() is collective
+
+  std::string describe() const {
+    return fmt::format("{}[{}/{} of {}] {}", options.label, rank, size, fmt::join(root_ranks, ","),
+                       backend_name(backend));
+  }
+
+  void record(CommKind kind, int64_t bytes) const { stats->record(options.label, kind, bytes); }
+
+  /// Runs a c10d call and turns its failures into our errors, naming the collective and group.
+  template <typename F>
+  auto guarded(const char* what, F&& f) const {
+    try {
+      return f();
+    } catch (const vescale::Error&) {
+      throw;
+    } catch (const c10::Error& e) {
+      fail(what, e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      fail(what, e.what());
+    }
+  }
+
+  [[noreturn]] void fail(const char* what, const std::string& reason) const {
+    std::string message = fmt::format("[comm] {} over {} failed (timeout {}s): {}", what,
+                                      describe(), options.timeout.count() / 1000.0, reason);
+    if (is_timeout(reason)) throw TimeoutError(message);
+    throw Error(message);
+  }
+
+  /// alltoall_base with split counts. c10d takes the counts by reference and moves from them,
+  /// so they are passed as copies.
+  void alltoall(at::Tensor& output, at::Tensor& input, std::vector<int64_t> out_counts,
+                std::vector<int64_t> in_counts, const char* what) const {
+    ::c10d::AllToAllOptions opts;
+    opts.timeout = options.timeout;
+    wait(guarded(what,
+                 [&] { return pg->alltoall_base(output, input, out_counts, in_counts, opts); }),
+         what);
+  }
+
+  void wait(const c10::intrusive_ptr<::c10d::Work>& work, const char* what) const {
+    guarded(what, [&] { return work->wait(options.timeout); });
+  }
+};
+
+struct Work::Impl {
+  std::shared_ptr<const Group::Impl> keep_alive;
+  c10::intrusive_ptr<::c10d::Work> work;
+  std::function<void()> finish;
+  const char* what = "";
+  bool done = false;
+};
+
+void Work::wait() {
+  if (!impl_ || impl_->done) return;
+  impl_->keep_alive->wait(impl_->work, impl_->what);
+  if (impl_->finish) impl_->finish();
+  impl_->done = true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Creation
+// ---------------------------------------------------------------------------------------------
+
+Group Group::create(const Store& store, int rank, int world, GroupOptions options,
+                    std::shared_ptr<CommStats> stats) {
+  VS_CHECK(world >= 1 && rank >= 0 && rank < world, "[comm] rank {} is not in a world of {}", rank,
+           world);
+  auto impl = std::make_shared<Impl>();
+  impl->root_store = store.impl()->store;
+  impl->prefix = "vescale/" + options.label;
+  impl->options = options;
+  impl->backend = resolve(options.backend);
+  impl->rank = rank;
+  impl->size = world;
+  impl->root_ranks.resize(world);
+  std::iota(impl->root_ranks.begin(), impl->root_ranks.end(), 0);
+  impl->stats = stats ? std::move(stats) : std::make_shared<CommStats>();
+  if (world > 1) {
+    auto prefixed = c10::make_intrusive<::c10d::PrefixStore>(impl->prefix, impl->root_store);
+    impl->pg = impl->guarded("connect", [&] {
+      return make_backend(prefixed, rank, world, impl->options, impl->backend);
+    });
+  }
+  return Group(std::move(impl));
+}
+
+Group Group::split(const std::vector<std::vector<int>>& partition, const std::string& label) const {
+  const uint64_t split_id = impl_->splits++;
+  std::vector<int> seen(impl_->size, 0);
+  const std::vector<int>* mine = nullptr;
+  for (const auto& members : partition) {
+    for (int r : members) {
+      VS_CHECK(r >= 0 && r < impl_->size && seen[r]++ == 0,
+               "[comm] split of {}: rank {} is out of range or listed twice", impl_->describe(), r);
+      if (r == impl_->rank) mine = &members;
+    }
+  }
+  VS_CHECK(std::all_of(seen.begin(), seen.end(), [](int s) { return s == 1; }),
+           "[comm] split of {}: the partition must list every rank once", impl_->describe());
+
+  auto impl = std::make_shared<Impl>();
+  impl->root_store = impl_->root_store;
+  impl->prefix =
+      fmt::format("{}/split{}/{}/{}", impl_->prefix, split_id, label, fmt::join(*mine, "-"));
+  impl->options = impl_->options;
+  impl->options.label = label;
+  impl->backend = impl_->backend;
+  impl->rank = static_cast<int>(std::find(mine->begin(), mine->end(), impl_->rank) - mine->begin());
+  impl->size = static_cast<int>(mine->size());
+  for (int r : *mine)
+    impl->root_ranks.push_back(impl_->root_ranks[r]);
+  impl->stats = impl_->stats;
+  if (impl->size > 1) {
+    auto prefixed = c10::make_intrusive<::c10d::PrefixStore>(impl->prefix, impl->root_store);
+    impl->pg = impl->guarded("connect", [&] {
+      return make_backend(prefixed, impl->rank, impl->size, impl->options, impl->backend);
+    });
+  }
+  return Group(std::move(impl));
+}
+
+int Group::rank() const {
+  return impl_->rank;
+}
+int Group::size() const {
+  return impl_->size;
+}
+const std::string& Group::label() const {
+  return impl_->options.label;
+}
+Backend Group::backend() const {
+  return impl_->backend;
+}
+std::chrono::milliseconds Group::timeout() const {
+  return impl_->options.timeout;
+}
+const std::vector<int>& Group::root_ranks() const {
+  return impl_->root_ranks;
+}
+CommStats& Group::stats() const {
+  return *impl_->stats;
+}
+std::shared_ptr<CommStats> Group::stats_ptr() const {
+  return impl_->stats;
+}
+std::string Group::str() const {
+  return impl_->describe();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Collectives
+// ---------------------------------------------------------------------------------------------
+
+void Group::all_reduce(at::Tensor& tensor, ReduceOp op) const {
+  all_reduce_async(tensor, op).wait();
+}
+
+Work Group::all_reduce_async(at::Tensor& tensor, ReduceOp op) const {
+  const int n = impl_->size;
+  VS_CHECK(op != ReduceOp::kAvg || at::isFloatingType(tensor.scalar_type()),
+           "[comm] all_reduce avg needs a floating tensor, got {}",
+           c10::toString(tensor.scalar_type()));
+  if (n == 1) return Work();
+  at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
+  std::vector<at::Tensor> tensors{buffer};
+  ::c10d::AllreduceOptions opts;
+  opts.reduceOp = op == ReduceOp::kMax ? ::c10d::ReduceOp::MAX : ::c10d::ReduceOp::SUM;
+  opts.timeout = impl_->options.timeout;
+  auto work = std::make_shared<Work::Impl>();
+  work->keep_alive = impl_;
+  work->what = "all_reduce";
+  work->work = impl_->guarded("all_reduce", [&] { return impl_->pg->allreduce(tensors, opts); });
+  work->finish = [buffer, tensor, op, n]() mutable {
+    if (op == ReduceOp::kAvg) buffer.div_(n);
+    if (!buffer.is_same(tensor)) tensor.copy_(buffer);
+  };
+  impl_->record(CommKind::kAllReduce, 2 * (n - 1) * static_cast<int64_t>(tensor.nbytes()) / n);
+  return Work(std::move(work));
+}
+
+at::Tensor Group::all_gather(const at::Tensor& local, int64_t dim,
+                             std::vector<int64_t> sizes) const {
+  const int n = impl_->size;
+  if (n == 1) return local;
+  VS_CHECK(local.dim() > 0, "[comm] all_gather needs a tensor with at least one dim");
+  dim = c10::maybe_wrap_dim(dim, local.dim());
+  if (sizes.empty()) {
+    at::Tensor mine = at::full({1}, local.size(dim), at::kLong);
+    at::Tensor all = all_gather(mine, 0, std::vector<int64_t>(n, 1));
+    sizes.assign(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + n);
+  }
+  VS_CHECK(static_cast<int>(sizes.size()) == n && sizes[impl_->rank] == local.size(dim),
+           "[comm] all_gather over {}: sizes {} do not match the group or the local extent {}",
+           impl_->describe(), fmt::join(sizes, ","), local.size(dim));
+
+  at::Tensor x = local.movedim(dim, 0).contiguous();
+  std::vector<int64_t> shape = x.sizes().vec();
+  const int64_t inner = product(x.sizes().slice(1));
+  const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+  const bool even =
+      std::all_of(sizes.begin(), sizes.end(), [&](int64_t s) { return s == sizes[0]; });
+  shape[0] = total;
+
+  at::Tensor out;
+  if (total == 0 || inner == 0) {
+    out = at::empty(shape, x.options());
+  } else if (even) {
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    for (int r = 0; r < n; ++r)
+      outputs[0].push_back(at::empty_like(x));
+    std::vector<at::Tensor> inputs{x};
+    ::c10d::AllgatherOptions opts;
+    opts.timeout = impl_->options.timeout;
+    impl_->wait(
+        impl_->guarded("all_gather", [&] { return impl_->pg->allgather(outputs, inputs, opts); }),
+        "all_gather");
+    out = at::cat(outputs[0], 0);
+  } else {
+    // Uneven: every rank sends its own piece to every peer (an all-to-all whose input is the
+    // local piece repeated), which is exactly the bytes of an all-gather.
+    std::vector<int64_t> in_counts(n, x.numel());
+    std::vector<int64_t> out_counts(n);
+    for (int r = 0; r < n; ++r)
+      out_counts[r] = sizes[r] * inner;
+    at::Tensor input = x.reshape({-1}).repeat({n});
+    at::Tensor output = at::empty({total * inner}, x.options());
+    impl_->alltoall(output, input, out_counts, in_counts, "all_gather");
+    out = output.view(shape);
+  }
+  impl_->record(CommKind::kAllGather, (n - 1) * static_cast<int64_t>(local.nbytes()));
+  return out.movedim(0, dim);
+}
+
+at::Tensor Group::reduce_scatter(const at::Tensor& input, int64_t dim, ReduceOp op,
+                                 std::vector<int64_t> sizes) const {
+  const int n = impl_->size;
+  VS_CHECK(op != ReduceOp::kAvg || at::isFloatingType(input.scalar_type()),
+           "[comm] reduce_scatter avg needs a floating tensor, got {}",
+           c10::toString(input.scalar_type()));
+  if (n == 1) return input;
+  VS_CHECK(input.dim() > 0, "[comm] reduce_scatter needs a tensor with at least one dim");
+  dim = c10::maybe_wrap_dim(dim, input.dim());
+  if (sizes.empty()) sizes = chunk_sizes(input.size(dim), n);
+  VS_CHECK(static_cast<int>(sizes.size()) == n &&
+               std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) == input.size(dim),
+           "[comm] reduce_scatter over {}: pieces {} do not split extent {} into {}",
+           impl_->describe(), fmt::join(sizes, ","), input.size(dim), n);
+
+  at::Tensor x = input.movedim(dim, 0).contiguous();
+  std::vector<int64_t> shape = x.sizes().vec();
+  const int64_t inner = product(x.sizes().slice(1));
+  const int64_t own = sizes[impl_->rank] * inner;
+  shape[0] = sizes[impl_->rank];
+
+  at::Tensor reduced;
+  if (x.numel() == 0) {
+    reduced = at::empty(shape, x.options());
+  } else {
+    // NOTE [Reduce-scatter on Gloo]: piece r goes to rank r (all-to-all), then each rank reduces
+    // the n copies of its piece in rank order. Bytes on the wire: T - own, as a real one.
+    std::vector<int64_t> in_counts(n), out_counts(n, own);
+    for (int r = 0; r < n; ++r)
+      in_counts[r] = sizes[r] * inner;
+    at::Tensor flat = x.reshape({-1});
+    at::Tensor output = at::empty({n * own}, x.options());
+    impl_->alltoall(output, flat, out_counts, in_counts, "reduce_scatter");
+    at::Tensor pieces = output.view({n, own});
+    reduced = op == ReduceOp::kMax ? std::get<0>(pieces.max(0)) : pieces.sum(0);
+    if (op == ReduceOp::kAvg) reduced.div_(n);
+    reduced = reduced.view(shape);
+  }
+  impl_->record(CommKind::kReduceScatter, static_cast<int64_t>(input.nbytes()) -
+                                              own * static_cast<int64_t>(input.element_size()));
+  return reduced.movedim(0, dim);
+}
+
+std::vector<at::Tensor> Group::all_to_all(
+    const std::vector<at::Tensor>& inputs,
+    const std::vector<std::vector<int64_t>>& output_shapes) const {
+  const int n = impl_->size;
+  VS_CHECK(static_cast<int>(inputs.size()) == n && static_cast<int>(output_shapes.size()) == n,
+           "[comm] all_to_all over {}: need one input and one output shape per rank, got {} and {}",
+           impl_->describe(), inputs.size(), output_shapes.size());
+  if (n == 1) {
+    VS_CHECK(inputs[0].sizes().vec() == output_shapes[0],
+             "[comm] all_to_all on one rank: output shape must equal the input's");
+    return {inputs[0]};
+  }
+  const auto options = inputs[0].options();
+  std::vector<int64_t> in_counts(n), out_counts(n);
+  std::vector<at::Tensor> flats;
+  for (int r = 0; r < n; ++r) {
+    VS_CHECK(inputs[r].scalar_type() == inputs[0].scalar_type(),
+             "[comm] all_to_all: inputs must share one dtype");
+    in_counts[r] = inputs[r].numel();
+    out_counts[r] = product(output_shapes[r]);
+    flats.push_back(inputs[r].reshape({-1}));
+  }
+  at::Tensor input = at::cat(flats);
+  at::Tensor output =
+      at::empty({std::accumulate(out_counts.begin(), out_counts.end(), int64_t{0})}, options);
+  impl_->alltoall(output, input, out_counts, in_counts, "all_to_all");
+  std::vector<at::Tensor> outputs;
+  int64_t offset = 0;
+  for (int r = 0; r < n; ++r) {
+    outputs.push_back(output.narrow(0, offset, out_counts[r]).view(output_shapes[r]));
+    offset += out_counts[r];
+  }
+  impl_->record(CommKind::kAllToAll, (input.numel() - in_counts[impl_->rank]) *
+                                         static_cast<int64_t>(input.element_size()));
+  return outputs;
+}
+
+void Group::broadcast(at::Tensor& tensor, int root) const {
+  const int n = impl_->size;
+  VS_CHECK(root >= 0 && root < n, "[comm] broadcast over {}: root {} out of range",
+           impl_->describe(), root);
+  if (n == 1) return;
+  at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
+  std::vector<at::Tensor> tensors{buffer};
+  ::c10d::BroadcastOptions opts;
+  opts.rootRank = root;
+  opts.timeout = impl_->options.timeout;
+  impl_->wait(impl_->guarded("broadcast", [&] { return impl_->pg->broadcast(tensors, opts); }),
+              "broadcast");
+  if (!buffer.is_same(tensor)) tensor.copy_(buffer);
+  impl_->record(CommKind::kBroadcast,
+                impl_->rank == root ? (n - 1) * static_cast<int64_t>(tensor.nbytes()) : 0);
+}
+
+void Group::send(const at::Tensor& tensor, int dst, int tag) const {
+  VS_CHECK(dst >= 0 && dst < impl_->size && dst != impl_->rank, "[comm] send over {}: bad peer {}",
+           impl_->describe(), dst);
+  std::vector<at::Tensor> tensors{tensor.contiguous()};
+  impl_->wait(impl_->guarded("send", [&] { return impl_->pg->send(tensors, dst, tag); }), "send");
+  impl_->record(CommKind::kSend, static_cast<int64_t>(tensor.nbytes()));
+}
+
+void Group::recv(at::Tensor& tensor, int src, int tag) const {
+  VS_CHECK(src >= 0 && src < impl_->size && src != impl_->rank, "[comm] recv over {}: bad peer {}",
+           impl_->describe(), src);
+  at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
+  std::vector<at::Tensor> tensors{buffer};
+  impl_->wait(impl_->guarded("recv", [&] { return impl_->pg->recv(tensors, src, tag); }), "recv");
+  if (!buffer.is_same(tensor)) tensor.copy_(buffer);
+  impl_->record(CommKind::kRecv, 0);
+}
+
+void Group::send_recv(const at::Tensor& out, int dst, at::Tensor& in, int src, int tag) const {
+  VS_CHECK(dst >= 0 && dst < impl_->size && src >= 0 && src < impl_->size && dst != impl_->rank &&
+               src != impl_->rank,
+           "[comm] send_recv over {}: bad peers {} and {}", impl_->describe(), dst, src);
+  std::vector<at::Tensor> outgoing{out.contiguous()};
+  at::Tensor buffer = in.is_contiguous() ? in : in.contiguous();
+  std::vector<at::Tensor> incoming{buffer};
+  auto sent = impl_->guarded("send", [&] { return impl_->pg->send(outgoing, dst, tag); });
+  auto received = impl_->guarded("recv", [&] { return impl_->pg->recv(incoming, src, tag); });
+  impl_->wait(sent, "send");
+  impl_->wait(received, "recv");
+  if (!buffer.is_same(in)) in.copy_(buffer);
+  impl_->record(CommKind::kSend, static_cast<int64_t>(out.nbytes()));
+  impl_->record(CommKind::kRecv, 0);
+}
+
+void Group::barrier() const {
+  if (impl_->size == 1) return;
+  ::c10d::BarrierOptions opts;
+  opts.timeout = impl_->options.timeout;
+  impl_->wait(impl_->guarded("barrier", [&] { return impl_->pg->barrier(opts); }), "barrier");
+  impl_->record(CommKind::kBarrier, 0);
+}
+
+}  // namespace vescale::comm

@@ -1,0 +1,122 @@
+// A group of ranks and its collectives: the only door to c10d (Gloo on CPU, NCCL on CUDA).
+//
+// Every method marked *collective* must be called by every rank of the group, in the same order.
+// Every collective waits at most the group's timeout and then throws TimeoutError. Every
+// collective counts its bytes in the rank's CommStats under the group's label
+// (see NOTE [Communication volume]). A group of size 1 is a real group whose collectives return
+// at once, move nothing and count nothing.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/comm_stats.h"
+#include "comm/reduce_op.h"
+#include "comm/store.h"
+
+namespace vescale::comm {
+
+enum class Backend { kAuto, kGloo, kNccl };
+
+/// "gloo", "nccl", "auto".
+const char* backend_name(Backend backend);
+/// Parses "auto", "gloo" or "nccl"; throws UserError otherwise.
+Backend parse_backend(const std::string& text);
+/// True when this build can create NCCL groups (CUDA LibTorch with NCCL and a visible GPU).
+bool nccl_available();
+
+struct GroupOptions {
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  Backend backend = Backend::kAuto;  ///< kAuto: NCCL when available, else Gloo
+  /// Label under which the group's bytes are counted ("world", "tp", ...).
+  std::string label = "world";
+  /// Address Gloo binds to; empty: from GLOO_SOCKET_IFNAME, else this host's name.
+  std::string gloo_host = "127.0.0.1";
+};
+
+/// A pending asynchronous collective. wait() finishes it (and any post-processing).
+class Work {
+ public:
+  Work() = default;
+  /// Blocks until done or the group's timeout; throws on failure.
+  void wait();
+  bool valid() const { return impl_ != nullptr; }
+
+  struct Impl;
+  explicit Work(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+class Group {
+ public:
+  /// Connects `world` ranks through `store`. *Collective* over all of them.
+  static Group create(const Store& store, int rank, int world, GroupOptions options = {},
+                      std::shared_ptr<CommStats> stats = nullptr);
+
+  /// Splits this group: `partition` lists every rank of this group exactly once, in disjoint
+  /// lists; each rank gets the group of the list it is in, ranked in list order. Every rank
+  /// must pass the same partition. *Collective.* The new group shares this one's CommStats.
+  Group split(const std::vector<std::vector<int>>& partition, const std::string& label) const;
+
+  int rank() const;
+  int size() const;
+  const std::string& label() const;
+  Backend backend() const;
+  std::chrono::milliseconds timeout() const;
+  /// Ranks of this group's members in the root group it was split from.
+  const std::vector<int>& root_ranks() const;
+  /// The byte counters of this rank, shared by every group it is in.
+  CommStats& stats() const;
+  std::shared_ptr<CommStats> stats_ptr() const;
+  /// "tp[2/4 of 4,5,6,7] gloo".
+  std::string str() const;
+
+  /// In-place all-reduce. *Collective.*
+  void all_reduce(at::Tensor& tensor, ReduceOp op = ReduceOp::kSum) const;
+  /// Starts an in-place all-reduce; the result is in `tensor` after Work::wait(). *Collective.*
+  Work all_reduce_async(at::Tensor& tensor, ReduceOp op = ReduceOp::kSum) const;
+
+  /// Concatenates every rank's `local` along `dim`. `sizes` gives each rank's extent along `dim`
+  /// (uneven allowed, zeros too); empty means ranks exchange their sizes first. The other dims
+  /// must agree. On a size-1 group returns `local` itself. *Collective.*
+  at::Tensor all_gather(const at::Tensor& local, int64_t dim = 0,
+                        std::vector<int64_t> sizes = {}) const;
+
+  /// Reduces `input` over the group and returns this rank's piece of it along `dim`; `sizes` are
+  /// the pieces' extents (empty: torch.chunk sizes). Same bytes on the wire as a real
+  /// reduce-scatter (Gloo has none: it is an all-to-all of pieces and a local reduction).
+  /// *Collective.*
+  at::Tensor reduce_scatter(const at::Tensor& input, int64_t dim = 0, ReduceOp op = ReduceOp::kSum,
+                            std::vector<int64_t> sizes = {}) const;
+
+  /// Sends inputs[r] to rank r and returns outputs[r] received from rank r, whose shapes the
+  /// caller knows (`output_shapes`). Dtypes must agree. *Collective.*
+  std::vector<at::Tensor> all_to_all(const std::vector<at::Tensor>& inputs,
+                                     const std::vector<std::vector<int64_t>>& output_shapes) const;
+
+  /// Copies `tensor` of group rank `root` into `tensor` on every rank. *Collective.*
+  void broadcast(at::Tensor& tensor, int root) const;
+
+  /// Point-to-point (group ranks). Blocking; the peer must post the matching call.
+  void send(const at::Tensor& tensor, int dst, int tag = 0) const;
+  void recv(at::Tensor& tensor, int src, int tag = 0) const;
+  /// Sends `out` to `dst` and receives `in` from `src` at once (a ring shift without deadlock).
+  void send_recv(const at::Tensor& out, int dst, at::Tensor& in, int src, int tag = 0) const;
+
+  /// Waits until every rank arrives. *Collective.*
+  void barrier() const;
+
+  struct Impl;
+
+ private:
+  explicit Group(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace vescale::comm

@@ -1,0 +1,34 @@
+#include "comm/store.h"
+
+#include "comm/c10d_compat.h"
+#include "core/error.h"
+
+namespace vescale::comm {
+
+Store Store::tcp(const std::string& host, int port, int rank, int world,
+                 std::chrono::milliseconds timeout) {
+  VS_CHECK(port > 0 && port < 65536, "[comm] bad rendezvous port {}", port);
+  ::c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(port);
+  options.isServer = rank == 0;
+  options.numWorkers = static_cast<std::size_t>(world);
+  options.waitWorkers = true;
+  options.timeout = timeout;
+  try {
+    auto store = c10::make_intrusive<::c10d::TCPStore>(host, options);
+    return Store(std::make_shared<Impl>(Impl{store}));
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("[comm] rank {} of {}: rendezvous at {}:{} failed within {}s: {}", rank,
+                            world, host, port, timeout.count() / 1000, e.what()));
+  }
+}
+
+Store Store::in_memory() {
+  return Store(std::make_shared<Impl>(Impl{c10::make_intrusive<::c10d::HashStore>()}));
+}
+
+Store Store::file(const std::string& path, int world) {
+  return Store(std::make_shared<Impl>(Impl{c10::make_intrusive<::c10d::FileStore>(path, world)}));
+}
+
+}  // namespace vescale::comm

@@ -1,0 +1,32 @@
+// Rendezvous stores: where ranks find each other before they connect.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace vescale::comm {
+
+/// A key-value store shared by the ranks of a job (c10d's TCPStore, HashStore or FileStore).
+/// Cheap to copy: copies share the same store.
+class Store {
+ public:
+  /// The TCP store of a real job: rank 0 serves on `port`, every rank connects to host:port.
+  /// Collective over `world` processes.
+  static Store tcp(const std::string& host, int port, int rank, int world,
+                   std::chrono::milliseconds timeout);
+  /// An in-process store, for ranks that are threads of one process (tests).
+  static Store in_memory();
+  /// A store in a file, for processes on one machine without a free port.
+  static Store file(const std::string& path, int world);
+
+  struct Impl;
+  const std::shared_ptr<Impl>& impl() const { return impl_; }
+
+ private:
+  explicit Store(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace vescale::comm

@@ -1,0 +1,280 @@
+#include "launch/local_launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "core/error.h"
+#include "launch/free_port.h"
+
+extern char** environ;
+
+namespace vescale {
+namespace {
+
+std::atomic<int> g_forward_signal{0};
+
+void on_signal(int sig) {
+  g_forward_signal = sig;
+}
+
+struct Worker {
+  int rank = 0;
+  pid_t pid = -1;
+  int out_fd = -1;  // read ends of the worker's stdout and stderr pipes
+  int err_fd = -1;
+  std::string out_partial, err_partial;
+  std::string last_line;
+  bool running = true;
+  int status = 0;
+};
+
+void write_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+/// Environment of a worker: ours, plus its rank variables, minus stale ones.
+std::vector<std::string> worker_env(const LocalLaunchOptions& options, int rank, int port) {
+  const char* overridden[] = {
+      "RANK=",        "WORLD_SIZE=",  "LOCAL_RANK=",      "LOCAL_WORLD_SIZE=",
+      "MASTER_ADDR=", "MASTER_PORT=", "VESCALE_LAUNCHER="};
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    bool skip = false;
+    for (const char* prefix : overridden)
+      skip = skip || entry.rfind(prefix, 0) == 0;
+    if (!skip) env.push_back(entry);
+  }
+  env.push_back(fmt::format("RANK={}", rank));
+  env.push_back(fmt::format("WORLD_SIZE={}", options.nproc));
+  env.push_back(fmt::format("LOCAL_RANK={}", rank));
+  env.push_back(fmt::format("LOCAL_WORLD_SIZE={}", options.nproc));
+  env.push_back(fmt::format("MASTER_ADDR={}", options.master_addr));
+  env.push_back(fmt::format("MASTER_PORT={}", port));
+  env.push_back("VESCALE_LAUNCHER=local");
+  // NOTE [Thread budget]: OpenBLAS threads x intra-op threads x ranks must not exceed the cores,
+  // or the workers fight over them. Respect what the user set; otherwise split the cores.
+  int threads = options.threads_per_worker;
+  if (threads <= 0) {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    threads = std::max(1, static_cast<int>(cores) / std::max(1, options.nproc));
+  }
+  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+    if (std::getenv(var) == nullptr) env.push_back(fmt::format("{}={}", var, threads));
+  }
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings)
+    out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+Worker spawn(const LocalLaunchOptions& options, int rank, int port) {
+  std::vector<std::string> argv = options.argv;
+  std::vector<std::string> env = worker_env(options, rank, port);
+  std::vector<char*> c_argv = c_strings(argv);
+  std::vector<char*> c_env = c_strings(env);
+  int out_pipe[2], err_pipe[2];
+  VS_CHECK(::pipe(out_pipe) == 0 && ::pipe(err_pipe) == 0, "[launch] pipe() failed: {}",
+           std::strerror(errno));
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  VS_CHECK(pid >= 0, "[launch] fork() failed: {}", std::strerror(errno));
+  if (pid == 0) {
+#ifdef __linux__
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+#endif
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    ::dup2(err_pipe[1], STDERR_FILENO);
+    ::close(out_pipe[0]);
+    ::close(out_pipe[1]);
+    ::close(err_pipe[0]);
+    ::close(err_pipe[1]);
+    ::execve(c_argv[0], c_argv.data(), c_env.data());
+    const std::string message = fmt::format("cannot run {}: {}\n", c_argv[0], std::strerror(errno));
+    write_all(STDERR_FILENO, message);
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
+  ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+  Worker w;
+  w.rank = rank;
+  w.pid = pid;
+  w.out_fd = out_pipe[0];
+  w.err_fd = err_pipe[0];
+  return w;
+}
+
+/// Reads what is available on `fd`, forwards complete lines, returns false at end of file.
+bool pump(Worker& w, int& fd, std::string& partial, int to_fd, bool prefix) {
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n <= 0) {  // end of file (or error): flush what is left
+      if (!partial.empty()) partial.push_back('\n');
+    } else {
+      partial.append(buffer, static_cast<size_t>(n));
+    }
+    size_t start = 0, end;
+    std::string out;
+    while ((end = partial.find('\n', start)) != std::string::npos) {
+      const std::string line = partial.substr(start, end - start);
+      if (!line.empty()) w.last_line = line;
+      out += prefix ? fmt::format("[rank {}] {}\n", w.rank, line) : line + "\n";
+      start = end + 1;
+    }
+    partial.erase(0, start);
+    write_all(to_fd, out);
+    if (n <= 0) {
+      ::close(fd);
+      fd = -1;
+      return false;
+    }
+  }
+}
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return fmt::format("was killed by signal {} ({})", sig, strsignal(sig));
+  }
+  return fmt::format("exited with code {}", WEXITSTATUS(status));
+}
+
+bool failed(int status) {
+  return WIFSIGNALED(status) || WEXITSTATUS(status) != 0;
+}
+
+void signal_all(std::vector<Worker>& workers, int sig) {
+  for (auto& w : workers) {
+    if (w.running) ::kill(w.pid, sig);
+  }
+}
+
+}  // namespace
+
+LaunchOutcome run_local_workers(const LocalLaunchOptions& options) {
+  VS_CHECK(options.nproc >= 1, "[launch] need at least one worker, got {}", options.nproc);
+  VS_CHECK(!options.argv.empty(), "[launch] no worker command");
+  const int port = options.master_port > 0 ? options.master_port : find_free_port();
+
+  struct sigaction action {
+  }, old_int{}, old_term{};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, &old_int);
+  ::sigaction(SIGTERM, &action, &old_term);
+  g_forward_signal = 0;
+
+  std::vector<Worker> workers;
+  for (int rank = 0; rank < options.nproc; ++rank)
+    workers.push_back(spawn(options, rank, port));
+  for (const auto& w : workers) {
+    write_all(STDERR_FILENO, fmt::format("[launch] rank {} pid {} (rendezvous {}:{})\n", w.rank,
+                                         w.pid, options.master_addr, port));
+  }
+
+  LaunchOutcome outcome;
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> kill_deadline;
+  int alive = options.nproc;
+  while (true) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<size_t, bool>> owners;  // worker index, is stderr
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (workers[i].out_fd >= 0) {
+        fds.push_back({workers[i].out_fd, POLLIN, 0});
+        owners.push_back({i, false});
+      }
+      if (workers[i].err_fd >= 0) {
+        fds.push_back({workers[i].err_fd, POLLIN, 0});
+        owners.push_back({i, true});
+      }
+    }
+    if (fds.empty() && alive == 0) break;
+    if (!fds.empty()) {
+      ::poll(fds.data(), fds.size(), 100);
+    } else {
+      ::usleep(100 * 1000);
+    }
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      Worker& w = workers[owners[k].first];
+      if (owners[k].second) {
+        pump(w, w.err_fd, w.err_partial, STDERR_FILENO, options.prefix_output);
+      } else {
+        // Rank 0's stdout is the command's result (a table, a report): forwarded as it is.
+        pump(w, w.out_fd, w.out_partial, STDOUT_FILENO, options.prefix_output && w.rank != 0);
+      }
+    }
+
+    // Reap workers that ended; the first failure stops the rest.
+    for (auto& w : workers) {
+      if (!w.running) continue;
+      int status = 0;
+      if (::waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
+      w.running = false;
+      w.status = status;
+      --alive;
+      if (failed(status) && outcome.failed_rank < 0) {
+        outcome.failed_rank = w.rank;
+        outcome.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+        outcome.failure =
+            fmt::format("rank {} (pid {}) {}", w.rank, w.pid, describe_status(status));
+        signal_all(workers, SIGTERM);
+        kill_deadline = Clock::now() + options.grace;
+      }
+    }
+    if (const int sig = g_forward_signal.exchange(0); sig != 0) {
+      signal_all(workers, sig);
+      if (!kill_deadline) kill_deadline = Clock::now() + options.grace;
+    }
+    if (kill_deadline && Clock::now() > *kill_deadline) {
+      signal_all(workers, SIGKILL);
+      kill_deadline.reset();
+    }
+  }
+
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+
+  if (outcome.failed_rank >= 0) {
+    const Worker& w = workers[outcome.failed_rank];
+    if (!w.last_line.empty()) outcome.failure += fmt::format("; its last line: {}", w.last_line);
+    int stopped = 0;
+    for (const auto& other : workers)
+      stopped += other.rank != w.rank && failed(other.status);
+    if (stopped > 0) outcome.failure += fmt::format(" ({} other workers were stopped)", stopped);
+  }
+  return outcome;
+}
+
+}  // namespace vescale

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every Debian package vescale-train needs to build, test and run.
+# Idempotent: installs only what is missing. Run as root (or with sudo available).
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake ninja-build ccache clang-format pkg-config
+  # LibTorch (CPU) and the Gloo headers its c10d needs
+  libtorch-dev libgloo-dev
+  # fast BLAS: Debian's reference BLAS makes matmuls ~30x slower
+  libopenblas0-pthread
+  # libraries
+  libcli11-dev libtomlplusplus-dev libhdf5-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev nlohmann-json3-dev
+  # test cross-checks and the demo corpus
+  python3 python3-torch python3-h5py python3-numpy fortunes
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "[setup] all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "[setup] need root to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+
+echo "[setup] installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "[setup] done"
