@@ -1,0 +1,72 @@
+#include "dtensor/dtensor.h"
+
+#include <ATen/ATen.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+#include "dtensor/redistribute.h"
+
+namespace vescale {
+
+DTensor::DTensor(at::Tensor local, DTensorSpec spec)
+    : local_(std::move(local)), spec_(std::move(spec)) {
+  VS_CHECK(local_.sizes().vec() == spec_.local_shape(),
+           "[dtensor] local shape [{}] does not match {} (expected [{}])",
+           fmt::join(local_.sizes(), ", "), spec_.str(), fmt::join(spec_.local_shape(), ", "));
+}
+
+int64_t DTensor::size(int64_t dim) const {
+  const int64_t d = dim < 0 ? dim + ndim() : dim;
+  VS_CHECK(d >= 0 && d < ndim(), "[dtensor] dim {} out of range for {}", dim, str());
+  return spec_.shape[d];
+}
+
+DTensor DTensor::redistribute(const Placements& placements) const {
+  at::Tensor local = redistribute_local(local_, spec_, placements);
+  return DTensor(std::move(local), spec_.with_placements(placements));
+}
+
+at::Tensor DTensor::full_tensor() const {
+  return redistribute(Placements(mesh().ndim(), Placement::replicate())).to_local();
+}
+
+DTensor& DTensor::requires_grad_(bool requires) {
+  local_.requires_grad_(requires);
+  return *this;
+}
+
+DTensor DTensor::grad() const {
+  Placements grad_placements = spec_.placements;
+  for (auto& p : grad_placements) {
+    if (p.is_partial()) p = Placement::replicate();
+  }
+  const at::Tensor& g = local_.grad();
+  VS_CHECK(g.defined(), "[dtensor] no gradient yet for {}", str());
+  return DTensor(g, spec_.with_placements(grad_placements));
+}
+
+DTensor DTensor::from_local(at::Tensor local, const DeviceMesh& mesh, Placements placements,
+                            std::optional<std::vector<int64_t>> shape) {
+  if (shape) return DTensor(std::move(local), DTensorSpec(mesh, std::move(placements), *shape));
+  // Global extents: undo the sharding inner mesh dim first, summing the pieces of each group.
+  std::vector<int64_t> global = local.sizes().vec();
+  for (auto& p : placements)
+    p = p.normalized(local.dim());
+  for (int i = mesh.ndim() - 1; i >= 0; --i) {
+    if (!placements[i].is_shard()) continue;
+    const int64_t d = placements[i].dim;
+    at::Tensor extent = at::full({1}, global[d], at::kLong);
+    mesh.group(i).all_reduce(extent, comm::ReduceOp::kSum);
+    global[d] = extent.item<int64_t>();
+  }
+  return DTensor(std::move(local), DTensorSpec(mesh, std::move(placements), global));
+}
+
+DTensor distribute_tensor(const at::Tensor& full, const DeviceMesh& mesh,
+                          const Placements& placements) {
+  const DTensorSpec replicated(mesh, Placements(mesh.ndim(), Placement::replicate()),
+                               full.sizes().vec());
+  return DTensor(full, replicated).redistribute(placements);
+}
+
+}  // namespace vescale

@@ -1,0 +1,69 @@
+// DTensor: one logical tensor spread over a device mesh — a local tensor plus its DTensorSpec —
+// with the values and gradients of the single-device tensor.
+//
+// NOTE [Gradient placements]
+// The gradient of a DTensor's local tensor has the DTensor's placements, with two refinements:
+// the local gradient of a Partial tensor is the loss's derivative with respect to that piece
+// (for P(sum) the full, Replicate gradient of the reduced value; for P(avg) that over n; for
+// P(max) it goes to the pieces holding the maximum), and a Replicate *parameter* used with
+// sharded activations may hold a Partial gradient that the caller reduces (grad sync). Every
+// collective's backward is its adjoint under this rule (S->R gathers forward and slices backward;
+// R->S slices forward and gathers backward, so a Replicate gradient stays Replicate), and every op
+// inserts the all-reduce its rule needs.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <vector>
+
+#include "dtensor/dtensor_spec.h"
+
+namespace vescale {
+
+class DTensor {
+ public:
+  DTensor(at::Tensor local, DTensorSpec spec);
+
+  /// This rank's piece (with autograd history).
+  const at::Tensor& to_local() const { return local_; }
+  const DTensorSpec& spec() const { return spec_; }
+  const DeviceMesh& mesh() const { return spec_.mesh; }
+  const Placements& placements() const { return spec_.placements; }
+  /// Global shape.
+  const std::vector<int64_t>& shape() const { return spec_.shape; }
+  int64_t size(int64_t dim) const;
+  int64_t ndim() const { return spec_.ndim(); }
+  at::ScalarType dtype() const { return local_.scalar_type(); }
+
+  /// Moves to other placements on the same mesh, differentiably, in a low-volume order.
+  /// *Collective* over the mesh.
+  DTensor redistribute(const Placements& placements) const;
+  /// The whole tensor on every rank (redistributes to all Replicate). *Collective.* Differentiable.
+  at::Tensor full_tensor() const;
+
+  /// Makes the local tensor a leaf that requires grad (a parameter).
+  DTensor& requires_grad_(bool requires = true);
+  bool requires_grad() const { return local_.requires_grad(); }
+  /// The gradient as a DTensor (NOTE [Gradient placements]); undefined local if none yet.
+  DTensor grad() const;
+
+  /// Builds a DTensor from each rank's piece. Without `shape`, ranks exchange their extents along
+  /// sharded dims (uneven pieces allowed) — *collective*; with it, the local shape is checked.
+  static DTensor from_local(at::Tensor local, const DeviceMesh& mesh, Placements placements,
+                            std::optional<std::vector<int64_t>> shape = std::nullopt);
+
+  std::string str() const { return spec_.str(); }
+
+ private:
+  at::Tensor local_;
+  DTensorSpec spec_;
+};
+
+/// Spreads `full` (the same on every rank) over the mesh: each rank keeps its piece. Partial
+/// placements keep the value on coordinate 0 for sum (zeros elsewhere) and everywhere for avg
+/// and max. Differentiable: the gradient of `full` is Replicate. Makes no communication.
+DTensor distribute_tensor(const at::Tensor& full, const DeviceMesh& mesh,
+                          const Placements& placements);
+
+}  // namespace vescale

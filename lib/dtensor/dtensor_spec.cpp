@@ -1,0 +1,88 @@
+#include "dtensor/dtensor_spec.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/chunking.h"
+#include "core/error.h"
+
+namespace vescale {
+
+DTensorSpec::DTensorSpec(DeviceMesh mesh_, Placements placements_, std::vector<int64_t> shape_)
+    : mesh(std::move(mesh_)), placements(std::move(placements_)), shape(std::move(shape_)) {
+  VS_CHECK(static_cast<int>(placements.size()) == mesh.ndim(),
+           "[dtensor] {} placements for a {}-D mesh {}", placements.size(), mesh.ndim(),
+           mesh.str());
+  for (auto& p : placements) {
+    if (!p.is_shard()) continue;
+    VS_CHECK(p.dim >= -ndim() && p.dim < ndim(), "[dtensor] {} does not fit a tensor of shape [{}]",
+             p.str(), fmt::join(shape, ", "));
+    p = p.normalized(ndim());
+  }
+}
+
+void DTensorSpec::local_box(const std::vector<int64_t>& coordinate, std::vector<int64_t>& sizes,
+                            std::vector<int64_t>& offsets) const {
+  sizes = shape;
+  offsets.assign(shape.size(), 0);
+  for (int i = 0; i < mesh.ndim(); ++i) {
+    const Placement& p = placements[i];
+    if (!p.is_shard()) continue;
+    const int64_t n = mesh.size(i);
+    offsets[p.dim] += chunk_offsets(sizes[p.dim], n)[coordinate[i]];
+    sizes[p.dim] = chunk_sizes(sizes[p.dim], n)[coordinate[i]];
+  }
+}
+
+std::vector<int64_t> DTensorSpec::local_shape() const {
+  std::vector<int64_t> sizes, offsets;
+  local_box(mesh.coordinate(), sizes, offsets);
+  return sizes;
+}
+
+std::vector<int64_t> DTensorSpec::local_offset() const {
+  std::vector<int64_t> sizes, offsets;
+  local_box(mesh.coordinate(), sizes, offsets);
+  return offsets;
+}
+
+std::vector<int64_t> DTensorSpec::group_piece_sizes(int mesh_dim, int64_t tensor_dim) const {
+  // The extent before mesh_dim splits it: the outer mesh dims' chunking only.
+  const auto coord = mesh.coordinate();
+  int64_t extent = shape[tensor_dim];
+  for (int i = 0; i < mesh_dim; ++i) {
+    if (placements[i].is_shard(tensor_dim)) extent = chunk_sizes(extent, mesh.size(i))[coord[i]];
+  }
+  return chunk_sizes(extent, mesh.size(mesh_dim));
+}
+
+bool DTensorSpec::has_partial() const {
+  return std::any_of(placements.begin(), placements.end(),
+                     [](const Placement& p) { return p.is_partial(); });
+}
+
+std::vector<int> DTensorSpec::mesh_dims_sharding(int64_t tensor_dim) const {
+  std::vector<int> out;
+  for (int i = 0; i < mesh.ndim(); ++i) {
+    if (placements[i].is_shard(tensor_dim)) out.push_back(i);
+  }
+  return out;
+}
+
+DTensorSpec DTensorSpec::with_placements(Placements new_placements) const {
+  return DTensorSpec(mesh, std::move(new_placements), shape);
+}
+
+DTensorSpec DTensorSpec::with_shape(std::vector<int64_t> new_shape) const {
+  return DTensorSpec(mesh, placements, std::move(new_shape));
+}
+
+std::string DTensorSpec::str() const {
+  std::vector<std::string> dims;
+  for (int i = 0; i < mesh.ndim(); ++i)
+    dims.push_back(fmt::format("{}={}", mesh.dim_names()[i], mesh.size(i)));
+  return fmt::format("{} of [{}] on mesh({})", placements_str(placements), fmt::join(shape, ", "),
+                     fmt::join(dims, ", "));
+}
+
+}  // namespace vescale

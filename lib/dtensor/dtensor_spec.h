@@ -1,0 +1,43 @@
+// DTensorSpec: one logical tensor spread over a mesh: its global shape and one placement per
+// mesh dim. Sharding splits a dim like torch.chunk; a dim sharded over several mesh dims is split
+// by the outer mesh dim first, then each piece by the inner ones.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dtensor/placement.h"
+#include "mesh/device_mesh.h"
+
+namespace vescale {
+
+struct DTensorSpec {
+  DeviceMesh mesh;
+  Placements placements;       ///< one per mesh dim; shard dims non-negative
+  std::vector<int64_t> shape;  ///< global shape
+
+  /// Checks the placements against the mesh and shape; normalizes negative shard dims.
+  DTensorSpec(DeviceMesh mesh, Placements placements, std::vector<int64_t> shape);
+
+  int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
+  /// The extent and offset, per tensor dim, of the piece at a mesh coordinate.
+  void local_box(const std::vector<int64_t>& coordinate, std::vector<int64_t>& sizes,
+                 std::vector<int64_t>& offsets) const;
+  std::vector<int64_t> local_shape() const;
+  std::vector<int64_t> local_offset() const;
+  /// Extents along `tensor_dim` of the pieces held by the ranks of mesh dim `mesh_dim`'s group
+  /// when mesh dim `mesh_dim` is Shard(tensor_dim) and the other mesh dims are as in this spec.
+  std::vector<int64_t> group_piece_sizes(int mesh_dim, int64_t tensor_dim) const;
+
+  bool has_partial() const;
+  /// Mesh dims that shard `tensor_dim`, outer first.
+  std::vector<int> mesh_dims_sharding(int64_t tensor_dim) const;
+  DTensorSpec with_placements(Placements placements) const;
+  DTensorSpec with_shape(std::vector<int64_t> shape) const;
+
+  /// "[S(0), R] of 8x4 on DeviceMesh(dp=2, tp=2)".
+  std::string str() const;
+};
+
+}  // namespace vescale
