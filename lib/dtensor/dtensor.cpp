@@ -32,7 +32,21 @@ at::Tensor DTensor::full_tensor() const {
 
 DTensor& DTensor::requires_grad_(bool requires) {
   local_.requires_grad_(requires);
+  param_ = requires ? std::make_shared<ParamState>() : nullptr;
   return *this;
+}
+
+std::vector<int> DTensor::partial_grad_dims() const {
+  return param_ ? param_->partial_dims : std::vector<int>{};
+}
+
+void DTensor::reduce_partial_grad() {
+  if (!param_ || param_->partial_dims.empty()) return;
+  at::Tensor g = local_.grad();
+  VS_CHECK(g.defined(), "[dtensor] no gradient to reduce for {}", str());
+  for (int i : param_->partial_dims)
+    mesh().group(i).all_reduce(g, comm::ReduceOp::kSum);
+  param_->partial_dims.clear();
 }
 
 DTensor DTensor::grad() const {
@@ -40,6 +54,8 @@ DTensor DTensor::grad() const {
   for (auto& p : grad_placements) {
     if (p.is_partial()) p = Placement::replicate();
   }
+  for (int i : partial_grad_dims())
+    grad_placements[i] = Placement::partial();
   const at::Tensor& g = local_.grad();
   VS_CHECK(g.defined(), "[dtensor] no gradient yet for {}", str());
   return DTensor(g, spec_.with_placements(grad_placements));

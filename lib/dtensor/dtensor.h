@@ -14,6 +14,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -42,11 +43,28 @@ class DTensor {
   /// The whole tensor on every rank (redistributes to all Replicate). *Collective.* Differentiable.
   at::Tensor full_tensor() const;
 
-  /// Makes the local tensor a leaf that requires grad (a parameter).
+  /// Makes the local tensor a leaf that requires grad: a parameter. Ops leave a parameter's
+  /// gradient Partial over mesh dims where it is Replicate but meets sharded activations
+  /// (e.g. LayerNorm weights under sequence parallel): see partial_grad_dims().
   DTensor& requires_grad_(bool requires = true);
   bool requires_grad() const { return local_.requires_grad(); }
-  /// The gradient as a DTensor (NOTE [Gradient placements]); undefined local if none yet.
+  bool is_parameter() const { return param_ != nullptr; }
+  /// The gradient as a DTensor (NOTE [Gradient placements]), Partial over partial_grad_dims().
+  /// Throws if backward has not produced one.
   DTensor grad() const;
+  /// Mesh dims over which this parameter's local gradient is still a partial sum.
+  std::vector<int> partial_grad_dims() const;
+  /// Sums the local gradient over partial_grad_dims(), after which it has the parameter's
+  /// placements. *Collective* over those mesh dims.
+  void reduce_partial_grad();
+
+  /// Which mesh dims an op used this parameter on with sharded (partial) or replicated (full)
+  /// gradient contributions; the two must not mix on one dim. Internal to dtensor/.
+  struct ParamState {
+    std::vector<int> partial_dims;
+    std::vector<int> full_dims;
+  };
+  const std::shared_ptr<ParamState>& param_state() const { return param_; }
 
   /// Builds a DTensor from each rank's piece. Without `shape`, ranks exchange their extents along
   /// sharded dims (uneven pieces allowed) — *collective*; with it, the local shape is checked.
@@ -58,6 +76,7 @@ class DTensor {
  private:
   at::Tensor local_;
   DTensorSpec spec_;
+  std::shared_ptr<ParamState> param_;  // shared by copies; set for parameters
 };
 
 /// Spreads `full` (the same on every rank) over the mesh: each rank keeps its piece. Partial

@@ -1,0 +1,305 @@
+#include "dtensor/ops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "dtensor/op_driver.h"
+#include "dtensor/transitions.h"
+
+namespace vescale::ops {
+
+using detail::DimRule;
+using detail::OpCall;
+using detail::PartialPolicy;
+using detail::run_op;
+using Locals = std::vector<at::Tensor>;
+using Specs = std::vector<const DTensorSpec*>;
+
+namespace {
+
+std::function<DimRule(int64_t)> fixed(DimRule rule) {
+  return [rule](int64_t) { return rule; };
+}
+
+DTensor elementwise(const char* name, const std::vector<const DTensor*>& inputs,
+                    PartialPolicy policy, std::function<at::Tensor(const Locals&)> fn) {
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<int64_t> out = inputs[0]->shape();
+  for (const DTensor* in : inputs) {
+    shapes.push_back(in->shape());
+    out = at::infer_size(out, in->shape());
+  }
+  return run_op({name, inputs, fixed(detail::elementwise_rule(shapes, out, policy)), out,
+                 [fn](const Locals& l, const Specs&, const DTensorSpec&) { return fn(l); }});
+}
+
+std::vector<int64_t> shape_of(const std::vector<int64_t>& base, int64_t drop_last,
+                              std::vector<int64_t> tail) {
+  std::vector<int64_t> out(base.begin(), base.end() - drop_last);
+  out.insert(out.end(), tail.begin(), tail.end());
+  return out;
+}
+
+}  // namespace
+
+DTensor linear(const DTensor& x, const DTensor& w, const std::optional<DTensor>& b) {
+  VS_CHECK(w.ndim() == 2 && x.ndim() >= 1 && x.size(-1) == w.size(1),
+           "[dtensor] linear: input [{}] does not fit weight [{}]", fmt::join(x.shape(), ", "),
+           fmt::join(w.shape(), ", "));
+  const int64_t x_ndim = x.ndim();
+  return run_op({"linear",
+                 {&x, &w, b ? &*b : nullptr},
+                 fixed(detail::linear_rule(x_ndim)),
+                 shape_of(x.shape(), 1, {w.size(0)}),
+                 [](const Locals& l, const Specs&, const DTensorSpec&) {
+                   return l[2].defined() ? at::linear(l[0], l[1], l[2]) : at::linear(l[0], l[1]);
+                 }});
+}
+
+DTensor matmul(const DTensor& a, const DTensor& b) {
+  VS_CHECK(a.ndim() >= 2 && b.ndim() >= 2 && a.size(-1) == b.size(-2),
+           "[dtensor] matmul: [{}] @ [{}] do not fit", fmt::join(a.shape(), ", "),
+           fmt::join(b.shape(), ", "));
+  std::vector<int64_t> batch =
+      at::infer_size(std::vector<int64_t>(a.shape().begin(), a.shape().end() - 2),
+                     std::vector<int64_t>(b.shape().begin(), b.shape().end() - 2));
+  batch.push_back(a.size(-2));
+  batch.push_back(b.size(-1));
+  return run_op(
+      {"matmul",
+       {&a, &b},
+       fixed(detail::matmul_rule(a.ndim(), b.ndim())),
+       batch,
+       [](const Locals& l, const Specs&, const DTensorSpec&) { return at::matmul(l[0], l[1]); }});
+}
+
+DTensor add(const DTensor& a, const DTensor& b) {
+  return elementwise("add", {&a, &b}, PartialPolicy::kAll,
+                     [](const Locals& l) { return l[0] + l[1]; });
+}
+DTensor sub(const DTensor& a, const DTensor& b) {
+  return elementwise("sub", {&a, &b}, PartialPolicy::kAll,
+                     [](const Locals& l) { return l[0] - l[1]; });
+}
+DTensor mul(const DTensor& a, const DTensor& b) {
+  return elementwise("mul", {&a, &b}, PartialPolicy::kOneAny,
+                     [](const Locals& l) { return l[0] * l[1]; });
+}
+DTensor div(const DTensor& a, const DTensor& b) {
+  return elementwise("div", {&a, &b}, PartialPolicy::kOneFirst,
+                     [](const Locals& l) { return l[0] / l[1]; });
+}
+DTensor scale(const DTensor& x, double factor) {
+  return elementwise("scale", {&x}, PartialPolicy::kOneAny,
+                     [factor](const Locals& l) { return l[0] * factor; });
+}
+DTensor add_scalar(const DTensor& x, double value) {
+  return elementwise("add_scalar", {&x}, PartialPolicy::kNone,
+                     [value](const Locals& l) { return l[0] + value; });
+}
+
+DTensor gelu(const DTensor& x) {
+  return elementwise("gelu", {&x}, PartialPolicy::kNone,
+                     [](const Locals& l) { return at::gelu(l[0]); });
+}
+
+DTensor dropout(const DTensor& x, double p, const RngKey& key, bool training) {
+  VS_CHECK(p >= 0 && p < 1, "[dtensor] dropout probability {} is not in [0, 1)", p);
+  if (!training || p == 0) return x;
+  const double keep = 1.0 - p;
+  return run_op({"dropout",
+                 {&x},
+                 fixed(detail::elementwise_rule({x.shape()}, x.shape(), PartialPolicy::kOneAny)),
+                 x.shape(),
+                 [key, keep](const Locals& l, const Specs& s, const DTensorSpec&) {
+                   at::Tensor mask = keep_mask(key, Box::local(*s[0]), keep).to(l[0].scalar_type());
+                   return l[0] * mask / keep;
+                 }});
+}
+
+DTensor layer_norm(const DTensor& x, const DTensor& weight, const DTensor& bias, double eps) {
+  const int64_t c = x.size(-1);
+  VS_CHECK(weight.shape() == std::vector<int64_t>{c} && bias.shape() == std::vector<int64_t>{c},
+           "[dtensor] layer_norm: weight and bias must be [{}]", c);
+  return run_op({"layer_norm",
+                 {&x, &weight, &bias},
+                 fixed(detail::layer_norm_rule(x.ndim())),
+                 x.shape(),
+                 [c, eps](const Locals& l, const Specs&, const DTensorSpec&) {
+                   return at::layer_norm(l[0], {c}, l[1], l[2], eps);
+                 }});
+}
+
+DTensor softmax(const DTensor& x, int64_t dim) {
+  return run_op({"softmax",
+                 {&x},
+                 fixed(detail::softmax_rule(x.ndim(), dim)),
+                 x.shape(),
+                 [dim](const Locals& l, const Specs&, const DTensorSpec&) {
+                   return at::softmax(l[0], dim);
+                 }});
+}
+
+DTensor causal_attention(const DTensor& q, const DTensor& k, const DTensor& v) {
+  VS_CHECK(q.ndim() == 4 && q.shape() == k.shape() && q.shape() == v.shape(),
+           "[dtensor] causal_attention: q, k, v must share one [B, H, T, D] shape");
+  const int64_t t = q.size(2);
+  const double scale_factor = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  return run_op({"causal_attention",
+                 {&q, &k, &v},
+                 fixed(detail::attention_rule()),
+                 q.shape(),
+                 [t, scale_factor](const Locals& l, const Specs&, const DTensorSpec&) {
+                   at::Tensor scores = at::matmul(l[0], l[1].transpose(-2, -1)) * scale_factor;
+                   at::Tensor future = at::ones({t, t}, at::kBool).triu(1);
+                   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+                   return at::matmul(at::softmax(scores, -1), l[2]);
+                 }});
+}
+
+DTensor embedding(const DTensor& ids, const DTensor& weight) {
+  VS_CHECK(weight.ndim() == 2, "[dtensor] embedding: weight must be 2-D");
+  const int64_t vocab = weight.size(0);
+  return run_op({"embedding",
+                 {&ids, &weight},
+                 fixed(detail::embedding_rule(ids.ndim())),
+                 shape_of(ids.shape(), 0, {weight.size(1)}),
+                 [vocab](const Locals& l, const Specs& s, const DTensorSpec&) {
+                   const at::Tensor& rows = l[1];
+                   if (rows.size(0) == vocab) return at::embedding(rows, l[0]);
+                   // Vocab-parallel: look up the ids this rank holds; the others contribute 0.
+                   const int64_t offset = s[1]->local_offset()[0];
+                   std::vector<int64_t> shape = l[0].sizes().vec();
+                   shape.push_back(rows.size(1));
+                   if (rows.size(0) == 0) return at::zeros(shape, rows.options()) + rows.sum();
+                   at::Tensor mine = (l[0] >= offset) & (l[0] < offset + rows.size(0));
+                   at::Tensor local_ids = (l[0] - offset).clamp(0, rows.size(0) - 1);
+                   return at::embedding(rows, local_ids) *
+                          mine.unsqueeze(-1).to(rows.scalar_type());
+                 }});
+}
+
+DTensor cross_entropy(const DTensor& logits, const DTensor& targets) {
+  VS_CHECK(logits.ndim() == 2 && targets.ndim() == 1 && targets.size(0) == logits.size(0),
+           "[dtensor] cross_entropy: logits [N, V] and targets [N], got [{}] and [{}]",
+           fmt::join(logits.shape(), ", "), fmt::join(targets.shape(), ", "));
+  const DeviceMesh& mesh = logits.mesh();
+  const int mesh_ndim = mesh.ndim();
+  Placements want_logits, want_targets, output;
+  std::vector<int> vocab_dims;
+  for (int i = 0; i < mesh_ndim; ++i) {
+    const Placement& p = logits.placements()[i];
+    const bool rows = p.is_shard(0), classes = p.is_shard(1);
+    want_logits.push_back(rows || classes ? p : Placement::replicate());
+    want_targets.push_back(rows ? Placement::shard(0) : Placement::replicate());
+    output.push_back(rows ? Placement::partial() : Placement::replicate());
+    if (classes) vocab_dims.push_back(i);
+  }
+  const DTensor lg = logits.placements() == want_logits ? logits : logits.redistribute(want_logits);
+  const DTensor tg =
+      targets.placements() == want_targets ? targets : targets.redistribute(want_targets);
+  const at::Tensor& x = lg.to_local();
+  const at::Tensor& t = tg.to_local();
+  const double n_global = static_cast<double>(logits.size(0));
+  at::Tensor loss;
+  if (vocab_dims.empty()) {
+    loss = at::cross_entropy_loss(x, t, {}, at::Reduction::Sum) / n_global;
+  } else {
+    // NOTE [Vocab-parallel cross entropy]: the max is only for stability (it cancels exactly), so
+    // it needs no gradient; the sum of exponentials and the target logit are partial sums over
+    // the vocab shards, reduced with autograd (their backward is the identity).
+    at::Tensor max = std::get<0>(x.detach().max(-1, true));
+    for (int i : vocab_dims)
+      mesh.group(i).all_reduce(max, comm::ReduceOp::kMax);
+    at::Tensor z = x - max;
+    at::Tensor sum_exp = z.exp().sum(-1);
+    const int64_t offset = lg.spec().local_offset()[1];
+    const int64_t width = x.size(1);
+    at::Tensor mine = (t >= offset) & (t < offset + width);
+    at::Tensor target_logit =
+        width == 0
+            ? z.sum(-1) * 0
+            : z.gather(1, (t - offset).clamp(0, std::max<int64_t>(width - 1, 0)).unsqueeze(1))
+                      .squeeze(1) *
+                  mine.to(z.scalar_type());
+    for (int i : vocab_dims) {
+      sum_exp = detail::reduce_partial(sum_exp, mesh.group(i), comm::ReduceOp::kSum);
+      target_logit = detail::reduce_partial(target_logit, mesh.group(i), comm::ReduceOp::kSum);
+    }
+    loss = (sum_exp.log() - target_logit).sum() / n_global;
+  }
+  return DTensor(loss, DTensorSpec(mesh, output, {}));
+}
+
+DTensor reshape(const DTensor& x, std::vector<int64_t> shape) {
+  const int64_t numel = c10::multiply_integers(x.shape());
+  int64_t known = 1, infer = -1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == -1) {
+      infer = static_cast<int64_t>(d);
+    } else {
+      known *= shape[d];
+    }
+  }
+  if (infer >= 0 && known > 0) shape[infer] = numel / known;
+  VS_CHECK(c10::multiply_integers(shape) == numel,
+           "[dtensor] reshape of [{}] to [{}]: sizes differ", fmt::join(x.shape(), ", "),
+           fmt::join(shape, ", "));
+  const std::vector<int64_t> from = x.shape();
+  return run_op(
+      {"reshape",
+       {&x},
+       [from, shape](int64_t mesh_size) { return detail::reshape_rule(from, shape, mesh_size); },
+       shape,
+       [](const Locals& l, const Specs&, const DTensorSpec& out) {
+         return l[0].reshape(out.local_shape());
+       }});
+}
+
+DTensor transpose(const DTensor& x, int64_t d0, int64_t d1) {
+  std::vector<int64_t> shape = x.shape();
+  const int64_t a = d0 < 0 ? d0 + x.ndim() : d0, b = d1 < 0 ? d1 + x.ndim() : d1;
+  std::swap(shape[a], shape[b]);
+  return run_op(
+      {"transpose",
+       {&x},
+       fixed(detail::transpose_rule(x.ndim(), a, b)),
+       shape,
+       [a, b](const Locals& l, const Specs&, const DTensorSpec&) { return l[0].transpose(a, b); }});
+}
+
+DTensor sum(const DTensor& x, std::vector<int64_t> dims, bool keepdim) {
+  for (auto& d : dims)
+    d = d < 0 ? d + x.ndim() : d;
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < x.ndim(); ++d) {
+    const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+    if (!reduced) shape.push_back(x.size(d));
+    if (reduced && keepdim) shape.push_back(1);
+  }
+  return run_op({"sum",
+                 {&x},
+                 fixed(detail::sum_rule(x.ndim(), dims, keepdim)),
+                 shape,
+                 [dims, keepdim](const Locals& l, const Specs&, const DTensorSpec&) {
+                   return at::sum(l[0], dims, keepdim);
+                 }});
+}
+
+DTensor mean(const DTensor& x) {
+  std::vector<int64_t> all(x.ndim());
+  std::iota(all.begin(), all.end(), 0);
+  const double count = static_cast<double>(c10::multiply_integers(x.shape()));
+  return run_op(
+      {"mean",
+       {&x},
+       fixed(detail::sum_rule(x.ndim(), all, false)),
+       {},
+       [count](const Locals& l, const Specs&, const DTensorSpec&) { return l[0].sum() / count; }});
+}
+
+}  // namespace vescale::ops

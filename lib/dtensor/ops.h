@@ -1,0 +1,49 @@
+// DTensor ops: what models are written with. Each op has single-device semantics: its result,
+// and its gradients, equal the single-device op on the full tensors. Placements of the result
+// follow the op's sharding rule (sharding_rules.h); inputs are redistributed as the rule needs.
+// Every op is *collective* over the mesh (all ranks call it with the same placements).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "dtensor/dtensor.h"
+#include "dtensor/random.h"
+
+namespace vescale::ops {
+
+/// x @ w^T + b, w [out, in] (torch.nn.functional.linear).
+DTensor linear(const DTensor& x, const DTensor& w, const std::optional<DTensor>& b = std::nullopt);
+/// Matrix product with batch dims (torch.matmul for >= 2-D operands).
+DTensor matmul(const DTensor& a, const DTensor& b);
+
+DTensor add(const DTensor& a, const DTensor& b);
+DTensor sub(const DTensor& a, const DTensor& b);
+DTensor mul(const DTensor& a, const DTensor& b);
+DTensor div(const DTensor& a, const DTensor& b);
+DTensor scale(const DTensor& x, double factor);
+DTensor add_scalar(const DTensor& x, double value);
+
+/// Exact (erf) GELU.
+DTensor gelu(const DTensor& x);
+/// Inverted dropout with a layout-free mask: the same elements drop under every layout.
+DTensor dropout(const DTensor& x, double p, const RngKey& key, bool training);
+/// Layer norm over the last dim.
+DTensor layer_norm(const DTensor& x, const DTensor& weight, const DTensor& bias, double eps);
+DTensor softmax(const DTensor& x, int64_t dim);
+/// Causal softmax attention on q, k, v [B, H, T, D], scaled by 1/sqrt(D).
+DTensor causal_attention(const DTensor& q, const DTensor& k, const DTensor& v);
+/// Rows of `weight` [V, C] at integer `ids`.
+DTensor embedding(const DTensor& ids, const DTensor& weight);
+/// Mean cross entropy of logits [N, V] against integer targets [N]. With the class dim sharded
+/// (vocab-parallel) the full logits are never gathered: max, sum-exp and target-logit reductions
+/// cross the mesh instead (O(N) bytes). Result: a scalar, Partial over mesh dims that shard rows.
+DTensor cross_entropy(const DTensor& logits, const DTensor& targets);
+
+DTensor reshape(const DTensor& x, std::vector<int64_t> shape);
+DTensor transpose(const DTensor& x, int64_t d0, int64_t d1);
+DTensor sum(const DTensor& x, std::vector<int64_t> dims, bool keepdim = false);
+/// Mean over all elements: a scalar.
+DTensor mean(const DTensor& x);
+
+}  // namespace vescale::ops
