@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "dtensor/redistribute.h"
+#include "dtensor/transitions.h"
 
 namespace vescale {
 
@@ -22,7 +23,8 @@ int64_t DTensor::size(int64_t dim) const {
 }
 
 DTensor DTensor::redistribute(const Placements& placements) const {
-  at::Tensor local = redistribute_local(local_, spec_, placements);
+  at::Tensor local = redistribute_local(
+      detail::local_for_use(*this, std::vector<bool>(mesh().ndim(), false)), spec_, placements);
   return DTensor(std::move(local), spec_.with_placements(placements));
 }
 
@@ -76,6 +78,58 @@ DTensor DTensor::from_local(at::Tensor local, const DeviceMesh& mesh, Placements
     global[d] = extent.item<int64_t>();
   }
   return DTensor(std::move(local), DTensorSpec(mesh, std::move(placements), global));
+}
+
+namespace detail {
+
+at::Tensor local_for_use(const DTensor& x, const std::vector<bool>& sharded_use) {
+  at::Tensor local = x.to_local();
+  for (int i : x.grad_reduced_upstream()) {
+    if (!sharded_use[i]) local = scale_grad(local, 1.0 / x.mesh().size(i));
+  }
+  return local;
+}
+
+}  // namespace detail
+
+DTensor redistribute_for_consumers(const DTensor& x, const Placements& target) {
+  const DeviceMesh& mesh = x.mesh();
+  const int ndim = mesh.ndim();
+  VS_CHECK(static_cast<int>(target.size()) == ndim, "[dtensor] {} placements for a {}-D mesh",
+           target.size(), ndim);
+  // First every dim that does not end Replicate, the ordinary way.
+  Placements staged = x.placements();
+  for (int i = 0; i < ndim; ++i) {
+    if (!target[i].is_replicate()) staged[i] = target[i];
+  }
+  DTensor y = x.placements() == staged ? x : x.redistribute(staged);
+  at::Tensor local = y.to_local();
+  DTensorSpec spec = y.spec();
+  std::vector<int> reduced;
+  // Then the Replicate dims, inner first, each reducing the gradient that comes back.
+  for (int i = ndim - 1; i >= 0; --i) {
+    if (!target[i].is_replicate()) continue;
+    const Placement p = spec.placements[i];
+    const comm::Group& group = mesh.group(i);
+    if (p.is_shard()) {
+      for (int j = i + 1; j < ndim; ++j) {
+        VS_CHECK(!spec.placements[j].is_shard(p.dim),
+                 "[dtensor] cannot gather {} on mesh dim {} under {}", p.str(), i, spec.str());
+      }
+      local =
+          detail::gather_shards_reduce_grad(local, group, p.dim, spec.group_piece_sizes(i, p.dim));
+    } else {
+      if (p.is_partial()) local = detail::reduce_partial(local, group, p.reduce);
+      local = detail::sum_grad_over(local, group);
+    }
+    Placements next = spec.placements;
+    next[i] = Placement::replicate();
+    spec = spec.with_placements(next);
+    reduced.push_back(i);
+  }
+  DTensor out(local, spec);
+  out.reduced_upstream_ = reduced;
+  return out;
 }
 
 DTensor distribute_tensor(const at::Tensor& full, const DeviceMesh& mesh,

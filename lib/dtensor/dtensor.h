@@ -73,11 +73,33 @@ class DTensor {
 
   std::string str() const { return spec_.str(); }
 
+  /// NOTE [Deferred gradient reduction]: mesh dims on which this tensor's producer
+  /// (redistribute_for_consumers) reduces the gradients its consumers send back, so consumers in
+  /// sharded computation leave theirs partial (and those in replicated computation scale theirs
+  /// by 1/n): one reduction for all consumers, as Megatron's f operator.
+  const std::vector<int>& grad_reduced_upstream() const { return reduced_upstream_; }
+
  private:
   at::Tensor local_;
   DTensorSpec spec_;
   std::shared_ptr<ParamState> param_;  // shared by copies; set for parameters
+  std::vector<int> reduced_upstream_;
+
+  friend DTensor redistribute_for_consumers(const DTensor& x, const Placements& target);
 };
+
+/// Like redistribute, but on the mesh dims where `target` is Replicate the gradient coming back
+/// is taken as a partial sum and reduced here once (an all-reduce, or a reduce-scatter where `x`
+/// was sharded): NOTE [Deferred gradient reduction]. What plans' `.input` Replicate hooks use.
+/// *Collective.*
+DTensor redistribute_for_consumers(const DTensor& x, const Placements& target);
+
+namespace detail {
+/// The local tensor of an input as an op may use it: gradient contributions scaled to the
+/// partial form on the dims where its producer reduces them (for a use that is not a sharded
+/// one on that dim). `sharded_use[i]`: the op uses it as Replicate in sharded computation.
+at::Tensor local_for_use(const DTensor& x, const std::vector<bool>& sharded_use);
+}  // namespace detail
 
 /// Spreads `full` (the same on every rank) over the mesh: each rank keeps its piece. Partial
 /// placements keep the value on coordinate 0 for sum (zeros elsewhere) and everywhere for avg

@@ -50,18 +50,28 @@ DTensor run_op(const OpCall& call) {
   std::vector<const DTensorSpec*> specs(n, nullptr);
   for (size_t j = 0; j < n; ++j) {
     if (!call.inputs[j]) continue;
-    moved.push_back(call.inputs[j]->placements() == wanted[j]
-                        ? *call.inputs[j]
-                        : call.inputs[j]->redistribute(wanted[j]));
+    const DTensor& input = *call.inputs[j];
+    // Used as Replicate in sharded computation: its local gradient will be a partial sum.
+    std::vector<bool> sharded_use(mesh_ndim);
+    for (int i = 0; i < mesh_ndim; ++i)
+      sharded_use[i] = wanted[j][i].is_replicate() && !replicated_dim[i];
+    if (input.placements() == wanted[j]) {
+      moved.emplace_back(local_for_use(input, sharded_use), input.spec());
+    } else {
+      moved.push_back(input.redistribute(wanted[j]));
+    }
     at::Tensor local = moved.back().to_local();
+    const auto& upstream = input.grad_reduced_upstream();
     // A parameter used as it is keeps partial gradients for grad sync to reduce in buckets.
-    const auto& param = call.inputs[j]->param_state();
-    const bool as_parameter = param && local.is_same(call.inputs[j]->to_local());
+    const auto& param = input.param_state();
+    const bool as_parameter = param && local.is_same(input.to_local());
     if (local.requires_grad()) {
       for (int i = 0; i < mesh_ndim; ++i) {
         if (!wanted[j][i].is_replicate()) continue;
         if (!as_parameter) {
-          if (!replicated_dim[i]) local = sum_grad_over(local, mesh.group(i));
+          const bool reduced_by_producer =
+              std::find(upstream.begin(), upstream.end(), i) != upstream.end();
+          if (sharded_use[i] && !reduced_by_producer) local = sum_grad_over(local, mesh.group(i));
           continue;
         }
         auto& mine = replicated_dim[i] ? param->full_dims : param->partial_dims;
@@ -69,7 +79,7 @@ DTensor run_op(const OpCall& call) {
         VS_CHECK(std::find(other.begin(), other.end(), i) == other.end(),
                  "[dtensor] {}: a parameter {} is used both with sharded and with replicated "
                  "computation on mesh dim {}; its gradient would mix partial and full sums",
-                 call.name, call.inputs[j]->str(), mesh.dim_names()[i]);
+                 call.name, input.str(), mesh.dim_names()[i]);
         if (std::find(mine.begin(), mine.end(), i) == mine.end()) mine.push_back(i);
       }
     }

@@ -138,4 +138,22 @@ at::Tensor sum_grad_over(const at::Tensor& local, const comm::Group& group) {
       "SumGradOverBackward");
 }
 
+at::Tensor gather_shards_reduce_grad(const at::Tensor& local, const comm::Group& group, int64_t dim,
+                                     std::vector<int64_t> sizes) {
+  return with_custom_backward(
+      local, [&](const at::Tensor& x) { return group.all_gather(x, dim, sizes).contiguous(); },
+      [group, sizes, dim](const at::Tensor& grad) {
+        return group.reduce_scatter(grad.contiguous(), dim, comm::ReduceOp::kSum, sizes)
+            .contiguous();
+      },
+      "GatherShardsReduceGradBackward");
+}
+
+at::Tensor scale_grad(const at::Tensor& local, double factor) {
+  if (factor == 1.0) return local;
+  return with_custom_backward(
+      local, [](const at::Tensor& x) { return x; },
+      [factor](const at::Tensor& grad) { return grad * factor; }, "ScaleGradBackward");
+}
+
 }  // namespace vescale::detail

@@ -32,4 +32,11 @@ at::Tensor make_partial(const at::Tensor& local, const comm::Group& group, comm:
 /// input used in sharded computation, whose local gradient is a partial sum.
 at::Tensor sum_grad_over(const at::Tensor& local, const comm::Group& group);
 
+/// S(dim) -> R whose gradient comes back as a partial sum: all-gather forward, reduce-scatter
+/// backward (Megatron's sequence-parallel g/f pair).
+at::Tensor gather_shards_reduce_grad(const at::Tensor& local, const comm::Group& group, int64_t dim,
+                                     std::vector<int64_t> sizes);
+/// Identity forward; multiplies the gradient by `factor` backward.
+at::Tensor scale_grad(const at::Tensor& local, double factor);
+
 }  // namespace vescale::detail

@@ -60,7 +60,8 @@ MeshSpec MeshSpec::parse(const std::string& text, const std::string& what) {
 
 struct DeviceMesh::State {
   MeshSpec spec;
-  comm::Group world;
+  std::optional<comm::Group> world;  // none for a layout-only mesh
+  int world_rank = 0;
   std::vector<comm::Group> groups;  // one per dim of the full mesh
 };
 
@@ -73,7 +74,7 @@ DeviceMesh::DeviceMesh(const comm::Group& world, const MeshSpec& spec) {
                 "[mesh] mesh {} has {} ranks but the world has {}: make the product of the mesh "
                 "dims equal the number of processes",
                 spec.str(), spec.numel(), world.size());
-  auto state = std::make_shared<State>(State{spec, world, {}});
+  auto state = std::make_shared<State>(State{spec, world, world.rank(), {}});
   state_ = state;
   dims_.resize(spec.shape.size());
   std::iota(dims_.begin(), dims_.end(), 0);
@@ -140,7 +141,21 @@ int64_t DeviceMesh::size(int dim) const {
 }
 
 int DeviceMesh::world_rank() const {
-  return state_->world.rank();
+  return state_->world_rank;
+}
+
+DeviceMesh DeviceMesh::layout(const MeshSpec& spec, int world_rank) {
+  VS_USER_CHECK(!spec.shape.empty(), "[mesh] a mesh needs at least one dim");
+  VS_CHECK(world_rank >= 0 && world_rank < spec.numel(), "[mesh] rank {} is not in mesh {}",
+           world_rank, spec.str());
+  auto state = std::make_shared<State>(State{spec, std::nullopt, world_rank, {}});
+  std::vector<int> dims(spec.shape.size());
+  std::iota(dims.begin(), dims.end(), 0);
+  return DeviceMesh(state, dims);
+}
+
+bool DeviceMesh::has_groups() const {
+  return state_->world.has_value();
 }
 
 std::vector<int64_t> DeviceMesh::full_coordinate_of(int world_rank) const {
@@ -163,7 +178,7 @@ int DeviceMesh::full_rank_at(const std::vector<int64_t>& coordinate) const {
 }
 
 bool DeviceMesh::contains(int world_rank) const {
-  if (world_rank < 0 || world_rank >= state_->world.size()) return false;
+  if (world_rank < 0 || world_rank >= state_->spec.numel()) return false;
   const auto mine = full_coordinate_of(this->world_rank());
   const auto theirs = full_coordinate_of(world_rank);
   for (size_t d = 0; d < mine.size(); ++d) {
@@ -207,11 +222,13 @@ const comm::Group& DeviceMesh::group(const std::string& dim) const {
 
 const comm::Group& DeviceMesh::group(int dim) const {
   VS_CHECK(dim >= 0 && dim < ndim(), "[mesh] dim {} out of range for {}-D mesh", dim, ndim());
+  VS_CHECK(has_groups(), "[mesh] {} is layout-only: it has no groups", str());
   return state_->groups[dims_[dim]];
 }
 
 const comm::Group& DeviceMesh::world() const {
-  return state_->world;
+  VS_CHECK(has_groups(), "[mesh] {} is layout-only: it has no world group", str());
+  return *state_->world;
 }
 
 std::optional<int> DeviceMesh::neighbor(const std::string& dim, int offset, bool wrap) const {

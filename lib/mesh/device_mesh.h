@@ -33,6 +33,12 @@ class DeviceMesh {
   /// *Collective* over `world`, whose size must equal the product of `spec.shape`.
   DeviceMesh(const comm::Group& world, const MeshSpec& spec);
 
+  /// A layout-only mesh: shapes, coordinates and ranks as seen from `world_rank`, but no groups
+  /// (for planning and dumps without processes: `plan show --tp 4`). Not collective.
+  static DeviceMesh layout(const MeshSpec& spec, int world_rank);
+  /// False for a layout-only mesh.
+  bool has_groups() const;
+
   int ndim() const { return static_cast<int>(dims_.size()); }
   std::vector<int64_t> shape() const;
   std::vector<std::string> dim_names() const;

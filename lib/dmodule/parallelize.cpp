@@ -1,0 +1,302 @@
+#include "dmodule/parallelize.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "dmodule/fqn_glob.h"
+
+namespace vescale {
+namespace {
+
+/// "transformer.h.3.attn" -> "transformer.h.*.attn": how a suggestion should look in a plan.
+std::string generalized(const std::string& fqn) {
+  std::string out, segment;
+  auto flush = [&] {
+    const bool number =
+        !segment.empty() && segment.find_first_not_of("0123456789") == std::string::npos;
+    out += number ? "*" : segment;
+    segment.clear();
+  };
+  for (char c : fqn) {
+    if (c == '.') {
+      flush();
+      out += '.';
+    } else {
+      segment += c;
+    }
+  }
+  flush();
+  return out;
+}
+
+std::string suggestion(const std::string& key, const std::vector<std::string>& names) {
+  std::vector<std::string> candidates;
+  for (const auto& n : names) {
+    candidates.push_back(n);
+    candidates.push_back(generalized(n));
+  }
+  const auto near = near_matches(key, candidates, 1);
+  return near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near[0]);
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+}  // namespace
+
+Plan replicate_plan(const std::string& model) {
+  Plan plan;
+  plan.source = "(replicate everything)";
+  plan.model = model;
+  plan.description = "every parameter Replicate, no resharding";
+  return plan;
+}
+
+ResolvedPlan resolve_plan(const Plan& plan, Module& module, const DeviceMesh& mesh) {
+  ResolvedPlan out;
+  std::string model_name = module.type();
+  std::transform(model_name.begin(), model_name.end(), model_name.begin(), ::tolower);
+  VS_USER_CHECK(plan.model.empty() || plan.model == model_name,
+                "plan {}: written for model '{}', but the model is '{}'", plan.source, plan.model,
+                model_name);
+  const auto names = module.all_parameter_names();
+  std::vector<std::string> fqns;
+  for (const auto& n : names)
+    fqns.push_back(n.first);
+
+  // Parameters: later keys override earlier ones; a tied parameter's names must agree.
+  std::map<const Parameter*, size_t> index_of;
+  for (const auto& [fqn, p] : module.named_parameters()) {
+    index_of[p.get()] = out.parameters.size();
+    out.parameters.push_back({fqn, p->shape, Placements(mesh.ndim(), Placement::replicate()), ""});
+  }
+  for (const auto& rule : plan.parameter) {
+    const std::string at =
+        rule.line > 0 ? fmt::format("{}:{}", plan.source, rule.line) : plan.source;
+    VS_USER_CHECK(static_cast<int>(rule.placements.size()) == mesh.ndim(),
+                  "plan {}: key '{}' gives {} placements {} but the mesh {} has {} dims", at,
+                  rule.key, rule.placements.size(), placements_str(rule.placements), mesh.str(),
+                  mesh.ndim());
+    bool matched = false;
+    for (const auto& [fqn, p] : names) {
+      if (!fqn_matches(rule.key, fqn)) continue;
+      matched = true;
+      ParamPlacement& target = out.parameters[index_of.at(p.get())];
+      for (const auto& placement : rule.placements) {
+        VS_USER_CHECK(!placement.is_partial(),
+                      "plan {}: key '{}': a parameter cannot be {} (use R or S(d))", at, rule.key,
+                      placement.str());
+        const int64_t ndim = static_cast<int64_t>(p->shape.size());
+        VS_USER_CHECK(!placement.is_shard() || (placement.dim >= -ndim && placement.dim < ndim),
+                      "plan {}: key '{}': {} does not fit parameter {} of shape {}", at, rule.key,
+                      placement.str(), fqn, shape_str(p->shape));
+      }
+      Placements normalized;
+      for (const auto& placement : rule.placements)
+        normalized.push_back(placement.normalized(p->shape.size()));
+      if (!target.key.empty() && target.key != rule.key && target.placements != normalized) {
+        out.warnings.push_back(fmt::format(
+            "plan {}: key '{}' overrides key '{}' for parameter {} ({} -> {})", at, rule.key,
+            target.key, fqn, placements_str(target.placements), placements_str(normalized)));
+      }
+      target.placements = normalized;
+      target.key = rule.key;
+    }
+    VS_USER_CHECK(matched, "plan {}: key '{}' matches no parameter of {}{}", at, rule.key,
+                  model_name, suggestion(rule.key, fqns));
+  }
+  for (const auto& p : out.parameters) {
+    for (int i = 0; i < mesh.ndim(); ++i) {
+      const Placement& pl = p.placements[i];
+      if (pl.is_shard() && p.shape[pl.dim] < mesh.size(i)) {
+        out.warnings.push_back(fmt::format(
+            "plan {}: parameter {} of shape {} has dim {} smaller than mesh dim {} "
+            "({}): some ranks hold empty shards",
+            plan.source, p.fqn, shape_str(p.shape), pl.dim, mesh.dim_names()[i], mesh.size(i)));
+      }
+    }
+  }
+
+  // Forward hooks.
+  std::vector<std::string> module_names;
+  for (const auto& [fqn, m] : module.named_modules())
+    module_names.push_back(fqn);
+  for (const auto& rule : plan.forward) {
+    const std::string at =
+        rule.line > 0 ? fmt::format("{}:{}", plan.source, rule.line) : plan.source;
+    bool matched = false;
+    for (const auto& name : module_names) {
+      if (!(rule.module.empty() ? name.empty() : fqn_matches(rule.module, name))) continue;
+      matched = true;
+      for (const auto& placements : rule.placements) {
+        VS_USER_CHECK(static_cast<int>(placements.size()) == mesh.ndim(),
+                      "plan {}: key '{}' gives {} placements {} but the mesh {} has {} dims", at,
+                      rule.key, placements.size(), placements_str(placements), mesh.str(),
+                      mesh.ndim());
+      }
+      auto existing = std::find_if(out.hooks.begin(), out.hooks.end(), [&](const auto& h) {
+        return h.module == name && h.input == rule.input;
+      });
+      if (existing != out.hooks.end()) {
+        out.warnings.push_back(fmt::format("plan {}: key '{}' overrides key '{}' for module '{}'",
+                                           at, rule.key, existing->key, name));
+        out.hooks.erase(existing);
+      }
+      out.hooks.push_back({name, rule.input, rule.placements, rule.key});
+    }
+    VS_USER_CHECK(matched, "plan {}: forward key '{}' matches no module of {}{}", at, rule.key,
+                  model_name, suggestion(rule.module, module_names));
+  }
+  return out;
+}
+
+std::unique_ptr<ParallelizedModule> parallelize_module(std::shared_ptr<Module> module,
+                                                       const DeviceMesh& mesh, const Plan& plan,
+                                                       const ParallelizeOptions& options) {
+  std::unique_ptr<ParallelizedModule> pm(new ParallelizedModule(module, mesh));
+  pm->options_ = options;
+  pm->plan_ = resolve_plan(plan, *module, mesh);
+  if (mesh.world_rank() == mesh.rank_at(std::vector<int64_t>(mesh.ndim(), 0))) {
+    for (const auto& w : pm->plan_.warnings)
+      spdlog::warn("{}", w);
+  }
+  pm->params_ = module->named_parameters();
+
+  // Deferred init: each rank makes only its shard, from the layout-free generator.
+  size_t k = 0;
+  for (auto& [fqn, param] : pm->params_) {
+    const ParamPlacement& placement = pm->plan_.parameters[k++];
+    DTensorSpec spec(mesh, placement.placements, param->shape);
+    if (param->materialized()) {
+      at::Tensor full = param->get().full_tensor().detach();
+      param->value = distribute_tensor(full, mesh, placement.placements);
+      param->value = DTensor(param->get().to_local().clone(), param->get().spec());
+    } else {
+      const int64_t local_bytes =
+          c10::multiply_integers(spec.local_shape()) * c10::elementSize(options.dtype);
+      // Normal init is computed in float64 before the cast: that buffer is the transient peak.
+      const int64_t scratch = param->init.kind == ParamInit::Kind::kNormal
+                                  ? c10::multiply_integers(spec.local_shape()) * int64_t{8}
+                                  : 0;
+      pm->init_peak_bytes_ =
+          std::max(pm->init_peak_bytes_, pm->param_bytes_ + local_bytes + scratch);
+      param->value =
+          DTensor(param->init.make({options.seed, stream_id(fqn)}, spec, options.dtype), spec);
+    }
+    param->get().requires_grad_(true);
+    pm->param_bytes_ += static_cast<int64_t>(param->get().to_local().nbytes());
+  }
+  pm->init_peak_bytes_ = std::max(pm->init_peak_bytes_, pm->param_bytes_);
+
+  // Forward resharding on module inputs and outputs.
+  std::map<std::string, Module*> modules;
+  for (auto& [fqn, m] : module->named_modules())
+    modules[fqn] = m;
+  for (const auto& hook : pm->plan_.hooks) {
+    Module* target = modules.at(hook.module);
+    const auto placements = hook.placements;
+    const bool input = hook.input;
+    HookFn fn = [placements, input](const Tensors& tensors) {
+      Tensors out = tensors;
+      for (size_t i = 0; i < out.size() && i < placements.size(); ++i) {
+        const bool any_replicate = std::any_of(placements[i].begin(), placements[i].end(),
+                                               [](const Placement& p) { return p.is_replicate(); });
+        if (input && any_replicate) {
+          out[i] = redistribute_for_consumers(out[i], placements[i]);
+        } else if (out[i].placements() != placements[i]) {
+          out[i] = out[i].redistribute(placements[i]);
+        }
+      }
+      return out;
+    };
+    if (input) {
+      target->set_input_hook(fn);
+    } else {
+      target->set_output_hook(fn);
+    }
+  }
+  apply_patches(*module, options.patches);
+  return pm;
+}
+
+void ParallelizedModule::finish_grad_sync() {
+  // Buckets per mesh dim set and dtype, filled in parameter order up to bucket_bytes.
+  struct Bucket {
+    std::vector<int> dims;
+    std::vector<DTensor*> params;
+    int64_t bytes = 0;
+  };
+  std::vector<Bucket> buckets;
+  for (auto& [fqn, param] : params_) {
+    DTensor& value = param->get();
+    std::vector<int> dims = value.partial_grad_dims();
+    if (dims.empty() || !value.to_local().grad().defined()) continue;
+    std::sort(dims.begin(), dims.end());
+    const int64_t bytes = static_cast<int64_t>(value.to_local().grad().nbytes());
+    auto it = std::find_if(buckets.begin(), buckets.end(), [&](const Bucket& b) {
+      return b.dims == dims && b.params.front()->dtype() == value.dtype() &&
+             b.bytes + bytes <= options_.bucket_bytes;
+    });
+    if (it == buckets.end()) it = buckets.insert(buckets.end(), Bucket{dims, {}, 0});
+    it->params.push_back(&value);
+    it->bytes += bytes;
+  }
+  for (auto& bucket : buckets) {
+    std::vector<at::Tensor> grads;
+    for (DTensor* p : bucket.params)
+      grads.push_back(p->to_local().grad().reshape({-1}));
+    at::Tensor flat = at::cat(grads);
+    for (int i : bucket.dims)
+      mesh_.group(i).all_reduce(flat, comm::ReduceOp::kSum);
+    int64_t offset = 0;
+    for (DTensor* p : bucket.params) {
+      at::Tensor g = p->to_local().mutable_grad();
+      g.copy_(flat.narrow(0, offset, g.numel()).view_as(g));
+      offset += g.numel();
+      p->param_state()->partial_dims.clear();
+    }
+  }
+}
+
+void ParallelizedModule::zero_grad() {
+  for (auto& [fqn, param] : params_) {
+    at::Tensor& g = param->get().to_local().mutable_grad();
+    if (g.defined()) g = at::Tensor();
+    param->get().param_state()->partial_dims.clear();
+  }
+}
+
+std::string ParallelizedModule::dump() const {
+  std::string out = fmt::format("{} on {}\n", module_->type(), mesh_.str());
+  out += fmt::format("{:<48} {:<14} {:<12} {:<14} {:>10}  {}\n", "parameter", "global shape",
+                     "placements", "local shape", "bytes", "plan key");
+  int64_t total = 0;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const DTensor& v = params_[k].second->get();
+    const int64_t bytes = static_cast<int64_t>(v.to_local().nbytes());
+    total += bytes;
+    out += fmt::format("{:<48} {:<14} {:<12} {:<14} {:>10}  {}\n", params_[k].first,
+                       shape_str(v.shape()), placements_str(v.placements()),
+                       shape_str(v.spec().local_shape()), format_bytes(bytes),
+                       plan_.parameters[k].key.empty() ? "(default R)" : plan_.parameters[k].key);
+  }
+  out += fmt::format("{} parameters, {} on this rank\n", params_.size(), format_bytes(total));
+  for (const auto& h : plan_.hooks) {
+    std::vector<std::string> lists;
+    for (const auto& p : h.placements)
+      lists.push_back(placements_str(p));
+    out += fmt::format("hook {}.{} -> {}  ({})\n", h.module.empty() ? "(root)" : h.module,
+                       h.input ? "input" : "output", fmt::join(lists, ", "), h.key);
+  }
+  return out;
+}
+
+}  // namespace vescale

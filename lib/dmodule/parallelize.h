@@ -1,0 +1,98 @@
+// parallelize_module: a model written with single-device semantics becomes a tensor- and
+// sequence-parallel one by applying a plan on a (sub-)mesh: parameters are materialised as their
+// local shards (deferred init), the plan's forward resharding is installed on module inputs and
+// outputs, and gradient synchronisation of Partial parameter gradients is owned here.
+#pragma once
+
+#include <ATen/core/ScalarType.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dmodule/module.h"
+#include "dmodule/plan.h"
+#include "dmodule/registry.h"
+#include "mesh/device_mesh.h"
+
+namespace vescale {
+
+struct ParallelizeOptions {
+  at::ScalarType dtype = at::kFloat;
+  uint64_t seed = 0;  ///< init stream: (seed, FQN)
+  std::vector<Patch> patches;
+  int64_t bucket_bytes = 25 << 20;  ///< finish_grad_sync bucket size
+};
+
+/// What a plan decides for one parameter.
+struct ParamPlacement {
+  std::string fqn;
+  std::vector<int64_t> shape;
+  Placements placements;
+  std::string key;  ///< the plan key that set it ("" = default Replicate)
+};
+
+/// The plan checked against a model and a mesh: placements per parameter, hooks per module,
+/// warnings. Throws UserError naming the plan file, key and parameter on any mistake. Needs no
+/// communication (works on a layout-only mesh).
+struct ResolvedPlan {
+  std::vector<ParamPlacement> parameters;
+  struct Hook {
+    std::string module;  ///< FQN
+    bool input;
+    std::vector<Placements> placements;
+    std::string key;
+  };
+  std::vector<Hook> hooks;
+  std::vector<std::string> warnings;
+};
+ResolvedPlan resolve_plan(const Plan& plan, Module& module, const DeviceMesh& mesh);
+
+class ParallelizedModule {
+ public:
+  Module& module() { return *module_; }
+  const DeviceMesh& mesh() const { return mesh_; }
+  /// Parameters (each once, tied ones under their first name).
+  const std::vector<std::pair<std::string, ParameterPtr>>& parameters() const { return params_; }
+  const ResolvedPlan& plan() const { return plan_; }
+
+  /// Reduces, in buckets, every Partial parameter gradient over its mesh dims; after it every
+  /// gradient has its parameter's placements. *Collective* over the mesh.
+  void finish_grad_sync();
+  /// Clears every gradient.
+  void zero_grad();
+
+  /// Bytes of parameter memory this rank materialised, and the peak during materialisation.
+  int64_t param_bytes() const { return param_bytes_; }
+  int64_t init_peak_bytes() const { return init_peak_bytes_; }
+
+  /// A table: each parameter's FQN, global shape, placements, local shape, bytes; each hook.
+  std::string dump() const;
+
+ private:
+  friend std::unique_ptr<ParallelizedModule> parallelize_module(std::shared_ptr<Module>,
+                                                                const DeviceMesh&, const Plan&,
+                                                                const ParallelizeOptions&);
+  ParallelizedModule(std::shared_ptr<Module> module, DeviceMesh mesh)
+      : module_(std::move(module)), mesh_(std::move(mesh)) {}
+
+  std::shared_ptr<Module> module_;
+  DeviceMesh mesh_;
+  ResolvedPlan plan_;
+  ParallelizeOptions options_;
+  std::vector<std::pair<std::string, ParameterPtr>> params_;
+  int64_t param_bytes_ = 0;
+  int64_t init_peak_bytes_ = 0;
+};
+
+/// Applies `plan` to `module` on `mesh`. *Collective* over the mesh only if parameters were
+/// already materialised (they are then redistributed); deferred parameters are made locally.
+std::unique_ptr<ParallelizedModule> parallelize_module(std::shared_ptr<Module> module,
+                                                       const DeviceMesh& mesh, const Plan& plan,
+                                                       const ParallelizeOptions& options = {});
+
+/// A plan that replicates everything (the single-device model on a mesh of one).
+Plan replicate_plan(const std::string& model);
+
+}  // namespace vescale

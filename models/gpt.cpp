@@ -1,0 +1,172 @@
+#include "models/gpt.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "dmodule/registry.h"
+#include "dtensor/ops.h"
+
+namespace vescale::models {
+namespace {
+
+/// lm_head: a Linear without bias whose weight is transformer.wte.weight.
+class TiedHead : public Module {
+ public:
+  explicit TiedHead(ParameterPtr weight) : Module("Linear") {
+    register_tied_parameter("weight", std::move(weight));
+  }
+
+ protected:
+  Tensors forward(const Tensors& inputs) override {
+    return {ops::linear(inputs.at(0), param("weight"))};
+  }
+};
+
+/// 0 for real vocabulary entries, -inf for padding; sharded like the embedding's rows.
+DTensor vocab_mask(const DTensorSpec& embedding, int64_t vocab, at::ScalarType dtype) {
+  Placements placements;
+  for (const auto& p : embedding.placements)
+    placements.push_back(p.is_shard(0) ? p : Placement::replicate());
+  DTensorSpec spec(embedding.mesh, placements, {embedding.shape[0]});
+  const Box box = Box::local(spec);
+  at::Tensor index = at::arange(box.offsets[0], box.offsets[0] + box.sizes[0], at::kLong);
+  at::Tensor mask = at::zeros(box.sizes, dtype)
+                        .masked_fill(index >= vocab, -std::numeric_limits<double>::infinity());
+  return DTensor(mask, spec);
+}
+
+ModuleArgs block_args(const GPTConfig& c, std::shared_ptr<const DropoutState> dropout) {
+  ModuleArgs args;
+  args.numbers = {
+      {"n_embd", double(c.n_embd)}, {"n_head", double(c.n_head)}, {"n_layer", double(c.n_layer)}};
+  args.objects["dropout"] = std::move(dropout);
+  return args;
+}
+
+}  // namespace
+
+int64_t GPTConfig::padded_vocab(int64_t tp) const {
+  const int64_t multiple = std::max<int64_t>(1, vocab_multiple) * std::max<int64_t>(1, tp);
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+void register_gpt_modules() {
+  static const bool once = [] {
+    register_module_type("CausalSelfAttention", [](const ModuleArgs& a) {
+      return std::make_shared<CausalSelfAttention>(a.integer("n_embd"), a.integer("n_head"),
+                                                   a.integer("n_layer"),
+                                                   a.object<DropoutState>("dropout"));
+    });
+    register_module_type("GPTMLP", [](const ModuleArgs& a) {
+      return std::make_shared<GPTMLP>(a.integer("n_embd"), a.integer("n_layer"),
+                                      a.object<DropoutState>("dropout"));
+    });
+    return true;
+  }();
+  (void)once;
+}
+
+CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, int64_t n_layer,
+                                         std::shared_ptr<const DropoutState> dropout)
+    : Module("CausalSelfAttention"), n_head_(n_head) {
+  VS_USER_CHECK(n_head > 0 && n_embd % n_head == 0,
+                "[model] n_embd {} is not a multiple of n_head {}", n_embd, n_head);
+  q_ = register_module("q_proj", std::make_shared<Linear>(n_embd, n_embd, true));
+  k_ = register_module("k_proj", std::make_shared<Linear>(n_embd, n_embd, true));
+  v_ = register_module("v_proj", std::make_shared<Linear>(n_embd, n_embd, true));
+  proj_ = register_module(
+      "c_proj", std::make_shared<Linear>(n_embd, n_embd, true, 0.02 / std::sqrt(2.0 * n_layer)));
+  drop_ = register_module("resid_dropout", std::make_shared<Dropout>(std::move(dropout)));
+}
+
+Tensors CausalSelfAttention::forward(const Tensors& inputs) {
+  const DTensor& x = inputs.at(0);
+  const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
+  auto heads = [&](Module& proj) {
+    return ops::transpose(ops::reshape(proj(x), {b, t, n_head_, c / n_head_}), 1, 2);
+  };
+  DTensor y = ops::causal_attention(heads(*q_), heads(*k_), heads(*v_));
+  y = ops::reshape(ops::transpose(y, 1, 2), {b, t, c});
+  return {(*drop_)((*proj_)(y))};
+}
+
+GPTMLP::GPTMLP(int64_t n_embd, int64_t n_layer, std::shared_ptr<const DropoutState> dropout)
+    : Module("GPTMLP") {
+  fc_ = register_module("c_fc", std::make_shared<Linear>(n_embd, 4 * n_embd, true));
+  proj_ = register_module("c_proj", std::make_shared<Linear>(4 * n_embd, n_embd, true,
+                                                             0.02 / std::sqrt(2.0 * n_layer)));
+  drop_ = register_module("dropout", std::make_shared<Dropout>(std::move(dropout)));
+}
+
+Tensors GPTMLP::forward(const Tensors& inputs) {
+  return {(*drop_)((*proj_)(ops::gelu((*fc_)(inputs.at(0)))))};
+}
+
+Block::Block(const GPTConfig& config, std::shared_ptr<const DropoutState> dropout)
+    : Module("Block") {
+  ln_1_ = register_module("ln_1", std::make_shared<LayerNorm>(config.n_embd));
+  attn_ =
+      register_module("attn", create_module(config.attention_type, block_args(config, dropout)));
+  ln_2_ = register_module("ln_2", std::make_shared<LayerNorm>(config.n_embd));
+  mlp_ = register_module("mlp", create_module(config.mlp_type, block_args(config, dropout)));
+}
+
+Tensors Block::forward(const Tensors& inputs) {
+  DTensor x = inputs.at(0);
+  x = ops::add(x, (*attn_)((*ln_1_)(x)));
+  x = ops::add(x, (*mlp_)((*ln_2_)(x)));
+  return {x};
+}
+
+GPT::GPT(const GPTConfig& config, int64_t tp)
+    : Module("GPT"),
+      config_(config),
+      padded_vocab_(config.padded_vocab(tp)),
+      dropout_(std::make_shared<DropoutState>()) {
+  VS_USER_CHECK(config.vocab_size > 0 && config.block_size > 0 && config.n_layer > 0,
+                "[model] gpt needs positive vocab_size, block_size and n_layer");
+  register_gpt_modules();
+  dropout_->p = config.dropout;
+  auto transformer = std::make_shared<Container>();
+  transformer_ = register_module("transformer", transformer);
+  wte_ = transformer->add("wte", std::make_shared<Embedding>(padded_vocab_, config.n_embd));
+  wpe_ = transformer->add("wpe", std::make_shared<Embedding>(config.block_size, config.n_embd));
+  drop_ = transformer->add("drop", std::make_shared<Dropout>(dropout_));
+  auto h = transformer->add("h", std::make_shared<Container>());
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    blocks_.push_back(h->add(std::to_string(i), std::make_shared<Block>(config, dropout_)));
+  }
+  ln_f_ = transformer->add("ln_f", std::make_shared<LayerNorm>(config.n_embd));
+  lm_head_ = register_module("lm_head",
+                             std::make_shared<TiedHead>(wte_->all_parameter_names().at(0).second));
+  assign_names();
+}
+
+Tensors GPT::forward(const Tensors& inputs) {
+  const DTensor& idx = inputs.at(0);
+  const int64_t b = idx.size(0), t = idx.size(1);
+  VS_USER_CHECK(t <= config_.block_size,
+                "[model] sequence of {} tokens is longer than block_size {}", t,
+                config_.block_size);
+  const DeviceMesh& mesh = idx.mesh();
+  DTensor pos = distribute_tensor(at::arange(t, at::kLong), mesh,
+                                  Placements(mesh.ndim(), Placement::replicate()));
+  DTensor x = ops::add((*wte_)(idx), (*wpe_)(pos));
+  x = (*drop_)(x);
+  for (auto& block : blocks_)
+    x = (*block)(x);
+  x = (*ln_f_)(x);
+  DTensor logits = (*lm_head_)(x);
+  if (padded_vocab_ > config_.vocab_size) {
+    const DTensor& wte = wte_->param("weight");
+    logits = ops::add(logits, vocab_mask(wte.spec(), config_.vocab_size, wte.dtype()));
+  }
+  if (inputs.size() < 2) return {logits};
+  DTensor flat = ops::reshape(logits, {b * t, padded_vocab_});
+  return {ops::cross_entropy(flat, ops::reshape(inputs[1], {b * t}))};
+}
+
+}  // namespace vescale::models

@@ -1,0 +1,90 @@
+// GPT-2 (nanoGPT) with q/k/v split into three projections; parameter names per DESIGN §8.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "dmodule/module.h"
+#include "models/layers.h"
+
+namespace vescale::models {
+
+struct GPTConfig {
+  int64_t vocab_size = 256;
+  int64_t block_size = 64;  ///< longest sequence (wpe rows)
+  int64_t n_layer = 2;
+  int64_t n_head = 4;
+  int64_t n_embd = 64;
+  double dropout = 0.0;
+  /// The vocabulary is padded to a multiple of vocab_multiple x tp; padded logits are masked.
+  int64_t vocab_multiple = 64;
+  /// Registered module types of the blocks' attention and MLP (plug-ins may add their own).
+  std::string attention_type = "CausalSelfAttention";
+  std::string mlp_type = "GPTMLP";
+
+  int64_t padded_vocab(int64_t tp) const;
+};
+
+/// Causal self-attention with separate q, k, v projections and an output projection c_proj.
+class CausalSelfAttention : public Module {
+ public:
+  CausalSelfAttention(int64_t n_embd, int64_t n_head, int64_t n_layer,
+                      std::shared_ptr<const DropoutState> dropout);
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  int64_t n_head_;
+  std::shared_ptr<Module> q_, k_, v_, proj_, drop_;
+};
+
+/// The block MLP: c_fc (C -> 4C), GELU, c_proj (4C -> C), dropout.
+class GPTMLP : public Module {
+ public:
+  GPTMLP(int64_t n_embd, int64_t n_layer, std::shared_ptr<const DropoutState> dropout);
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  std::shared_ptr<Module> fc_, proj_, drop_;
+};
+
+class Block : public Module {
+ public:
+  Block(const GPTConfig& config, std::shared_ptr<const DropoutState> dropout);
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  std::shared_ptr<Module> ln_1_, attn_, ln_2_, mlp_;
+};
+
+class GPT : public Module {
+ public:
+  /// `tp` only sets the vocabulary padding (DESIGN §8).
+  GPT(const GPTConfig& config, int64_t tp = 1);
+  const GPTConfig& config() const { return config_; }
+  int64_t padded_vocab() const { return padded_vocab_; }
+  /// Dropout masks follow this state's seed and counter (advance it once per micro-batch).
+  DropoutState& dropout_state() { return *dropout_; }
+
+ protected:
+  /// inputs: {idx [B, T]} -> {logits [B, T, V_padded]}; {idx, targets [B, T]} -> {loss}.
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  GPTConfig config_;
+  int64_t padded_vocab_;
+  std::shared_ptr<DropoutState> dropout_;
+  std::shared_ptr<Module> transformer_, wte_, wpe_, drop_, ln_f_, lm_head_;
+  std::vector<std::shared_ptr<Module>> blocks_;
+};
+
+/// Registers the built-in GPT blocks ("CausalSelfAttention", "GPTMLP") as module types.
+void register_gpt_modules();
+
+}  // namespace vescale::models

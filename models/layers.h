@@ -1,0 +1,68 @@
+// The building blocks of the built-in models: Linear, LayerNorm, Embedding, Dropout.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "dmodule/module.h"
+#include "dtensor/random.h"
+
+namespace vescale::models {
+
+/// y = x W^T + b, W [out, in] ~ N(0, init_std), b = 0.
+class Linear : public Module {
+ public:
+  Linear(int64_t in, int64_t out, bool bias, double init_std = 0.02);
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  bool bias_;
+};
+
+/// Layer norm over the last dim (weight 1, bias 0).
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t dim, double eps = 1e-5);
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  double eps_;
+};
+
+/// Rows of W [num, dim] ~ N(0, 0.02) at integer ids.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num, int64_t dim);
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+};
+
+/// Where dropout masks come from: a job seed and a counter the trainer advances every
+/// micro-batch, so that every layout draws the same masks.
+struct DropoutState {
+  double p = 0.0;
+  bool training = true;
+  uint64_t seed = 0;
+  uint64_t counter = 0;
+  /// The mask key of the dropout site `fqn` for the current counter.
+  RngKey key(const std::string& fqn) const;
+};
+
+/// Inverted dropout with layout-free masks.
+class Dropout : public Module {
+ public:
+  explicit Dropout(std::shared_ptr<const DropoutState> state);
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  std::shared_ptr<const DropoutState> state_;
+};
+
+}  // namespace vescale::models

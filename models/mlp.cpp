@@ -1,0 +1,30 @@
+#include "models/mlp.h"
+
+#include "core/error.h"
+#include "dtensor/ops.h"
+#include "models/layers.h"
+
+namespace vescale::models {
+
+MLP::MLP(const MLPConfig& config) : Module("MLP"), config_(config) {
+  VS_USER_CHECK(config.n_layers >= 2, "[model] mlp needs n_layers >= 2, got {}", config.n_layers);
+  for (int64_t i = 0; i < config.n_layers; ++i) {
+    const int64_t in = i == 0 ? config.d_in : config.d_hidden;
+    const int64_t out = i + 1 == config.n_layers ? config.d_out : config.d_hidden;
+    const std::string name =
+        config.n_layers == 2 ? fmt::format("fc{}", i + 1) : fmt::format("layers.{}", i);
+    layers_.push_back(register_module(name, std::make_shared<Linear>(in, out, true)));
+  }
+  assign_names();
+}
+
+Tensors MLP::forward(const Tensors& inputs) {
+  DTensor x = inputs.at(0);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    x = (*layers_[i])(x);
+    if (i + 1 < layers_.size()) x = ops::gelu(x);
+  }
+  return {x};
+}
+
+}  // namespace vescale::models

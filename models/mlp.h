@@ -1,0 +1,33 @@
+// The MLP of DESIGN §8: fc1 (d_in -> d_hidden), GELU, fc2 (d_hidden -> d_out) for 2 layers;
+// layers.{i} for more. Trained on teacher-student regression (MSE).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "dmodule/module.h"
+
+namespace vescale::models {
+
+struct MLPConfig {
+  int64_t d_in = 64;
+  int64_t d_hidden = 256;
+  int64_t d_out = 64;
+  int64_t n_layers = 2;
+};
+
+class MLP : public Module {
+ public:
+  explicit MLP(const MLPConfig& config);
+  const MLPConfig& config() const { return config_; }
+
+ protected:
+  /// inputs: {x [N, d_in]} -> {y [N, d_out]}.
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  MLPConfig config_;
+  std::vector<std::shared_ptr<Module>> layers_;
+};
+
+}  // namespace vescale::models
