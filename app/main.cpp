@@ -16,6 +16,8 @@ struct CommandEntry {
   void (*add)(CLI::App&, const vescale::app::Invocation&);
 };
 const CommandEntry kCommands[] = {
+    {vescale::app::add_train_command},
+    {vescale::app::add_plan_command},
     {vescale::app::add_comm_command},
 };
 

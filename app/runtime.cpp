@@ -64,9 +64,12 @@ int run_on_ranks(int nproc, const Invocation& invocation,
 }
 
 comm::Group connect_world(const LaunchEnv& env, comm::GroupOptions options) {
-  const comm::Store store = env.world == 1 ? comm::Store::in_memory()
-                                           : comm::Store::tcp(env.master_addr, env.master_port,
-                                                              env.rank, env.world, options.timeout);
+  comm::Store store = env.world == 1
+                          ? comm::Store::in_memory()
+                          : comm::Store::tcp(env.master_addr, env.master_port, env.rank, env.world,
+                                             options.timeout, !env.agent_store);
+  if (env.agent_store)
+    store = store.prefixed(fmt::format("/vescale/attempt_{}", env.restart_count));
   const bool loopback = env.master_addr == "127.0.0.1" || env.master_addr == "localhost";
   if (!loopback) options.gloo_host.clear();  // bind to this host's name, not loopback
   return comm::Group::create(store, env.rank, env.world, options);

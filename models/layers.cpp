@@ -40,7 +40,8 @@ Dropout::Dropout(std::shared_ptr<const DropoutState> state)
     : Module("Dropout"), state_(std::move(state)) {}
 
 Tensors Dropout::forward(const Tensors& inputs) {
-  return {ops::dropout(inputs.at(0), state_->p, state_->key(fqn()), state_->training)};
+  return {ops::dropout(inputs.at(0), state_->p, state_->key(fqn()), state_->training,
+                       state_->row_offset, state_->global_rows)};
 }
 
 }  // namespace vescale::models

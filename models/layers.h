@@ -49,6 +49,9 @@ struct DropoutState {
   bool training = true;
   uint64_t seed = 0;
   uint64_t counter = 0;
+  /// The rows this rank's activations are of the whole batch (data parallel, micro-batches).
+  int64_t row_offset = 0;
+  int64_t global_rows = -1;
   /// The mask key of the dropout site `fqn` for the current counter.
   RngKey key(const std::string& fqn) const;
 };

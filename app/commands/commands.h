@@ -7,6 +7,10 @@
 
 namespace vescale::app {
 
+/// `vescale-train train CONFIG.toml`: the training job.
+void add_train_command(CLI::App& app, const Invocation& invocation);
+/// `vescale-train plan list | show | lint`: the plan zoo and plan checks.
+void add_plan_command(CLI::App& app, const Invocation& invocation);
 /// `vescale-train comm ...`: communication checks (comm bench).
 void add_comm_command(CLI::App& app, const Invocation& invocation);
 

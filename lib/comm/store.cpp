@@ -6,11 +6,11 @@
 namespace vescale::comm {
 
 Store Store::tcp(const std::string& host, int port, int rank, int world,
-                 std::chrono::milliseconds timeout) {
+                 std::chrono::milliseconds timeout, bool serve) {
   VS_CHECK(port > 0 && port < 65536, "[comm] bad rendezvous port {}", port);
   ::c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(port);
-  options.isServer = rank == 0;
+  options.isServer = serve && rank == 0;
   options.numWorkers = static_cast<std::size_t>(world);
   options.waitWorkers = true;
   options.timeout = timeout;
@@ -29,6 +29,11 @@ Store Store::in_memory() {
 
 Store Store::file(const std::string& path, int world) {
   return Store(std::make_shared<Impl>(Impl{c10::make_intrusive<::c10d::FileStore>(path, world)}));
+}
+
+Store Store::prefixed(const std::string& prefix) const {
+  return Store(
+      std::make_shared<Impl>(Impl{c10::make_intrusive<::c10d::PrefixStore>(prefix, impl_->store)}));
 }
 
 }  // namespace vescale::comm

@@ -14,12 +14,15 @@ class Store {
  public:
   /// The TCP store of a real job: rank 0 serves on `port`, every rank connects to host:port.
   /// Collective over `world` processes.
+  /// With `serve` false every rank is a client (under torchrun the agent serves the store).
   static Store tcp(const std::string& host, int port, int rank, int world,
-                   std::chrono::milliseconds timeout);
+                   std::chrono::milliseconds timeout, bool serve = true);
   /// An in-process store, for ranks that are threads of one process (tests).
   static Store in_memory();
   /// A store in a file, for processes on one machine without a free port.
   static Store file(const std::string& path, int world);
+  /// The same store with every key under `prefix` (e.g. one namespace per restart).
+  Store prefixed(const std::string& prefix) const;
 
   struct Impl;
   const std::shared_ptr<Impl>& impl() const { return impl_; }

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/suggest.h"
 #include "core/units.h"
 #include "dmodule/fqn_glob.h"
 
@@ -274,22 +275,24 @@ void ParallelizedModule::zero_grad() {
   }
 }
 
-std::string ParallelizedModule::dump() const {
-  std::string out = fmt::format("{} on {}\n", module_->type(), mesh_.str());
-  out += fmt::format("{:<48} {:<14} {:<12} {:<14} {:>10}  {}\n", "parameter", "global shape",
-                     "placements", "local shape", "bytes", "plan key");
+std::string describe_plan(const ResolvedPlan& plan, const DeviceMesh& mesh, at::ScalarType dtype) {
+  std::string out = fmt::format("{:<44} {:<12} {:<10} {:<12} {:>9}  {}\n", "parameter", "global",
+                                "placements", "local", "bytes", "plan key");
   int64_t total = 0;
-  for (size_t k = 0; k < params_.size(); ++k) {
-    const DTensor& v = params_[k].second->get();
-    const int64_t bytes = static_cast<int64_t>(v.to_local().nbytes());
+  for (const auto& p : plan.parameters) {
+    const DTensorSpec spec(mesh, p.placements, p.shape);
+    const auto local = spec.local_shape();
+    const int64_t bytes =
+        c10::multiply_integers(local) * static_cast<int64_t>(c10::elementSize(dtype));
     total += bytes;
-    out += fmt::format("{:<48} {:<14} {:<12} {:<14} {:>10}  {}\n", params_[k].first,
-                       shape_str(v.shape()), placements_str(v.placements()),
-                       shape_str(v.spec().local_shape()), format_bytes(bytes),
-                       plan_.parameters[k].key.empty() ? "(default R)" : plan_.parameters[k].key);
+    out += fmt::format("{:<44} {:<12} {:<10} {:<12} {:>9}  {}\n", p.fqn, shape_str(p.shape),
+                       placements_str(p.placements), shape_str(local),
+                       format_bytes(static_cast<double>(bytes)),
+                       p.key.empty() ? "(default R)" : p.key);
   }
-  out += fmt::format("{} parameters, {} on this rank\n", params_.size(), format_bytes(total));
-  for (const auto& h : plan_.hooks) {
+  out += fmt::format("{} parameters, {} on rank {} of {}\n", plan.parameters.size(),
+                     format_bytes(static_cast<double>(total)), mesh.world_rank(), mesh.str());
+  for (const auto& h : plan.hooks) {
     std::vector<std::string> lists;
     for (const auto& p : h.placements)
       lists.push_back(placements_str(p));
@@ -297,6 +300,11 @@ std::string ParallelizedModule::dump() const {
                        h.input ? "input" : "output", fmt::join(lists, ", "), h.key);
   }
   return out;
+}
+
+std::string ParallelizedModule::dump() const {
+  return fmt::format("{} ({})\n{}", module_->type(), c10::toString(options_.dtype),
+                     describe_plan(plan_, mesh_, options_.dtype));
 }
 
 }  // namespace vescale

@@ -49,6 +49,10 @@ struct ResolvedPlan {
 };
 ResolvedPlan resolve_plan(const Plan& plan, Module& module, const DeviceMesh& mesh);
 
+/// A table: each parameter's FQN, global shape, placements, local shape on this rank, bytes and
+/// the plan key that placed it; then each forward hook. Works on a layout-only mesh.
+std::string describe_plan(const ResolvedPlan& plan, const DeviceMesh& mesh, at::ScalarType dtype);
+
 class ParallelizedModule {
  public:
   Module& module() { return *module_; }

@@ -12,6 +12,7 @@
 
 #include "build_config.h"
 #include "core/error.h"
+#include "core/suggest.h"
 #include "dmodule/fqn_glob.h"
 
 namespace vescale {

@@ -107,7 +107,8 @@ DTensor gelu(const DTensor& x) {
                      [](const Locals& l) { return at::gelu(l[0]); });
 }
 
-DTensor dropout(const DTensor& x, double p, const RngKey& key, bool training) {
+DTensor dropout(const DTensor& x, double p, const RngKey& key, bool training, int64_t row_offset,
+                int64_t global_rows) {
   VS_CHECK(p >= 0 && p < 1, "[dtensor] dropout probability {} is not in [0, 1)", p);
   if (!training || p == 0) return x;
   const double keep = 1.0 - p;
@@ -115,8 +116,11 @@ DTensor dropout(const DTensor& x, double p, const RngKey& key, bool training) {
                  {&x},
                  fixed(detail::elementwise_rule({x.shape()}, x.shape(), PartialPolicy::kOneAny)),
                  x.shape(),
-                 [key, keep](const Locals& l, const Specs& s, const DTensorSpec&) {
-                   at::Tensor mask = keep_mask(key, Box::local(*s[0]), keep).to(l[0].scalar_type());
+                 [=](const Locals& l, const Specs& s, const DTensorSpec&) {
+                   Box box = Box::local(*s[0]);
+                   box.offsets[0] += row_offset;
+                   if (global_rows > 0) box.shape[0] = global_rows;
+                   at::Tensor mask = keep_mask(key, box, keep).to(l[0].scalar_type());
                    return l[0] * mask / keep;
                  }});
 }

@@ -26,8 +26,11 @@ DTensor add_scalar(const DTensor& x, double value);
 
 /// Exact (erf) GELU.
 DTensor gelu(const DTensor& x);
-/// Inverted dropout with a layout-free mask: the same elements drop under every layout.
-DTensor dropout(const DTensor& x, double p, const RngKey& key, bool training);
+/// Inverted dropout with a layout-free mask: the same elements drop under every layout. When x
+/// is rows [row_offset, row_offset + x.size(0)) of a batch of `global_rows` rows (data parallel,
+/// micro-batches), the mask is that slice of the whole batch's mask.
+DTensor dropout(const DTensor& x, double p, const RngKey& key, bool training,
+                int64_t row_offset = 0, int64_t global_rows = -1);
 /// Layer norm over the last dim.
 DTensor layer_norm(const DTensor& x, const DTensor& weight, const DTensor& bias, double eps);
 DTensor softmax(const DTensor& x, int64_t dim);

@@ -78,6 +78,9 @@ std::optional<LaunchEnv> detect_launch_env(const EnvLookup& env) {
     e.master_addr = addr.value_or("127.0.0.1");
     e.master_port =
         int_var(env, "MASTER_PORT", e.world == 1 ? std::optional<int>(kDefaultPort) : std::nullopt);
+    auto agent = env("TORCHELASTIC_USE_AGENT_STORE");
+    e.agent_store = agent && (*agent == "True" || *agent == "true" || *agent == "1");
+    e.restart_count = int_var(env, "TORCHELASTIC_RESTART_COUNT", 0);
     check_rank(e, "RANK", "WORLD_SIZE");
     return e;
   }

@@ -16,6 +16,10 @@ struct LaunchEnv {
   int master_port = 0;
   /// Who started us: "torchrun", "slurm", "openmpi" or "local" (our own launcher).
   std::string source;
+  /// torchrun's agent already serves the TCP store at MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE):
+  /// every rank connects as a client, under a namespace per restart (TORCHELASTIC_RESTART_COUNT).
+  bool agent_store = false;
+  int restart_count = 0;
 
   /// "rank 1/4 (local 1/4) via torchrun, rendezvous 127.0.0.1:29500".
   std::string str() const;

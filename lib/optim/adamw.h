@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dtensor/dtensor.h"
+#include "optim/optimizer.h"
 
 namespace vescale {
 
@@ -20,14 +21,14 @@ struct AdamWOptions {
   double weight_decay = 0.1;
 };
 
-class AdamW {
+class AdamW : public Optimizer {
  public:
   /// Parameters by name; those with fewer than 2 dims (biases, norms) get no weight decay.
   AdamW(std::vector<std::pair<std::string, DTensor*>> params, AdamWOptions options);
 
   /// One update with learning rate `lr` from each parameter's local gradient (skips those
   /// without one). Not collective.
-  void step(double lr);
+  void step(double lr) override;
   int64_t steps() const { return step_; }
 
   struct State {

@@ -117,3 +117,21 @@ TEST(SlurmNodeList, FirstHost) {
 
 }  // namespace
 }  // namespace vescale
+
+namespace vescale {
+namespace {
+
+TEST(LaunchEnv, TorchrunAgentStore) {
+  auto e = detect_launch_env(env_of({{"RANK", "1"},
+                                     {"WORLD_SIZE", "2"},
+                                     {"MASTER_ADDR", "127.0.0.1"},
+                                     {"MASTER_PORT", "29400"},
+                                     {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                     {"TORCHELASTIC_RESTART_COUNT", "3"}}));
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(e->agent_store);
+  EXPECT_EQ(e->restart_count, 3);
+}
+
+}  // namespace
+}  // namespace vescale

@@ -1,0 +1,97 @@
+// `vescale-train plan list | show NAME [--tp N] | lint CONFIG.toml`.
+#include <cstdio>
+
+#include "commands/commands.h"
+#include "config/job_config.h"
+#include "core/error.h"
+#include "dmodule/parallelize.h"
+#include "train/model_factory.h"
+
+namespace vescale::app {
+namespace {
+
+struct PlanOptions {
+  std::string name;
+  int64_t tp = 0;
+  std::string config;
+};
+
+void print(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+}
+
+/// The resolved plan table of `config`'s model on rank 0 of a layout-only tp mesh.
+std::string resolved_table(const JobConfig& config, const Plan& plan,
+                           std::vector<std::string>* warnings) {
+  auto model = build_model(config);
+  const DeviceMesh mesh = DeviceMesh::layout(MeshSpec{{config.tp}, {"tp"}}, 0);
+  const ResolvedPlan resolved = resolve_plan(plan, *model, mesh);
+  if (warnings) *warnings = resolved.warnings;
+  return describe_plan(resolved, mesh, config.dtype == "float64" ? at::kDouble : at::kFloat);
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, const Invocation&) {
+  auto options = std::make_shared<PlanOptions>();
+  CLI::App* plan =
+      app.add_subcommand("plan", "The sharding plan zoo: list plans, show one, lint a job's plan");
+  plan->require_subcommand(1);
+
+  plan->add_subcommand("list", "List the zoo plans with their descriptions")->callback([] {
+    for (const auto& name : plan_zoo_names()) {
+      print(fmt::format("{:<22} {}\n", name, Plan::load(name).description));
+    }
+    print(fmt::format("(zoo folder: {})\n", plan_zoo_dir()));
+  });
+
+  CLI::App* show = plan->add_subcommand("show",
+                                        "Print a plan's rules; with --tp N, what it does to its "
+                                        "model's parameters on rank 0 of tp=N");
+  show->add_option("name", options->name, "Zoo name (gpt/megatron-sp) or plan file")->required();
+  show->add_option("--tp", options->tp, "Tensor-parallel degree to resolve the plan on")
+      ->check(CLI::Range(1, 4096));
+  show->add_option("--config", options->config,
+                   "Job config whose model to use (default: the default model)");
+  show->callback([options] {
+    const Plan p = Plan::load(options->name);
+    print(fmt::format("{} ({}): {}\n", options->name, p.source, p.description));
+    for (const auto& r : p.parameter)
+      print(fmt::format("  parameter {:<40} {}\n", r.key, placements_str(r.placements)));
+    for (const auto& r : p.forward) {
+      std::vector<std::string> lists;
+      for (const auto& pl : r.placements)
+        lists.push_back(placements_str(pl));
+      print(fmt::format("  forward   {:<40} {}\n", r.key, fmt::join(lists, ", ")));
+    }
+    if (options->tp > 0) {
+      std::vector<std::string> overrides = {
+          fmt::format("parallel.tp={}", options->tp),
+          fmt::format("model.name=\"{}\"", p.model.empty() ? "gpt" : p.model)};
+      const JobConfig config = options->config.empty()
+                                   ? JobConfig::parse("", "(defaults)", overrides)
+                                   : JobConfig::load(options->config, overrides);
+      print("\n" + resolved_table(config, p, nullptr));
+    }
+  });
+
+  CLI::App* lint = plan->add_subcommand("lint",
+                                        "Check a job config's plan against its model and mesh "
+                                        "before any compute: errors and warnings");
+  lint->add_option("config", options->config, "Job config (TOML)")->required();
+  lint->allow_extras();
+  lint->callback([options, lint] {
+    const JobConfig config = JobConfig::load(options->config, collect_overrides(lint->remaining()));
+    const Plan p = job_plan(config);
+    std::vector<std::string> warnings;
+    const std::string table = resolved_table(config, p, &warnings);
+    print(table);
+    for (const auto& w : warnings)
+      print("warning: " + w + "\n");
+    print(fmt::format("ok: {} on {} with plan {} ({} warnings)\n", config.model,
+                      fmt::format("tp={}", config.tp),
+                      config.plan.empty() ? "(replicate)" : config.plan, warnings.size()));
+  });
+}
+
+}  // namespace vescale::app

@@ -1,0 +1,71 @@
+// `vescale-train train CONFIG.toml [--section.key=value ...] [--nproc N]`.
+#include <filesystem>
+
+#include "commands/commands.h"
+#include "config/job_config.h"
+#include "core/error.h"
+#include "dmodule/plan.h"
+#include "train/trainer.h"
+
+namespace vescale::app {
+namespace {
+
+struct TrainOptions {
+  std::string config;
+  int nproc = 0;
+};
+
+/// Checks what can be checked before any process starts, so a mistake writes nothing.
+void precheck(const JobConfig& c) {
+  namespace fs = std::filesystem;
+  if (c.data_source == "text") {
+    VS_USER_CHECK(fs::is_regular_file(c.data_path), "config {}: data.path = \"{}\": no such file",
+                  c.source, c.data_path);
+  }
+  if (c.data_source == "tokens") {
+    VS_USER_CHECK(fs::is_directory(c.data_path), "config {}: data.path = \"{}\": no such folder",
+                  c.source, c.data_path);
+  }
+  if (!c.plan.empty()) Plan::load(c.plan);
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, const Invocation& invocation) {
+  auto options = std::make_shared<TrainOptions>();
+  CLI::App* train = app.add_subcommand(
+      "train",
+      "Train the model a job config describes on its pp x dp x tp mesh (local workers by default; "
+      "under "
+      "torchrun, Slurm or Open MPI their processes). Any config key can be overridden as "
+      "--section.key=value, e.g. --training.steps=20");
+  train->add_option("config", options->config, "Job config (TOML)")->required();
+  train->add_option("--nproc", options->nproc,
+                    "Processes (default: parallel.pp x dp x tp; must match it)");
+  train->allow_extras();
+  train->callback([options, train, &invocation] {
+    const JobConfig config =
+        JobConfig::load(options->config, collect_overrides(train->remaining()));
+    VS_USER_CHECK(
+        options->nproc == 0 || options->nproc == config.world_size(),
+        "--nproc {} does not match the mesh of {}: parallel.pp x dp x tp = {} x {} x {} = {}",
+        options->nproc, options->config, config.pp, config.dp, config.tp, config.world_size());
+    precheck(config);
+    const int code =
+        run_on_ranks(static_cast<int>(config.world_size()), invocation, [&](const LaunchEnv& env) {
+          VS_USER_CHECK(env.world == config.world_size(),
+                        "config {}: the mesh parallel.pp x dp x tp = {} x {} x {} needs {} "
+                        "processes, but {} started {}",
+                        config.source, config.pp, config.dp, config.tp, config.world_size(),
+                        env.source, env.world);
+          comm::GroupOptions group;
+          group.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
+          group.backend = comm::parse_backend(config.backend);
+          run_training(config, connect_world(env, group));
+          return 0;
+        });
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace vescale::app

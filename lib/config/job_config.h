@@ -1,0 +1,79 @@
+// The job config: a TOML file with torchtitan-like sections, overridable on the command line as
+// --section.key=value. Every key is declared once in a schema (name, type, default, help) that
+// drives parsing, type checks, overrides, "did you mean" suggestions and the README table.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace vescale {
+
+using ConfigValue = std::variant<int64_t, double, bool, std::string>;
+
+struct ConfigKey {
+  std::string name;  ///< "training.steps"
+  ConfigValue default_value;
+  std::string help;
+};
+
+/// Every key a job config may have, in README order.
+const std::vector<ConfigKey>& config_schema();
+
+struct JobConfig {
+  // [job]
+  std::string name;
+  std::string dump_folder;
+  // [model]
+  std::string model;  ///< "gpt" or "mlp"
+  int64_t vocab_size, block_size, n_layer, n_head, n_embd, vocab_multiple;
+  double dropout;
+  int64_t d_in, d_hidden, d_out, n_layers;
+  // [parallel]
+  int64_t pp, dp, tp, microbatches;
+  std::string plan;
+  // [data]
+  std::string data_source, data_path;
+  double val_fraction;
+  // [training]
+  int64_t steps, global_batch_size, seq_len, seed;
+  std::string dtype;
+  double grad_clip;
+  // [optimizer]
+  std::string optimizer;
+  double lr, beta1, beta2, eps, weight_decay, momentum;
+  // [lr_scheduler]
+  int64_t warmup_steps;
+  std::string decay;
+  double min_lr_ratio;
+  // [eval]
+  int64_t eval_interval, eval_windows;
+  // [metrics]
+  int64_t log_interval;
+  double peak_flops;
+  // [comm]
+  double timeout_s;
+  std::string backend;
+  double bucket_mb;
+
+  std::string source;  ///< the file it came from
+  std::string text;  ///< the effective config as TOML (file + overrides), for checkpoints and logs
+
+  /// Loads `path` and applies overrides ("--training.steps=20", or "--training.steps", "20"
+  /// pairs already joined). Throws UserError naming file:line and key, or the override.
+  static JobConfig load(const std::string& path, const std::vector<std::string>& overrides = {});
+  /// The same from TOML text (for tests).
+  static JobConfig parse(const std::string& toml_text, const std::string& source,
+                         const std::vector<std::string>& overrides = {});
+
+  int64_t world_size() const { return pp * dp * tp; }
+  /// Sequences per micro-batch on one dp rank.
+  int64_t micro_batch_size() const { return global_batch_size / dp / microbatches; }
+};
+
+/// "--a.b=c" and "--a.b c" forms from argv-like leftovers into "a.b=c" items; throws on others.
+std::vector<std::string> collect_overrides(const std::vector<std::string>& args);
+
+}  // namespace vescale

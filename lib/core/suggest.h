@@ -1,0 +1,15 @@
+// "Did you mean ...?": the nearest candidates to a misspelled word.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace vescale {
+
+/// Edit (Levenshtein) distance.
+size_t edit_distance(const std::string& a, const std::string& b);
+/// The candidates closest to `word` (at most `count`, within a sensible distance), nearest first.
+std::vector<std::string> near_matches(const std::string& word,
+                                      const std::vector<std::string>& candidates, size_t count = 3);
+
+}  // namespace vescale

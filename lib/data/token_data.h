@@ -1,0 +1,57 @@
+// Token streams for GPT: the bytes of a text file, nanoGPT-style uint16 .bin files
+// (memory-mapped), or a synthetic learnable sequence; with batches that are a pure function of
+// (seed, step), so every layout sees the same samples and a resume continues exactly.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace vescale {
+
+/// A read-only array of token ids.
+class TokenArray {
+ public:
+  virtual ~TokenArray() = default;
+  virtual int64_t size() const = 0;
+  /// tokens [begin, begin + count) as int64.
+  virtual at::Tensor slice(int64_t begin, int64_t count) const = 0;
+};
+
+struct TokenData {
+  std::shared_ptr<TokenArray> train, val;
+  int64_t vocab_size = 256;
+  std::string description;
+};
+
+/// data.source = "text": UTF-8 bytes are tokens (vocab 256); the last `val_fraction` is val.
+TokenData load_text_tokens(const std::string& path, double val_fraction);
+/// data.source = "tokens": `folder`/train.bin and val.bin, flat uint16 (memory-mapped).
+TokenData load_bin_tokens(const std::string& folder);
+/// data.source = "synthetic": a learnable stream (each token is 5 x the previous + 3, mod
+/// vocab, with a seeded 10% chance of +1), 1M train and 64K val tokens.
+TokenData synthetic_tokens(int64_t vocab_size, uint64_t seed);
+
+/// Which rows of a step's global batch a rank's micro-batch holds.
+struct BatchSlice {
+  int64_t global_rows;  ///< global batch size
+  int64_t row_offset;   ///< first row of this micro-batch in the global batch
+  int64_t rows;         ///< rows in this micro-batch
+};
+/// Rows of dp rank `dp_rank` (of `dp`), micro-batch `micro` (of `microbatches`): contiguous.
+BatchSlice batch_slice(int64_t global_rows, int64_t dp, int64_t dp_rank, int64_t microbatches,
+                       int64_t micro);
+
+/// Inputs [rows, seq_len] and targets (the next tokens) of a slice of step `step`'s global batch:
+/// row i starts at a position drawn from (seed, step, i) in the train split.
+std::pair<at::Tensor, at::Tensor> token_batch(const TokenArray& train, uint64_t seed, int64_t step,
+                                              int64_t seq_len, const BatchSlice& slice);
+
+/// Validation window w: tokens [w*T, w*T + T] of the val split (inputs and targets); how many fit.
+std::pair<at::Tensor, at::Tensor> val_window(const TokenArray& val, int64_t window,
+                                             int64_t seq_len);
+int64_t val_windows_available(const TokenArray& val, int64_t seq_len);
+
+}  // namespace vescale

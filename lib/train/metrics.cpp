@@ -1,0 +1,91 @@
+#include "train/metrics.h"
+
+#include <ATen/ATen.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/units.h"
+
+namespace vescale {
+namespace {
+
+std::string with_commas(double value) {
+  std::string digits = std::to_string(static_cast<int64_t>(value + 0.5));
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3)
+    digits.insert(static_cast<size_t>(i), ",");
+  return digits;
+}
+
+}  // namespace
+
+std::string format_metrics_line(const StepMetrics& m) {
+  int64_t comm = 0;
+  for (const auto& entry : m.comm_bytes)
+    comm += entry.second;
+  std::string line = fmt::format("step {}/{} | loss {:.4f}", m.step, m.total_steps, m.loss);
+  if (m.val_loss) line += fmt::format(" | val_loss {:.4f}", *m.val_loss);
+  line += fmt::format(
+      " | lr {:.2g} | grad_norm {:.3g} | tok/s {} | mfu {:.2f}% | mem {} | comm {}/step | eta {}",
+      m.lr, m.grad_norm, with_commas(m.tokens_per_s), 100.0 * m.mfu,
+      format_bytes(static_cast<double>(m.mem_bytes)), format_bytes(static_cast<double>(comm)),
+      format_duration(m.eta_s));
+  return line;
+}
+
+std::string metrics_json(const StepMetrics& m) {
+  nlohmann::ordered_json j;
+  j["step"] = m.step;
+  j["loss"] = m.loss;
+  if (m.val_loss) j["val_loss"] = *m.val_loss;
+  j["lr"] = m.lr;
+  j["grad_norm"] = m.grad_norm;
+  j["tokens_per_s"] = m.tokens_per_s;
+  j["mfu"] = m.mfu;
+  j["mem_bytes"] = m.mem_bytes;
+  j["comm_bytes"] = m.comm_bytes;
+  j["step_time_s"] = m.step_time_s;
+  return j.dump();
+}
+
+MetricsWriter::MetricsWriter(const std::string& path) {
+  if (path.empty()) return;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  out_.open(path, std::ios::app);
+  VS_USER_CHECK(out_.good(), "metrics: cannot write {}", path);
+}
+
+void MetricsWriter::write(const StepMetrics& m) {
+  if (!out_.is_open()) return;
+  out_ << metrics_json(m) << "\n";
+  out_.flush();
+}
+
+int64_t resident_bytes() {
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<int64_t>(resident) * ::sysconf(_SC_PAGESIZE);
+}
+
+double measured_peak_flops() {
+  const int64_t n = 512;
+  at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
+  at::Tensor c = at::matmul(a, b);  // warm up
+  int64_t iters = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  while (elapsed < 0.2) {
+    c = at::matmul(a, b);
+    ++iters;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return 2.0 * n * n * n * static_cast<double>(iters) / elapsed;
+}
+
+}  // namespace vescale

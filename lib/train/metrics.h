@@ -1,0 +1,49 @@
+// Training metrics (DESIGN §11): one line per log interval on rank 0 and one JSON object per line
+// in <dump_folder>/metrics.jsonl.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace vescale {
+
+struct StepMetrics {
+  int64_t step = 0;  ///< 1-based: steps done
+  int64_t total_steps = 0;
+  double loss = 0;
+  std::optional<double> val_loss;
+  double lr = 0;
+  double grad_norm = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;  ///< fraction
+  int64_t mem_bytes = 0;
+  std::map<std::string, int64_t> comm_bytes;  ///< per step, by mesh dim
+  double step_time_s = 0;
+  double eta_s = 0;
+};
+
+/// "step 120/2000 | loss 1.9342 | lr 2.9e-4 | grad_norm 0.81 | tok/s 51,240 | mfu 0.42% | ...".
+std::string format_metrics_line(const StepMetrics& m);
+/// The JSON object of one line of metrics.jsonl.
+std::string metrics_json(const StepMetrics& m);
+
+/// Appends metrics.jsonl lines (rank 0 only: others pass an empty path).
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path);
+  void write(const StepMetrics& m);
+
+ private:
+  std::ofstream out_;
+};
+
+/// This process's resident memory in bytes.
+int64_t resident_bytes();
+/// Measured float32 matmul FLOP/s of this process (a 512^2 GEMM for ~0.2 s): the MFU peak
+/// when metrics.peak_flops is 0.
+double measured_peak_flops();
+
+}  // namespace vescale

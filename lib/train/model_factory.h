@@ -1,0 +1,17 @@
+// The model a job config describes (parameters declared, nothing allocated: deferred init).
+#pragma once
+
+#include <memory>
+
+#include "config/job_config.h"
+#include "dmodule/module.h"
+#include "dmodule/plan.h"
+
+namespace vescale {
+
+/// GPT or MLP from the [model] section; GPT's vocabulary is padded for parallel.tp.
+std::shared_ptr<Module> build_model(const JobConfig& config);
+/// parallel.plan, or a replicate-everything plan when it is empty.
+Plan job_plan(const JobConfig& config);
+
+}  // namespace vescale

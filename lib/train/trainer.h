@@ -1,0 +1,26 @@
+// The training loop: builds the mesh, model, plan, data, data parallel and optimizer from a job
+// config, and runs steps of micro-batches with evaluation and metrics. Today's schedule is
+// "no pipeline, gradient accumulation over micro-batches"; a pipeline schedule can take over
+// run_step's forward/backward later.
+#pragma once
+
+#include <vector>
+
+#include "comm/group.h"
+#include "config/job_config.h"
+
+namespace vescale {
+
+struct TrainSummary {
+  std::vector<double> losses;  ///< every step's loss (global batch mean)
+  double first_val_loss = 0;   ///< before the first step
+  double final_val_loss = 0;   ///< after the last
+  double tokens_per_s = 0;     ///< over all steps after the first
+  double seconds = 0;
+};
+
+/// Trains as `config` says on the ranks of `world` (its size must be the config's mesh size).
+/// *Collective* over `world`.
+TrainSummary run_training(const JobConfig& config, const comm::Group& world);
+
+}  // namespace vescale

@@ -1,0 +1,184 @@
+"""`vescale-train train` end to end on real processes: every layout reproduces the loss curve of
+the 1-process run (DESIGN §12), gradient accumulation equals one big batch, torchrun works, and
+bad configs fail with one line that names the file and key, writing nothing."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import unittest
+
+from common import BINARY, run
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIG = os.path.join(ROOT, "configs", "gpt-dp2-tp2.toml")
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def train(tmp, name, *overrides, config=CONFIG, steps=5, dtype="float64", nproc=None):
+    """Runs a training job; returns the per-step losses from its metrics.jsonl."""
+    folder = os.path.join(tmp, name)
+    args = ["train", config, f"--job.dump_folder={folder}", f"--training.steps={steps}",
+            f"--training.dtype={dtype}", "--metrics.log_interval=1", "--eval.interval=0", *overrides]
+    if nproc:
+        args += ["--nproc", str(nproc)]
+    result = run(*args, timeout=600)
+    if result.returncode != 0:
+        raise AssertionError(f"{name} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    with open(os.path.join(folder, "metrics.jsonl")) as f:
+        return [json.loads(line)["loss"] for line in f]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def max_relative(a, b):
+    return max(abs(x - y) / abs(y) for x, y in zip(a, b))
+
+
+class LayoutParity(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="vescale-train-")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_float64_every_layout_matches_one_process(self):
+        single = "--parallel.dp=1", "--parallel.tp=1", "--parallel.plan="
+        reference = train(self.tmp, "ref64", *single)
+        layouts = {
+            "DP2": ("--parallel.dp=2", "--parallel.tp=1", "--parallel.plan=gpt/dp-only"),
+            "TP2": ("--parallel.dp=1", "--parallel.tp=2", "--parallel.plan=gpt/megatron-tp"),
+            "SP2": ("--parallel.dp=1", "--parallel.tp=2", "--parallel.plan=gpt/megatron-sp"),
+            "DP2xTP2": ("--parallel.dp=2", "--parallel.tp=2", "--parallel.plan=gpt/megatron-tp"),
+        }
+        for name, overrides in layouts.items():
+            losses = train(self.tmp, name + "-64", *overrides)
+            err = max_relative(losses, reference)
+            print(f"float64 {name}: {len(losses)} steps, max relative loss error {err:.3g}")
+            self.assertEqual(len(losses), len(reference))
+            self.assertLessEqual(err, 1e-10, name)
+
+    def test_float32_twenty_steps(self):
+        single = "--parallel.dp=1", "--parallel.tp=1", "--parallel.plan="
+        reference = train(self.tmp, "ref32", *single, steps=20, dtype="float32")
+        for name, overrides in {"DP2xTP2": (), "SP2": ("--parallel.dp=1", "--parallel.plan=gpt/megatron-sp")}.items():
+            losses = train(self.tmp, name + "-32", *overrides, steps=20, dtype="float32")
+            err = max_relative(losses, reference)
+            print(f"float32 {name}: step-0 relative error {abs(losses[0] - reference[0]) / reference[0]:.3g}, "
+                  f"max over 20 steps {err:.3g}")
+            self.assertLessEqual(abs(losses[0] - reference[0]) / reference[0], 1e-6, name)
+            self.assertLessEqual(err, 1e-4, name)
+
+    def test_gradient_accumulation_equals_one_big_batch(self):
+        one = train(self.tmp, "accum1", "--parallel.dp=1", "--parallel.tp=1", "--parallel.plan=")
+        four = train(self.tmp, "accum4", "--parallel.dp=1", "--parallel.tp=1", "--parallel.plan=",
+                     "--parallel.microbatches=4")
+        err = max_relative(four, one)
+        print(f"4 micro-batches vs 1 batch: max relative loss error {err:.3g}")
+        self.assertLessEqual(err, 1e-10)
+        mixed = train(self.tmp, "accum-dp2tp2", "--parallel.microbatches=2")
+        err = max_relative(mixed, one)
+        print(f"DP2xTP2 with 2 micro-batches vs 1 process: max relative loss error {err:.3g}")
+        self.assertLessEqual(err, 1e-10)
+
+    def test_mlp_seed_plan(self):
+        config = os.path.join(ROOT, "configs", "mlp-tp.toml")
+        reference = train(self.tmp, "mlp-ref", "--parallel.tp=1", "--parallel.plan=", config=config)
+        for plan in ["mlp/tp", "mlp/tp-sp"]:
+            losses = train(self.tmp, "mlp-" + plan.replace("/", "-"), f"--parallel.plan={plan}", config=config)
+            err = max_relative(losses, reference)
+            print(f"float64 MLP {plan} tp=2: max relative loss error {err:.3g}")
+            self.assertLessEqual(err, 1e-10)
+
+
+class Launchers(unittest.TestCase):
+    def test_torchrun_two_processes(self):
+        probe = subprocess.run([SYSTEM_PYTHON, "-c", "import torch.distributed.run"], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("Debian's python3-torch (torch.distributed.run) is not installed")
+        tmp = tempfile.mkdtemp(prefix="vescale-torchrun-")
+        try:
+            cmd = [SYSTEM_PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--no_python",
+                   "--redirects", "1", "--tee", "1", "--master_port", str(free_port()), BINARY, "train", CONFIG,
+                   "--parallel.dp=1", "--parallel.tp=2", f"--job.dump_folder={tmp}", "--training.steps=3",
+                   "--metrics.log_interval=1"]
+            result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            with open(os.path.join(tmp, "metrics.jsonl")) as f:
+                self.assertEqual(len(f.readlines()), 3)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class BadConfigs(unittest.TestCase):
+    def check(self, config_text, needle, *extra, nproc=None):
+        tmp = tempfile.mkdtemp(prefix="vescale-bad-")
+        try:
+            path = os.path.join(tmp, "job.toml")
+            dump = os.path.join(tmp, "out")
+            with open(path, "w") as f:
+                f.write(config_text.replace("DUMP", dump))
+            args = ["train", path, *extra] + (["--nproc", str(nproc)] if nproc else [])
+            result = run(*args, timeout=120)
+            self.assertNotEqual(result.returncode, 0)
+            lines = [l for l in result.stderr.splitlines() if l.startswith("error:")]
+            self.assertEqual(len(lines), 1, result.stderr)
+            self.assertIn(needle.replace("PATH", path), lines[0])
+            self.assertFalse(os.path.exists(dump), "a failed config wrote its dump folder")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    BASE = '[job]\ndump_folder = "DUMP"\n[data]\nsource = "synthetic"\n'
+
+    def test_unknown_key_names_file_line_and_suggestion(self):
+        self.check(self.BASE + "[training]\nstpes = 3\n",
+                   "config PATH:6: unknown key 'training.stpes' (did you mean 'training.steps'?)")
+
+    def test_wrong_type(self):
+        self.check(self.BASE + '[training]\nsteps = "ten"\n', "config PATH:6: key 'training.steps' must be an integer")
+        self.check(self.BASE, "override --training.steps=abc: key 'training.steps' must be an integer",
+                   "--training.steps=abc")
+
+    def test_mesh_is_not_the_world(self):
+        self.check(self.BASE + "[parallel]\ndp = 2\ntp = 2\n", "--nproc 3 does not match the mesh", nproc=3)
+
+    def test_batch_not_divisible(self):
+        self.check(self.BASE + "[parallel]\ndp = 3\n[training]\nglobal_batch_size = 8\n",
+                   "training.global_batch_size = 8 is not divisible by parallel.dp x parallel.microbatches = 3 x 1")
+
+    def test_missing_data_file(self):
+        self.check('[job]\ndump_folder = "DUMP"\n[data]\nsource = "text"\npath = "/nonexistent/corpus.txt"\n',
+                   'data.path = "/nonexistent/corpus.txt": no such file')
+
+    def test_unknown_plan(self):
+        self.check(self.BASE + '[parallel]\ntp = 2\nplan = "gpt/megatron-spp"\n', "did you mean 'gpt/megatron-sp'")
+
+
+class PlanCommand(unittest.TestCase):
+    def test_list_show_lint(self):
+        listing = run("plan", "list")
+        self.assertEqual(listing.returncode, 0, listing.stderr)
+        for name in ["mlp/tp", "mlp/tp-sp", "gpt/megatron-tp", "gpt/megatron-sp", "gpt/dp-only"]:
+            self.assertIn(name, listing.stdout)
+        show = run("plan", "show", "gpt/megatron-sp", "--tp", "4")
+        self.assertEqual(show.returncode, 0, show.stderr)
+        self.assertIn("transformer.h.0.attn.q_proj.weight", show.stdout)
+        self.assertIn("[S(0)]", show.stdout)
+        self.assertIn("hook transformer.h.0.attn.input", show.stdout)
+        lint = run("plan", "lint", CONFIG)
+        self.assertEqual(lint.returncode, 0, lint.stderr)
+        self.assertIn("ok: gpt on tp=2 with plan gpt/megatron-tp", lint.stdout)
+        bad = run("plan", "lint", CONFIG, "--parallel.plan=gpt/megatron-spp")
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("did you mean 'gpt/megatron-sp'", bad.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
