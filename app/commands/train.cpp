@@ -1,4 +1,5 @@
 // `vescale-train train CONFIG.toml [--section.key=value ...] [--nproc N]`.
+#include <cstdio>
 #include <filesystem>
 
 #include "commands/commands.h"
@@ -13,6 +14,7 @@ namespace {
 struct TrainOptions {
   std::string config;
   int nproc = 0;
+  bool print_config = false;
 };
 
 /// Checks what can be checked before any process starts, so a mistake writes nothing.
@@ -42,10 +44,17 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
   train->add_option("config", options->config, "Job config (TOML)")->required();
   train->add_option("--nproc", options->nproc,
                     "Processes (default: parallel.pp x dp x tp; must match it)");
+  train->add_flag(
+      "--print-config", options->print_config,
+      "Print the effective config (every key, with overrides applied, help as comments) and exit");
   train->allow_extras();
   train->callback([options, train, &invocation] {
     const JobConfig config =
         JobConfig::load(options->config, collect_overrides(train->remaining()));
+    if (options->print_config) {
+      std::fwrite(config.annotated_text.data(), 1, config.annotated_text.size(), stdout);
+      return;
+    }
     VS_USER_CHECK(
         options->nproc == 0 || options->nproc == config.world_size(),
         "--nproc {} does not match the mesh of {}: parallel.pp x dp x tp = {} x {} x {} = {}",

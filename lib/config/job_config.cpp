@@ -98,7 +98,7 @@ std::string toml_literal(const ConfigValue& v) {
   }
 }
 
-std::string effective_text(const Values& values) {
+std::string effective_text(const Values& values, bool with_help) {
   std::string out, section;
   for (const auto& k : config_schema()) {
     const std::string s = k.name.substr(0, k.name.find('.'));
@@ -106,8 +106,9 @@ std::string effective_text(const Values& values) {
       out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", s);
       section = s;
     }
-    out += fmt::format("{} = {}\n", k.name.substr(k.name.find('.') + 1),
-                       toml_literal(values.at(k.name)));
+    const std::string line = fmt::format("{} = {}", k.name.substr(k.name.find('.') + 1),
+                                         toml_literal(values.at(k.name)));
+    out += with_help ? fmt::format("{:<36} # {}\n", line, k.help) : line + "\n";
   }
   return out;
 }
@@ -284,7 +285,8 @@ JobConfig JobConfig::parse(const std::string& toml_text, const std::string& sour
   c.timeout_s = get<double>(values, "comm.timeout_s");
   c.backend = get<std::string>(values, "comm.backend");
   c.bucket_mb = get<double>(values, "comm.bucket_mb");
-  c.text = effective_text(values);
+  c.text = effective_text(values, false);
+  c.annotated_text = effective_text(values, true);
 
   // Values and combinations.
   auto one_of = [&](const std::string& key, const std::string& value,

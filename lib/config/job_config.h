@@ -60,6 +60,7 @@ struct JobConfig {
 
   std::string source;  ///< the file it came from
   std::string text;  ///< the effective config as TOML (file + overrides), for checkpoints and logs
+  std::string annotated_text;  ///< the same with each key's help as a comment
 
   /// Loads `path` and applies overrides ("--training.steps=20", or "--training.steps", "20"
   /// pairs already joined). Throws UserError naming file:line and key, or the override.

@@ -53,25 +53,33 @@ Placements replicated(const DeviceMesh& mesh) {
   return Placements(mesh.ndim(), Placement::replicate());
 }
 
-/// The mean loss of one micro-batch (rows `slice` of step `step`), as a Replicate scalar.
-DTensor micro_batch_loss(Job& job, int64_t step, const BatchSlice& slice, bool train) {
-  const JobConfig& c = job.config;
+/// The model's mean loss on a batch: GPT token ids and targets, or MLP inputs and targets.
+DTensor batch_loss(Job& job, const at::Tensor& x, const at::Tensor& y) {
+  const Placements r = replicated(job.tp_mesh);
   if (job.gpt) {
-    auto [x, y] = token_batch(*job.tokens.train, c.seed, step, c.seq_len, slice);
-    auto& dropout = job.gpt->dropout_state();
-    dropout.training = train;
-    dropout.counter = static_cast<uint64_t>(step);
-    dropout.row_offset = slice.row_offset;
-    dropout.global_rows = slice.global_rows;
-    DTensor idx = distribute_tensor(x, job.tp_mesh, replicated(job.tp_mesh));
-    DTensor targets = distribute_tensor(y, job.tp_mesh, replicated(job.tp_mesh));
+    DTensor idx = distribute_tensor(x, job.tp_mesh, r);
+    DTensor targets = distribute_tensor(y, job.tp_mesh, r);
     return (*job.model)({idx, targets}).at(0);
   }
-  auto [x, y] = job.regression->batch(step, slice);
-  DTensor input = distribute_tensor(x.to(job.dtype), job.tp_mesh, replicated(job.tp_mesh));
-  DTensor target = distribute_tensor(y.to(job.dtype), job.tp_mesh, replicated(job.tp_mesh));
-  DTensor d = ops::sub((*job.model)(input), target);
-  return ops::mean(ops::mul(d, d)).redistribute(replicated(job.tp_mesh));
+  DTensor d = ops::sub((*job.model)(distribute_tensor(x.to(job.dtype), job.tp_mesh, r)),
+                       distribute_tensor(y.to(job.dtype), job.tp_mesh, r));
+  return ops::mean(ops::mul(d, d)).redistribute(r);
+}
+
+/// The mean loss of one micro-batch (rows `slice` of step `step`), as a Replicate scalar.
+DTensor micro_batch_loss(Job& job, int64_t step, const BatchSlice& slice) {
+  const JobConfig& c = job.config;
+  if (!job.gpt) {
+    auto [x, y] = job.regression->batch(step, slice);
+    return batch_loss(job, x, y);
+  }
+  auto& dropout = job.gpt->dropout_state();
+  dropout.training = true;
+  dropout.counter = static_cast<uint64_t>(step);
+  dropout.row_offset = slice.row_offset;
+  dropout.global_rows = slice.global_rows;
+  auto [x, y] = token_batch(*job.tokens.train, c.seed, step, c.seq_len, slice);
+  return batch_loss(job, x, y);
 }
 
 /// Validation loss: GPT over the first eval.windows windows of the val split (mean token cross
@@ -80,32 +88,19 @@ double evaluate(Job& job) {
   const JobConfig& c = job.config;
   torch::autograd::AutoGradMode no_grad(false);
   double sum = 0, count = 0;
-  const int64_t rows = c.micro_batch_size();
   int64_t windows = c.eval_windows;
   if (job.gpt) {
     windows = std::min(windows, val_windows_available(*job.tokens.val, c.seq_len));
     job.gpt->dropout_state().training = false;
   }
   for (int64_t w = job.dp_rank; w < windows; w += c.dp) {
-    DTensor loss = [&] {
-      if (job.gpt) {
-        auto [x, y] = val_window(*job.tokens.val, w, c.seq_len);
-        DTensor idx = distribute_tensor(x, job.tp_mesh, replicated(job.tp_mesh));
-        DTensor targets = distribute_tensor(y, job.tp_mesh, replicated(job.tp_mesh));
-        return (*job.model)({idx, targets}).at(0);
-      }
-      auto [x, y] = job.regression->val_batch(w, rows);
-      DTensor input = distribute_tensor(x.to(job.dtype), job.tp_mesh, replicated(job.tp_mesh));
-      DTensor target = distribute_tensor(y.to(job.dtype), job.tp_mesh, replicated(job.tp_mesh));
-      DTensor d = ops::sub((*job.model)(input), target);
-      return ops::mean(ops::mul(d, d)).redistribute(replicated(job.tp_mesh));
-    }();
-    sum += loss.to_local().item<double>();
+    auto [x, y] = job.gpt ? val_window(*job.tokens.val, w, c.seq_len)
+                          : job.regression->val_batch(w, c.micro_batch_size());
+    sum += batch_loss(job, x, y).to_local().item<double>();
     count += 1;
   }
   at::Tensor totals = at::tensor({sum, count}, at::kDouble);
   job.mesh.group("dp").all_reduce(totals, comm::ReduceOp::kSum);
-  if (job.gpt) job.gpt->dropout_state().training = true;
   return totals[0].item<double>() / std::max(1.0, totals[1].item<double>());
 }
 
@@ -194,7 +189,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     for (int64_t micro = 0; micro < c.microbatches; ++micro) {
       const BatchSlice slice =
           batch_slice(c.global_batch_size, c.dp, job.dp_rank, c.microbatches, micro);
-      DTensor loss = micro_batch_loss(job, step, slice, true);
+      DTensor loss = micro_batch_loss(job, step, slice);
       if (micro + 1 == c.microbatches) job.dp->arm();
       (loss.to_local() / static_cast<double>(c.microbatches)).backward();
       loss_sum += loss.to_local().item<double>();

@@ -18,11 +18,14 @@
 #include "optim/adamw.h"
 #include "support/expect_close.h"
 #include "support/run_ranks.h"
+#include "support/tensors.h"
 
 namespace vescale {
 namespace {
 
+using testing::box_of;
 using testing::max_relative_error;
+using testing::pattern;
 using testing::run_ranks;
 
 constexpr double kTol = 1e-10;
@@ -35,11 +38,6 @@ struct RunResult {
   int64_t tp_bytes_step0 = 0;
   int64_t init_peak = 0, param_bytes = 0;
 };
-
-at::Tensor pattern(const std::vector<int64_t>& shape, double phase) {
-  const int64_t numel = c10::multiply_integers(shape);
-  return (at::arange(numel, at::kDouble) * 0.7318 + phase).sin().view(shape);
-}
 
 using ModelFactory = std::function<std::shared_ptr<Module>(int64_t tp)>;
 using LossFn = std::function<DTensor(Module&, const DeviceMesh&, int step)>;

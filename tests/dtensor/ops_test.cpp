@@ -11,26 +11,15 @@
 #include "core/error.h"
 #include "support/expect_close.h"
 #include "support/run_ranks.h"
+#include "support/tensors.h"
 
 namespace vescale {
 namespace {
 
+using testing::box_of;
 using testing::expect_close;
+using testing::pattern;
 using testing::run_ranks;
-
-at::Tensor pattern(const std::vector<int64_t>& shape, double phase) {
-  const int64_t numel = c10::multiply_integers(shape);
-  return (at::arange(numel, at::kDouble) * 0.7318 + phase).sin().view(shape);
-}
-
-at::Tensor box_of(const at::Tensor& full, const DTensorSpec& spec) {
-  std::vector<int64_t> sizes, offsets;
-  spec.local_box(spec.mesh.coordinate(), sizes, offsets);
-  at::Tensor out = full;
-  for (size_t d = 0; d < sizes.size(); ++d)
-    out = out.narrow(d, offsets[d], sizes[d]);
-  return out.contiguous();
-}
 
 /// One input of an op case: a float tensor (differentiable) or integer ids below `modulo`.
 struct Input {

@@ -88,6 +88,14 @@ class LayoutParity(unittest.TestCase):
         print(f"DP2xTP2 with 2 micro-batches vs 1 process: max relative loss error {err:.3g}")
         self.assertLessEqual(err, 1e-10)
 
+    def test_sgd_with_momentum(self):
+        single = "--parallel.dp=1", "--parallel.tp=1", "--parallel.plan=", "--optimizer.name=sgd"
+        reference = train(self.tmp, "sgd-ref", *single)
+        losses = train(self.tmp, "sgd-dp2tp2", "--optimizer.name=sgd")
+        err = max_relative(losses, reference)
+        print(f"float64 SGD DP2xTP2: max relative loss error {err:.3g}")
+        self.assertLessEqual(err, 1e-10)
+
     def test_mlp_seed_plan(self):
         config = os.path.join(ROOT, "configs", "mlp-tp.toml")
         reference = train(self.tmp, "mlp-ref", "--parallel.tp=1", "--parallel.plan=", config=config)
@@ -113,6 +121,30 @@ class Launchers(unittest.TestCase):
             self.assertEqual(result.returncode, 0, result.stderr[-3000:])
             with open(os.path.join(tmp, "metrics.jsonl")) as f:
                 self.assertEqual(len(f.readlines()), 3)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+    def test_slurm_variables(self):
+        """Two processes started as Slurm would (srun sets SLURM_PROCID and SLURM_NTASKS)."""
+        tmp = tempfile.mkdtemp(prefix="vescale-slurm-")
+        try:
+            port = free_port()
+            procs = []
+            for rank in range(2):
+                env = dict(os.environ, SLURM_PROCID=str(rank), SLURM_NTASKS="2", SLURM_LOCALID=str(rank),
+                           SLURM_NTASKS_PER_NODE="2", SLURM_JOB_NODELIST="localhost", MASTER_PORT=str(port))
+                for var in ["RANK", "WORLD_SIZE", "MASTER_ADDR"]:
+                    env.pop(var, None)
+                procs.append(subprocess.Popen(
+                    [BINARY, "train", CONFIG, "--parallel.dp=1", "--parallel.tp=2", f"--job.dump_folder={tmp}",
+                     "--training.steps=2", "--metrics.log_interval=1"],
+                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            for p in procs:
+                _, err = p.communicate(timeout=300)
+                self.assertEqual(p.returncode, 0, err[-2000:])
+            with open(os.path.join(tmp, "metrics.jsonl")) as f:
+                self.assertEqual(len(f.readlines()), 2)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -182,3 +214,21 @@ class PlanCommand(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Docs(unittest.TestCase):
+    def test_readme_documents_every_config_key_with_its_default(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".toml") as empty:
+            result = run("train", empty.name, "--print-config")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(os.path.join(ROOT, "README.md")) as f:
+            readme = f.read()
+        section = None
+        for line in result.stdout.splitlines():
+            if line.startswith("["):
+                section = line.strip("[]")
+            elif "=" in line:
+                key, rest = line.split("=", 1)
+                default = rest.split("#")[0].strip()
+                row = f"| `{section}.{key.strip()}` | `{default}` |"
+                self.assertIn(row, readme, f"README lacks the row {row}")

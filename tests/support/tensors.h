@@ -1,0 +1,17 @@
+// Deterministic test tensors and the piece of a full tensor a rank holds.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "dtensor/dtensor_spec.h"
+
+namespace vescale::testing {
+
+/// sin(0.7318 i + phase) over the elements, in float64: distinct, bounded, no ties.
+at::Tensor pattern(const std::vector<int64_t>& shape, double phase);
+/// This rank's piece of `full` under `spec` (Partial dims keep the whole).
+at::Tensor box_of(const at::Tensor& full, const DTensorSpec& spec);
+
+}  // namespace vescale::testing
