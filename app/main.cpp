@@ -16,8 +16,8 @@ struct CommandEntry {
   void (*add)(CLI::App&, const vescale::app::Invocation&);
 };
 const CommandEntry kCommands[] = {
-    {vescale::app::add_train_command},
-    {vescale::app::add_plan_command},
+    {vescale::app::add_train_command},       {vescale::app::add_eval_command},
+    {vescale::app::add_checkpoint_commands}, {vescale::app::add_plan_command},
     {vescale::app::add_comm_command},
 };
 

@@ -9,8 +9,12 @@ namespace vescale::app {
 
 /// `vescale-train train CONFIG.toml`: the training job.
 void add_train_command(CLI::App& app, const Invocation& invocation);
+/// `vescale-train eval CONFIG.toml --checkpoint PATH`: validation loss of a checkpoint.
+void add_eval_command(CLI::App& app, const Invocation& invocation);
 /// `vescale-train plan list | show | lint`: the plan zoo and plan checks.
 void add_plan_command(CLI::App& app, const Invocation& invocation);
+/// `vescale-train merge` and `inspect`: checkpoint tools.
+void add_checkpoint_commands(CLI::App& app, const Invocation& invocation);
 /// `vescale-train comm ...`: communication checks (comm bench).
 void add_comm_command(CLI::App& app, const Invocation& invocation);
 

@@ -77,4 +77,31 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
   });
 }
 
+void add_eval_command(CLI::App& app, const Invocation& invocation) {
+  auto options = std::make_shared<TrainOptions>();
+  auto checkpoint = std::make_shared<std::string>();
+  CLI::App* eval = app.add_subcommand(
+      "eval",
+      "Report the validation loss of a checkpoint under a job config's model, mesh and plan");
+  eval->add_option("config", options->config, "Job config (TOML)")->required();
+  eval->add_option("--checkpoint", *checkpoint,
+                   "Step folder, checkpoints folder (its latest), or merged .h5")
+      ->required();
+  eval->allow_extras();
+  eval->callback([options, checkpoint, eval, &invocation] {
+    const JobConfig config = JobConfig::load(options->config, collect_overrides(eval->remaining()));
+    precheck(config);
+    const int code =
+        run_on_ranks(static_cast<int>(config.world_size()), invocation, [&](const LaunchEnv& env) {
+          comm::GroupOptions group;
+          group.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
+          group.backend = comm::parse_backend(config.backend);
+          const double val_loss = run_evaluation(config, connect_world(env, group), *checkpoint);
+          if (env.rank == 0) std::printf("val_loss %.6f\n", val_loss);
+          return 0;
+        });
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
 }  // namespace vescale::app

@@ -123,7 +123,7 @@ T get(const Values& values, const std::string& name) {
 const std::vector<ConfigKey>& config_schema() {
   static const std::vector<ConfigKey> schema = {
       {"job.name", std::string("vescale"), "Name of the run (used in logs)"},
-      {"job.dump_folder", std::string("outputs"), "Where metrics.jsonl (and later checkpoints) go"},
+      {"job.dump_folder", std::string("outputs"), "Where metrics.jsonl and checkpoints/ go"},
       {"model.name", std::string("gpt"), "gpt or mlp"},
       {"model.vocab_size", int64_t{256}, "GPT vocabulary (text data: 256 bytes)"},
       {"model.block_size", int64_t{64}, "GPT longest sequence (wpe rows)"},
@@ -165,6 +165,12 @@ const std::vector<ConfigKey>& config_schema() {
       {"lr_scheduler.min_lr_ratio", 0.1, "Cosine floor as a fraction of optimizer.lr"},
       {"eval.interval", int64_t{0}, "Evaluate every this many steps (0: only at the end)"},
       {"eval.windows", int64_t{8}, "Validation windows of seq_len tokens (GPT) or batches (MLP)"},
+      {"checkpoint.format", std::string("sharded"), "sharded, deduped or merged (HDF5)"},
+      {"checkpoint.interval", int64_t{0}, "Save every this many steps (0: never)"},
+      {"checkpoint.keep", int64_t{3}, "Committed checkpoints kept; older ones are pruned (0: all)"},
+      {"checkpoint.load", std::string(""),
+       "Resume from: a step folder, a merged .h5, or \"latest\" "
+       "(<dump_folder>/checkpoints/latest)"},
       {"metrics.log_interval", int64_t{10}, "Print and record metrics every this many steps"},
       {"metrics.peak_flops", 0.0, "Peak FLOP/s per rank for MFU (0: measured matmul rate)"},
       {"comm.timeout_s", 300.0, "Seconds any collective may take"},
@@ -280,6 +286,10 @@ JobConfig JobConfig::parse(const std::string& toml_text, const std::string& sour
   c.min_lr_ratio = get<double>(values, "lr_scheduler.min_lr_ratio");
   c.eval_interval = get<int64_t>(values, "eval.interval");
   c.eval_windows = get<int64_t>(values, "eval.windows");
+  c.checkpoint_format = get<std::string>(values, "checkpoint.format");
+  c.checkpoint_interval = get<int64_t>(values, "checkpoint.interval");
+  c.checkpoint_keep = get<int64_t>(values, "checkpoint.keep");
+  c.checkpoint_load = get<std::string>(values, "checkpoint.load");
   c.log_interval = get<int64_t>(values, "metrics.log_interval");
   c.peak_flops = get<double>(values, "metrics.peak_flops");
   c.timeout_s = get<double>(values, "comm.timeout_s");
@@ -301,6 +311,7 @@ JobConfig JobConfig::parse(const std::string& toml_text, const std::string& sour
   one_of("optimizer.name", c.optimizer, {"adamw", "sgd"});
   one_of("lr_scheduler.decay", c.decay, {"cosine", "constant"});
   one_of("comm.backend", c.backend, {"auto", "gloo", "nccl"});
+  one_of("checkpoint.format", c.checkpoint_format, {"sharded", "deduped", "merged"});
   auto positive = [&](const std::string& key, int64_t v) {
     VS_USER_CHECK(v >= 1, "config {}: {} = {} must be at least 1", source, key, v);
   };

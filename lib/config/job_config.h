@@ -50,6 +50,9 @@ struct JobConfig {
   double min_lr_ratio;
   // [eval]
   int64_t eval_interval, eval_windows;
+  // [checkpoint]
+  std::string checkpoint_format, checkpoint_load;
+  int64_t checkpoint_interval, checkpoint_keep;
   // [metrics]
   int64_t log_interval;
   double peak_flops;

@@ -5,10 +5,22 @@
 
 #include <cmath>
 
+#include "core/error.h"
+
 namespace vescale {
 
 AdamW::AdamW(std::vector<std::pair<std::string, DTensor*>> params, AdamWOptions options)
     : params_(std::move(params)), state_(params_.size()), options_(options) {}
+
+at::Tensor& AdamW::state(size_t index, const std::string& name) {
+  State& s = state_[index];
+  if (!s.exp_avg.defined()) {
+    s.exp_avg = at::zeros_like(params_[index].second->to_local().detach());
+    s.exp_avg_sq = at::zeros_like(params_[index].second->to_local().detach());
+  }
+  VS_CHECK(name == "exp_avg" || name == "exp_avg_sq", "[optim] AdamW has no state '{}'", name);
+  return name == "exp_avg" ? s.exp_avg : s.exp_avg_sq;
+}
 
 void AdamW::step(double lr) {
   torch::autograd::AutoGradMode no_grad(false);

@@ -29,7 +29,10 @@ class AdamW : public Optimizer {
   /// One update with learning rate `lr` from each parameter's local gradient (skips those
   /// without one). Not collective.
   void step(double lr) override;
-  int64_t steps() const { return step_; }
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  at::Tensor& state(size_t index, const std::string& name) override;
+  int64_t steps() const override { return step_; }
+  void set_steps(int64_t steps) override { step_ = steps; }
 
   struct State {
     at::Tensor exp_avg, exp_avg_sq;

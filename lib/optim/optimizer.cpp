@@ -6,13 +6,23 @@
 #include <cmath>
 #include <map>
 
+#include "core/error.h"
+
 namespace vescale {
 
 SGD::SGD(std::vector<std::pair<std::string, DTensor*>> params, SGDOptions options)
     : params_(std::move(params)), momentum_(params_.size()), options_(options) {}
 
+at::Tensor& SGD::state(size_t index, const std::string& name) {
+  VS_CHECK(name == "momentum_buffer", "[optim] SGD has no state '{}'", name);
+  if (!momentum_[index].defined())
+    momentum_[index] = at::zeros_like(params_[index].second->to_local().detach());
+  return momentum_[index];
+}
+
 void SGD::step(double lr) {
   torch::autograd::AutoGradMode no_grad(false);
+  ++steps_;
   for (size_t k = 0; k < params_.size(); ++k) {
     const at::Tensor& p = params_[k].second->to_local();
     if (!p.grad().defined()) continue;

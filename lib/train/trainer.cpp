@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "checkpoint/checkpoint.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/units.h"
@@ -104,6 +105,92 @@ double evaluate(Job& job) {
   return totals[0].item<double>() / std::max(1.0, totals[1].item<double>());
 }
 
+/// The spec of a tp-mesh DTensor on the full job mesh (Replicate over pp and dp).
+DTensorSpec on_job_mesh(const Job& job, const DTensor& value) {
+  Placements p{Placement::replicate(), Placement::replicate()};
+  p.insert(p.end(), value.placements().begin(), value.placements().end());
+  return DTensorSpec(job.mesh, p, value.shape());
+}
+
+/// The training state as checkpoint tensors: parameters and optimizer state.
+std::vector<StateTensor> job_state(Job& job) {
+  std::vector<StateTensor> state;
+  const auto& params = job.pm->parameters();
+  for (size_t k = 0; k < params.size(); ++k) {
+    const DTensor& value = params[k].second->get();
+    const DTensorSpec spec = on_job_mesh(job, value);
+    state.push_back({"model/" + params[k].first, value.to_local().detach(), spec});
+    for (const auto& name : job.optimizer->state_names()) {
+      state.push_back(
+          {"optimizer/" + params[k].first + "/" + name, job.optimizer->state(k, name), spec});
+    }
+  }
+  return state;
+}
+
+/// Tied parameter names and the name they are saved under.
+std::map<std::string, std::string> tied_names(Job& job) {
+  std::map<std::string, std::string> out;
+  std::map<const Parameter*, std::string> first;
+  for (const auto& [fqn, p] : job.model->all_parameter_names()) {
+    auto [it, fresh] = first.emplace(p.get(), fqn);
+    if (!fresh) out["model/" + fqn] = "model/" + it->second;
+  }
+  return out;
+}
+
+/// Loads parameters (and optimizer state when the checkpoint has it) into this rank's shards,
+/// reading only the hyperslabs it holds. Returns the step to continue from.
+int64_t load_state(Job& job, const CheckpointReader& reader) {
+  torch::autograd::AutoGradMode no_grad(false);
+  const auto& params = job.pm->parameters();
+  for (const auto& name : reader.names()) {
+    if (name.rfind("model/", 0) != 0) continue;
+    const std::string fqn = name.substr(6);
+    const bool known =
+        std::any_of(params.begin(), params.end(), [&](const auto& p) { return p.first == fqn; });
+    VS_USER_CHECK(
+        known,
+        "[checkpoint] {}: tensor {} is not a parameter of this model (a different model config?)",
+        reader.path(), name);
+  }
+  bool has_optimizer = true;
+  for (size_t k = 0; k < params.size(); ++k) {
+    DTensor& value = params[k].second->get();
+    const std::string name = "model/" + params[k].first;
+    VS_USER_CHECK(reader.has(name),
+                  "[checkpoint] {}: no tensor {} (a checkpoint of another model config?)",
+                  reader.path(), name);
+    VS_USER_CHECK(reader.global_shape(name) == value.shape(),
+                  "[checkpoint] {}: tensor {} has shape [{}] but the model's is [{}] (a different "
+                  "model config?)",
+                  reader.path(), name, fmt::join(reader.global_shape(name), ", "),
+                  fmt::join(value.shape(), ", "));
+    const auto offsets = value.spec().local_offset();
+    const auto sizes = value.spec().local_shape();
+    value.to_local().copy_(reader.read_box(name, offsets, sizes));
+    for (const auto& state : job.optimizer->state_names()) {
+      const std::string sname = "optimizer/" + params[k].first + "/" + state;
+      if (!reader.has(sname)) {
+        has_optimizer = false;
+        continue;
+      }
+      job.optimizer->state(k, state).copy_(reader.read_box(sname, offsets, sizes));
+    }
+  }
+  job.optimizer->set_steps(has_optimizer ? reader.meta().optimizer_steps : 0);
+  log_rank0("loaded {} ({}, step {}, written by {} ranks{})", reader.path(), reader.meta().format,
+            reader.meta().step, reader.meta().world_size,
+            has_optimizer ? "" : "; model only: the optimizer starts fresh");
+  return reader.meta().step;
+}
+
+std::string resolve_load_path(const JobConfig& c) {
+  if (c.checkpoint_load == "latest")
+    return (std::filesystem::path(c.dump_folder) / "checkpoints" / "latest").string();
+  return c.checkpoint_load;
+}
+
 Job build_job(const JobConfig& c, const comm::Group& world) {
   VS_USER_CHECK(c.world_size() == world.size(),
                 "config {}: the mesh parallel.pp x dp x tp = {} x {} x {} needs {} processes, but "
@@ -173,14 +260,23 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
       samples_per_step * (job.gpt ? static_cast<double>(c.seq_len) : 1.0);
   comm::CommStats& stats = world.stats();
 
+  int64_t start_step = 0;
+  if (!c.checkpoint_load.empty())
+    start_step = load_state(job, CheckpointReader(resolve_load_path(c)));
+  VS_USER_CHECK(start_step < c.steps,
+                "config {}: the checkpoint is at step {}, not before training.steps = {}", c.source,
+                start_step, c.steps);
+  const std::string checkpoint_dir =
+      (std::filesystem::path(c.dump_folder) / "checkpoints").string();
+
   TrainSummary summary;
   summary.first_val_loss = evaluate(job);
-  log_rank0("step 0/{} | val_loss {:.4f}", c.steps, summary.first_val_loss);
+  log_rank0("step {}/{} | val_loss {:.4f}", start_step, c.steps, summary.first_val_loss);
   const auto start = Clock::now();
   Clock::time_point timed_start;
-  for (int64_t step = 0; step < c.steps; ++step) {
+  for (int64_t step = start_step; step < c.steps; ++step) {
     const auto step_start = Clock::now();
-    if (step == 1) timed_start = step_start;
+    if (step == start_step + 1) timed_start = step_start;
     const auto bytes_before = stats.bytes_by_label();
     const double lr =
         lr_at(step, c.steps, c.lr, c.warmup_steps, c.decay == "cosine", c.min_lr_ratio);
@@ -205,6 +301,23 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     const double loss = loss_value.item<double>();
     summary.losses.push_back(loss);
 
+    if (c.checkpoint_interval > 0 && (step + 1) % c.checkpoint_interval == 0) {
+      CheckpointMeta meta;
+      meta.step = step + 1;
+      meta.seed = c.seed;
+      meta.optimizer_steps = job.optimizer->steps();
+      meta.config = c.text;
+      meta.plan = c.plan;
+      meta.world_size = world.size();
+      meta.mesh_shape = job.mesh.shape();
+      meta.mesh_dims = job.mesh.dim_names();
+      const auto t0 = Clock::now();
+      const std::string folder =
+          save_checkpoint(checkpoint_dir, parse_checkpoint_format(c.checkpoint_format),
+                          job_state(job), tied_names(job), meta, world, c.checkpoint_keep);
+      log_rank0("saved {} ({}) in {}", folder, c.checkpoint_format,
+                format_duration(seconds_since(t0)));
+    }
     const bool last = step + 1 == c.steps;
     const bool eval_now = last || (c.eval_interval > 0 && (step + 1) % c.eval_interval == 0);
     std::optional<double> val_loss;
@@ -220,27 +333,38 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
       m.grad_norm = grad_norm;
       m.step_time_s = seconds_since(step_start);
       const double elapsed = seconds_since(start);
-      m.tokens_per_s = tokens_per_step * static_cast<double>(step + 1) / elapsed;
-      m.mfu = job.flops_per_sample * samples_per_step * static_cast<double>(step + 1) / elapsed /
+      const double done = static_cast<double>(step + 1 - start_step);
+      m.tokens_per_s = tokens_per_step * done / elapsed;
+      m.mfu = job.flops_per_sample * samples_per_step * done / elapsed /
               (peak * static_cast<double>(world.size()));
       m.mem_bytes = resident_bytes();
       for (const auto& [label, bytes] : stats.bytes_by_label()) {
         const int64_t before = bytes_before.count(label) ? bytes_before.at(label) : 0;
         if (label != "world") m.comm_bytes[label] = bytes - before;
       }
-      m.eta_s = elapsed / static_cast<double>(step + 1) * static_cast<double>(c.steps - step - 1);
+      m.eta_s = elapsed / done * static_cast<double>(c.steps - step - 1);
       log_rank0("{}", format_metrics_line(m));
       if (rank0) writer.write(m);
     }
   }
   summary.seconds = seconds_since(start);
-  if (c.steps > 1)
+  const int64_t ran = c.steps - start_step;
+  if (ran > 1)
     summary.tokens_per_s =
-        tokens_per_step * static_cast<double>(c.steps - 1) / seconds_since(timed_start);
-  log_rank0("done: {} steps in {}, val_loss {:.4f} -> {:.4f}, {:.0f} tokens/s", c.steps,
+        tokens_per_step * static_cast<double>(ran - 1) / seconds_since(timed_start);
+  log_rank0("done: {} steps in {}, val_loss {:.4f} -> {:.4f}, {:.0f} tokens/s", ran,
             format_duration(summary.seconds), summary.first_val_loss, summary.final_val_loss,
             summary.tokens_per_s);
   return summary;
+}
+
+double run_evaluation(const JobConfig& config, const comm::Group& world,
+                      const std::string& checkpoint) {
+  Job job = build_job(config, world);
+  load_state(job, CheckpointReader(checkpoint));
+  const double val_loss = evaluate(job);
+  log_rank0("val_loss {:.6f} over {} windows", val_loss, config.eval_windows);
+  return val_loss;
 }
 
 }  // namespace vescale

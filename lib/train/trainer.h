@@ -23,4 +23,9 @@ struct TrainSummary {
 /// *Collective* over `world`.
 TrainSummary run_training(const JobConfig& config, const comm::Group& world);
 
+/// The validation loss of the model in `checkpoint` under `config`'s model, mesh and plan.
+/// *Collective* over `world`.
+double run_evaluation(const JobConfig& config, const comm::Group& world,
+                      const std::string& checkpoint);
+
 }  // namespace vescale

@@ -1,0 +1,80 @@
+// `vescale-train merge DIR -o merged.h5 [--model-only]` and `vescale-train inspect PATH`.
+#include <cstdio>
+#include <filesystem>
+
+#include "checkpoint/checkpoint.h"
+#include "commands/commands.h"
+#include "core/error.h"
+#include "core/units.h"
+
+namespace vescale::app {
+namespace {
+
+void print(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+}
+
+struct CheckpointOptions {
+  std::string path, output;
+  bool model_only = false;
+};
+
+}  // namespace
+
+void add_checkpoint_commands(CLI::App& app, const Invocation&) {
+  auto options = std::make_shared<CheckpointOptions>();
+  CLI::App* merge = app.add_subcommand("merge",
+                                       "Turn a sharded or deduped checkpoint into one merged HDF5 "
+                                       "file (full tensors, model and optimizer)");
+  merge
+      ->add_option("checkpoint", options->path,
+                   "Step folder, checkpoints folder (its latest), or merged .h5")
+      ->required();
+  merge->add_option("-o,--output", options->output, "The merged file to write")->required();
+  merge->add_flag("--model-only", options->model_only, "Leave out the optimizer state");
+  merge->callback([options] {
+    VS_USER_CHECK(!std::filesystem::exists(options->output), "merge: {} exists; not overwriting it",
+                  options->output);
+    const CheckpointReader reader(options->path);
+    const int64_t n = merge_checkpoint(reader, options->output, options->model_only);
+    print(fmt::format(
+        "merged {} ({}, step {}, {} files) into {}: {} tensors, {}\n", reader.path(),
+        reader.meta().format, reader.meta().step, reader.files().size(), options->output, n,
+        format_bytes(static_cast<double>(std::filesystem::file_size(options->output)))));
+  });
+
+  CLI::App* inspect = app.add_subcommand(
+      "inspect",
+      "List a checkpoint's tensors: shapes, placements, bytes, step, and its size on disk");
+  inspect
+      ->add_option("checkpoint", options->path,
+                   "Step folder, checkpoints folder (its latest), or .h5 file")
+      ->required();
+  inspect->callback([options] {
+    const CheckpointReader reader(options->path);
+    const auto& m = reader.meta();
+    print(fmt::format(
+        "{}: {} checkpoint, step {}, written by {} ranks on mesh [{}] ({}), plan '{}'\n",
+        reader.path(), m.format, m.step, m.world_size, fmt::join(m.mesh_shape, " x "),
+        fmt::join(m.mesh_dims, ", "), m.plan));
+    print(fmt::format("{:<56} {:<14} {:<16} {:>10}\n", "tensor", "shape", "placements", "bytes"));
+    int64_t total = 0;
+    for (const auto& name : reader.names()) {
+      const auto shape = reader.global_shape(name);
+      const int64_t bytes = c10::multiply_integers(shape) *
+                            static_cast<int64_t>(c10::elementSize(reader.dtype(name)));
+      total += bytes;
+      print(fmt::format("{:<56} {:<14} {:<16} {:>10}\n", name,
+                        fmt::format("[{}]", fmt::join(shape, ", ")), reader.placements(name),
+                        format_bytes(static_cast<double>(bytes))));
+    }
+    for (const auto& [alias, target] : reader.aliases())
+      print(fmt::format("{} -> {} (hard link)\n", alias, target));
+    print(fmt::format("{} tensors, {} of state; {} on disk in {} files\n", reader.names().size(),
+                      format_bytes(static_cast<double>(total)),
+                      format_bytes(static_cast<double>(reader.bytes_on_disk())),
+                      reader.files().size()));
+  });
+}
+
+}  // namespace vescale::app

@@ -1,0 +1,105 @@
+// HDF5 checkpoints (DESIGN §10): sharded (every rank writes all its local state), deduped (each
+// unique shard written once, writers spread over its replicas) and merged (full tensors, one
+// file). Every shard dataset carries global_shape, global_offset, placements, mesh_shape,
+// mesh_dims and replica_id, so a checkpoint loads under any mesh and plan (each rank reads only the
+// hyperslabs it needs) and merges without knowing the layout that wrote it.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/h5.h"
+#include "dtensor/dtensor.h"
+
+namespace vescale {
+
+enum class CheckpointFormat { kSharded, kDeduped, kMerged };
+CheckpointFormat parse_checkpoint_format(const std::string& text);
+const char* checkpoint_format_name(CheckpointFormat format);
+
+constexpr int64_t kCheckpointFormatVersion = 1;
+
+/// What /meta holds besides the tensors.
+struct CheckpointMeta {
+  int64_t step = 0;  ///< optimizer steps done; also the data position (batches are f(seed, step))
+  int64_t seed = 0;  ///< the RNG state: init, data order and dropout masks derive from (seed, step)
+  int64_t optimizer_steps = 0;
+  std::string config;  ///< the job config text
+  std::string plan;
+  std::string format;
+  int64_t world_size = 1;
+  std::vector<int64_t> mesh_shape;
+  std::vector<std::string> mesh_dims;
+};
+
+/// One tensor of the training state: a parameter ("model/<fqn>") or an optimizer state
+/// ("optimizer/<fqn>/exp_avg"), with its placements on the full job mesh.
+struct StateTensor {
+  std::string name;  ///< path under the file root, e.g. "model/transformer.wte.weight"
+  at::Tensor local;
+  DTensorSpec spec;  ///< on the full (pp, dp, tp) mesh
+};
+
+/// Writes the state of step `meta.step` to <dir>/step-XXXXXX/ (temporary files renamed, COMMIT
+/// last, then <dir>/latest), and prunes all but the newest `keep` committed steps (keep <= 0: all).
+/// `aliases` maps tied names to their targets ("model/lm_head.weight" ->
+/// "model/transformer.wte.weight"). Merged gathers full tensors to rank 0. *Collective* over
+/// `world`. Returns the step folder.
+std::string save_checkpoint(const std::string& dir, CheckpointFormat format,
+                            const std::vector<StateTensor>& state,
+                            const std::map<std::string, std::string>& aliases,
+                            const CheckpointMeta& meta, const comm::Group& world, int64_t keep);
+
+/// A committed checkpoint opened for reading: a step folder (sharded or deduped), a merged .h5, or
+/// a checkpoints folder / "<dir>/latest" (its newest committed step).
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(const std::string& path);
+
+  const CheckpointMeta& meta() const { return meta_; }
+  const std::string& path() const { return path_; }
+  /// Tensor names ("model/...", "optimizer/..."), aliases excluded.
+  std::vector<std::string> names() const;
+  bool has(const std::string& name) const { return pieces_.count(name) > 0; }
+  std::vector<int64_t> global_shape(const std::string& name) const;
+  at::ScalarType dtype(const std::string& name) const;
+  /// The placements string a piece of `name` was written with ("[R, R, S(0)]"; merged: "").
+  std::string placements(const std::string& name) const;
+  /// The box [offsets, offsets + sizes) of tensor `name`, read from the pieces that overlap it.
+  /// Throws UserError naming the tensor if part of it is in no file (a missing rank file).
+  at::Tensor read_box(const std::string& name, const std::vector<int64_t>& offsets,
+                      const std::vector<int64_t>& sizes) const;
+  at::Tensor read_full(const std::string& name) const;
+  /// Aliases (tied names) and their targets.
+  const std::map<std::string, std::string>& aliases() const { return aliases_; }
+  /// Bytes of the files on disk.
+  int64_t bytes_on_disk() const;
+  std::vector<std::string> files() const;
+
+ private:
+  struct Piece {
+    size_t file;
+    std::string dataset;
+    std::vector<int64_t> offsets, sizes;
+  };
+  std::string path_;
+  CheckpointMeta meta_;
+  std::vector<std::unique_ptr<h5::File>> files_;
+  std::map<std::string, std::vector<Piece>> pieces_;
+  std::map<std::string, std::vector<int64_t>> shapes_;
+  std::map<std::string, std::string> placements_;
+  std::map<std::string, std::string> aliases_;
+};
+
+/// Writes a merged file from any checkpoint (model and optimizer state, or the model only).
+/// Returns the number of tensors written.
+int64_t merge_checkpoint(const CheckpointReader& reader, const std::string& output,
+                         bool model_only);
+
+}  // namespace vescale
