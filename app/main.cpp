@@ -31,8 +31,13 @@ int main(int argc, char** argv) {
       "vescale-train: train models on a pp x dp x tp device mesh and get the numbers of a "
       "single-device run"};
   app.set_version_flag("--version", kVersion);
+  // Logs go to stderr from the start; --log-level applies as soon as it is parsed.
+  vescale::init_logging({0, 1, false, invocation.log_level});
   app.add_option("--log-level", invocation.log_level, "trace, debug, info, warn or error")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([](const std::string& level) {
+        vescale::init_logging({0, 1, false, level});
+      });
   app.require_subcommand(1);
   for (const auto& command : kCommands)
     command.add(app, invocation);

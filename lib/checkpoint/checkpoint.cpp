@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+
+#include <spdlog/spdlog.h>
 #include "dtensor/random.h"
 
 namespace vescale {
@@ -29,16 +31,6 @@ void write_text_atomically(const fs::path& path, const std::string& text) {
     VS_CHECK(out.good(), "[checkpoint] cannot write {}", tmp.string());
   }
   fs::rename(tmp, path);
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  std::string text = s.str();
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
-    text.pop_back();
-  return text;
 }
 
 void write_meta(h5::File& file, const CheckpointMeta& m) {
@@ -221,11 +213,33 @@ std::string save_checkpoint(const std::string& dir, CheckpointFormat format,
 
 CheckpointReader::CheckpointReader(const std::string& path_in) {
   fs::path path = path_in;
-  // A checkpoints folder or ".../latest": follow latest.
-  if (path.filename() == "latest" && fs::is_regular_file(path))
-    path = path.parent_path() / read_text(path);
-  if (fs::is_directory(path) && fs::exists(path / "latest"))
-    path = path / read_text(path / "latest");
+  // A checkpoints folder or ".../latest": the newest committed step, skipping (with a warning)
+  // step folders a crash left without COMMIT.
+  if (path.filename() == "latest") path = path.parent_path();
+  if (fs::is_directory(path) && !fs::exists(path / "COMMIT") &&
+      !fs::is_regular_file(path / "model.h5")) {
+    std::vector<fs::path> steps;
+    for (const auto& e : fs::directory_iterator(path)) {
+      if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0)
+        steps.push_back(e.path());
+    }
+    std::sort(steps.begin(), steps.end());
+    fs::path chosen;
+    for (auto it = steps.rbegin(); it != steps.rend() && chosen.empty(); ++it) {
+      if (fs::exists(*it / "COMMIT")) {
+        chosen = *it;
+      } else {
+        spdlog::warn("[checkpoint] ignoring {}: it has no COMMIT (saving did not finish)",
+                     it->string());
+      }
+    }
+    if (!steps.empty()) {
+      VS_USER_CHECK(!chosen.empty(),
+                    "[checkpoint] {}: no committed checkpoint (no step folder with COMMIT)",
+                    path.string());
+      path = chosen;
+    }
+  }
   path_ = path.string();
   std::vector<fs::path> files;
   if (fs::is_regular_file(path)) {

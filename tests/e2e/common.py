@@ -1,4 +1,5 @@
 """Helpers for end-to-end tests: the real vescale-train binary on real processes."""
+import json
 import os
 import subprocess
 
@@ -21,3 +22,18 @@ def parse_table(stdout, first_column="dim"):
             header = line.split()
             return [l.split() for l in lines[i + 1:] if l.strip()], header
     raise AssertionError(f"no table with a '{first_column}' header in:\n{stdout}")
+
+
+def train_losses(config, folder, *args, timeout=600):
+    """Runs `vescale-train train CONFIG` into `folder`; returns the per-step losses of its
+    metrics.jsonl (run with --metrics.log_interval=1)."""
+    result = run("train", config, f"--job.dump_folder={folder}", *args, timeout=timeout)
+    if result.returncode != 0:
+        raise AssertionError(f"train {args} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    with open(os.path.join(folder, "metrics.jsonl")) as f:
+        return [json.loads(line)["loss"] for line in f]
+
+
+def max_relative(a, b):
+    """The largest |a - b| / |b| over paired values."""
+    return max(abs(x - y) / abs(y) for x, y in zip(a, b))

@@ -1,6 +1,5 @@
 """HDF5 checkpoints end to end: exact resume in every format, load-time resharding, merge,
 inspect, h5py, and clear errors for damaged or mismatched checkpoints."""
-import json
 import os
 import shutil
 import subprocess
@@ -8,7 +7,7 @@ import tempfile
 import time
 import unittest
 
-from common import run
+from common import max_relative, run, train_losses
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(ROOT, "configs", "gpt-dp2-tp2.toml")
@@ -17,25 +16,32 @@ F64 = ("--training.dtype=float64",)
 
 
 def train(folder, *overrides, steps=20):
-    args = ["train", CONFIG, f"--job.dump_folder={folder}", f"--training.steps={steps}",
-            "--metrics.log_interval=1", "--eval.interval=0", "--lr_scheduler.decay=constant", *overrides]
-    result = run(*args, timeout=600)
+    return train_losses(CONFIG, folder, f"--training.steps={steps}", "--metrics.log_interval=1", "--eval.interval=0",
+                        "--lr_scheduler.decay=constant", *overrides)
+
+
+def h5_max_difference(a, b):
+    """The largest |a - b| over every dataset of two merged files (h5py)."""
+    script = f"""
+import h5py, numpy as np
+a = h5py.File({a!r}, 'r'); b = h5py.File({b!r}, 'r')
+names = []
+a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+print(max(float(np.max(np.abs(a[n][()] - b[n][()]))) if a[n].size else 0.0 for n in names))
+"""
+    result = subprocess.run([SYSTEM_PYTHON, "-c", script], capture_output=True, text=True)
     if result.returncode != 0:
-        raise AssertionError(f"train {overrides} failed:\n{result.stderr[-3000:]}")
-    with open(os.path.join(folder, "metrics.jsonl")) as f:
-        return [json.loads(line)["loss"] for line in f], result.stderr
-
-
-def max_relative(a, b):
-    return max(abs(x - y) / abs(y) for x, y in zip(a, b))
+        raise AssertionError(result.stderr)
+    return float(result.stdout)
 
 
 class Checkpoints(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="vescale-ckpt-")
-        cls.straight, _ = train(os.path.join(cls.tmp, "straight"), *F64)
-        cls.straight32, _ = train(os.path.join(cls.tmp, "straight32"))
+        cls.straight = train(os.path.join(cls.tmp, "straight"), *F64)
+        cls.straight32 = train(os.path.join(cls.tmp, "straight32"), "--checkpoint.format=merged",
+                               "--checkpoint.interval=10")
 
     @classmethod
     def tearDownClass(cls):
@@ -48,12 +54,19 @@ class Checkpoints(unittest.TestCase):
         return os.path.join(folder, "checkpoints"), time.monotonic() - start
 
     def test_resume_is_bitwise_in_every_format(self):
+        straight_final = os.path.join(self.tmp, "straight32", "checkpoints", "step-000020", "model.h5")
         for fmt in ["sharded", "deduped", "merged"]:
             ckpt, _ = self.saved(f"resume-{fmt}", fmt, dtype=())
-            losses, _ = train(os.path.join(self.tmp, f"resumed-{fmt}"), "--checkpoint.load=" + ckpt)
+            folder = os.path.join(self.tmp, f"resumed-{fmt}")
+            losses = train(folder, "--checkpoint.load=" + ckpt, f"--checkpoint.format={fmt}",
+                           "--checkpoint.interval=10")
             self.assertEqual(len(losses), 10)
             self.assertEqual(losses, self.straight32[10:], f"{fmt}: resumed float32 losses differ")
-            print(f"{fmt}: 10 + resume + 10 steps equal the straight 20 bitwise (float32)")
+            # Final parameters and optimizer state, bitwise.
+            merged = os.path.join(self.tmp, f"resumed-{fmt}.h5")
+            self.assertEqual(run("merge", os.path.join(folder, "checkpoints"), "-o", merged).returncode, 0)
+            self.assertEqual(h5_max_difference(merged, straight_final), 0.0, fmt)
+            print(f"{fmt}: 10 + resume + 10 steps equal the straight 20 bitwise (float32 losses, parameters, Adam)")
 
     def test_load_time_resharding(self):
         ckpt, _ = self.saved("reshard", "sharded")
@@ -65,13 +78,13 @@ class Checkpoints(unittest.TestCase):
         for source, path in [("sharded DP2xTP2", ckpt), ("merged", merged)]:
             for name, overrides in layouts.items():
                 folder = os.path.join(self.tmp, f"re-{name}-{source}".replace(" ", "_"))
-                losses, _ = train(folder, *F64, "--checkpoint.load=" + path, *overrides)
+                losses = train(folder, *F64, "--checkpoint.load=" + path, *overrides)
                 err = max_relative(losses, self.straight[10:])
                 print(f"{source} -> {name}: max relative loss error {err:.3g}")
                 self.assertLessEqual(err, 1e-10)
 
     def test_merge_equals_single_process_state_and_opens_with_h5py(self):
-        ckpt, _ = self.saved("merge", "deduped")
+        ckpt, _ = self.saved("merge", "sharded")
         single, _ = self.saved("merge-single", "merged", "--parallel.dp=1", "--parallel.tp=1", "--parallel.plan=")
         merged = os.path.join(self.tmp, "merged.h5")
         result = run("merge", ckpt, "-o", merged)
@@ -103,7 +116,7 @@ assert worst <= 1e-10, worst
 """
         check = subprocess.run([SYSTEM_PYTHON, "-c", script], capture_output=True, text=True)
         self.assertEqual(check.returncode, 0, check.stderr)
-        print("h5py: merged DP2xTP2 deduped vs 1-process merged:", check.stdout.strip())
+        print("h5py: merged DP2xTP2 sharded vs 1-process merged:", check.stdout.strip())
 
     def test_sizes_and_throughput(self):
         rows = []
@@ -131,6 +144,10 @@ assert worst <= 1e-10, worst
         result = run("inspect", broken)
         self.assertNotEqual(result.returncode, 0)
         self.assertIn("has no COMMIT", result.stderr)
+        result = run("inspect", os.path.join(folder, "checkpoints"))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("step 6", result.stdout)
+        self.assertIn("ignoring " + broken + ": it has no COMMIT", result.stderr)
 
     def test_errors_name_the_file(self):
         ckpt, _ = self.saved("errors", "sharded")

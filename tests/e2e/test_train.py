@@ -1,7 +1,6 @@
 """`vescale-train train` end to end on real processes: every layout reproduces the loss curve of
 the 1-process run (DESIGN §12), gradient accumulation equals one big batch, torchrun works, and
 bad configs fail with one line that names the file and key, writing nothing."""
-import json
 import os
 import shutil
 import socket
@@ -9,7 +8,7 @@ import subprocess
 import tempfile
 import unittest
 
-from common import BINARY, run
+from common import BINARY, max_relative, run, train_losses
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(ROOT, "configs", "gpt-dp2-tp2.toml")
@@ -18,26 +17,15 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 
 def train(tmp, name, *overrides, config=CONFIG, steps=5, dtype="float64", nproc=None):
     """Runs a training job; returns the per-step losses from its metrics.jsonl."""
-    folder = os.path.join(tmp, name)
-    args = ["train", config, f"--job.dump_folder={folder}", f"--training.steps={steps}",
-            f"--training.dtype={dtype}", "--metrics.log_interval=1", "--eval.interval=0", *overrides]
-    if nproc:
-        args += ["--nproc", str(nproc)]
-    result = run(*args, timeout=600)
-    if result.returncode != 0:
-        raise AssertionError(f"{name} failed ({result.returncode}):\n{result.stderr[-3000:]}")
-    with open(os.path.join(folder, "metrics.jsonl")) as f:
-        return [json.loads(line)["loss"] for line in f]
+    args = [f"--training.steps={steps}", f"--training.dtype={dtype}", "--metrics.log_interval=1",
+            "--eval.interval=0", *overrides] + (["--nproc", str(nproc)] if nproc else [])
+    return train_losses(config, os.path.join(tmp, name), *args)
 
 
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def max_relative(a, b):
-    return max(abs(x - y) / abs(y) for x, y in zip(a, b))
 
 
 class LayoutParity(unittest.TestCase):
