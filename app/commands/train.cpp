@@ -97,7 +97,7 @@ void add_eval_command(CLI::App& app, const Invocation& invocation) {
           group.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
           group.backend = comm::parse_backend(config.backend);
           const double val_loss = run_evaluation(config, connect_world(env, group), *checkpoint);
-          if (env.rank == 0) std::printf("val_loss %.6f\n", val_loss);
+          if (env.rank == 0) std::printf("val_loss %.17g\n", val_loss);
           return 0;
         });
     if (code != 0) throw CLI::RuntimeError(code);

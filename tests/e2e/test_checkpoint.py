@@ -1,5 +1,6 @@
 """HDF5 checkpoints end to end: exact resume in every format, load-time resharding, merge,
 inspect, h5py, and clear errors for damaged or mismatched checkpoints."""
+import json
 import os
 import shutil
 import subprocess
@@ -117,6 +118,17 @@ assert worst <= 1e-10, worst
         check = subprocess.run([SYSTEM_PYTHON, "-c", script], capture_output=True, text=True)
         self.assertEqual(check.returncode, 0, check.stderr)
         print("h5py: merged DP2xTP2 sharded vs 1-process merged:", check.stdout.strip())
+
+    def test_eval_reports_the_checkpoint_val_loss(self):
+        ckpt, _ = self.saved("eval", "deduped")
+        with open(os.path.join(self.tmp, "eval", "metrics.jsonl")) as f:
+            trained = [json.loads(line) for line in f][-1]["val_loss"]
+        for name, overrides in [("DP2xTP2", ()), ("1 process", ("--parallel.dp=1", "--parallel.tp=1", "--parallel.plan="))]:
+            result = run("eval", CONFIG, "--checkpoint", ckpt, "--training.dtype=float64", *overrides)
+            self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+            value = float(result.stdout.split()[-1])
+            print(f"eval {name}: val_loss {value:.12f} (training reported {trained:.12f})")
+            self.assertLessEqual(abs(value - trained) / trained, 1e-10)
 
     def test_sizes_and_throughput(self):
         rows = []
