@@ -143,6 +143,7 @@ std::map<std::string, std::string> tied_names(Job& job) {
 /// reading only the hyperslabs it holds. Returns the step to continue from.
 int64_t load_state(Job& job, const CheckpointReader& reader) {
   torch::autograd::AutoGradMode no_grad(false);
+  const auto start = Clock::now();
   const auto& params = job.pm->parameters();
   for (const auto& name : reader.names()) {
     if (name.rfind("model/", 0) != 0) continue;
@@ -179,9 +180,10 @@ int64_t load_state(Job& job, const CheckpointReader& reader) {
     }
   }
   job.optimizer->set_steps(has_optimizer ? reader.meta().optimizer_steps : 0);
-  log_rank0("loaded {} ({}, step {}, written by {} ranks{})", reader.path(), reader.meta().format,
-            reader.meta().step, reader.meta().world_size,
-            has_optimizer ? "" : "; model only: the optimizer starts fresh");
+  log_rank0("loaded {} ({}, step {}, written by {} ranks{}) in {}", reader.path(),
+            reader.meta().format, reader.meta().step, reader.meta().world_size,
+            has_optimizer ? "" : "; model only: the optimizer starts fresh",
+            format_duration(seconds_since(start)));
   return reader.meta().step;
 }
 
