@@ -99,6 +99,18 @@ void write_piece(h5::File& file, const StateTensor& t, int64_t replica_id) {
 
 /// Hard links for tied names, listed in /meta "aliases" as "alias=target;..." (a hard link has
 /// no direction: the list says which name is the parameter's own).
+/// A full tensor of a merged file, with the attributes of a single piece covering it all.
+void write_full(h5::File& file, const std::string& name, const at::Tensor& full) {
+  const std::string path = "/" + name;
+  file.write(path, full);
+  file.set_attr(path, "global_shape", full.sizes().vec());
+  file.set_attr(path, "global_offset", std::vector<int64_t>(full.dim(), 0));
+  file.set_attr(path, "placements", std::string("merged"));
+  file.set_attr(path, "mesh_shape", std::vector<int64_t>{1});
+  file.set_attr(path, "mesh_dims", std::string("merged"));
+  file.set_attr(path, "replica_id", int64_t{0});
+}
+
 void link_aliases(h5::File& file, const std::map<std::string, std::string>& aliases) {
   std::string listed;
   for (const auto& [alias, target] : aliases) {
@@ -162,16 +174,8 @@ std::string save_checkpoint(const std::string& dir, CheckpointFormat format,
       full.push_back(DTensor(t.local, t.spec).full_tensor());
     if (world.rank() == 0) {
       write_file("model.h5", [&](h5::File& file) {
-        for (size_t k = 0; k < state.size(); ++k) {
-          const std::string path = "/" + state[k].name;
-          file.write(path, full[k]);
-          file.set_attr(path, "global_shape", state[k].spec.shape);
-          file.set_attr(path, "global_offset", std::vector<int64_t>(state[k].spec.shape.size(), 0));
-          file.set_attr(path, "placements", std::string("merged"));
-          file.set_attr(path, "mesh_shape", std::vector<int64_t>{1});
-          file.set_attr(path, "mesh_dims", std::string("merged"));
-          file.set_attr(path, "replica_id", int64_t{0});
-        }
+        for (size_t k = 0; k < state.size(); ++k)
+          write_full(file, state[k].name, full[k]);
       });
     }
   } else {
@@ -406,15 +410,7 @@ int64_t merge_checkpoint(const CheckpointReader& reader, const std::string& outp
     write_meta(file, meta);
     for (const auto& name : reader.names()) {
       if (model_only && name.rfind("model/", 0) != 0) continue;
-      const std::string path = "/" + name;
-      const at::Tensor full = reader.read_full(name);
-      file.write(path, full);
-      file.set_attr(path, "global_shape", full.sizes().vec());
-      file.set_attr(path, "global_offset", std::vector<int64_t>(full.dim(), 0));
-      file.set_attr(path, "placements", std::string("merged"));
-      file.set_attr(path, "mesh_shape", std::vector<int64_t>{1});
-      file.set_attr(path, "mesh_dims", std::string("merged"));
-      file.set_attr(path, "replica_id", int64_t{0});
+      write_full(file, name, reader.read_full(name));
       ++written;
     }
     link_aliases(file, reader.aliases());
