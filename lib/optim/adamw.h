@@ -34,14 +34,11 @@ class AdamW : public Optimizer {
   int64_t steps() const override { return step_; }
   void set_steps(int64_t steps) override { step_ = steps; }
 
+ private:
   struct State {
     at::Tensor exp_avg, exp_avg_sq;
   };
-  /// Per parameter, in constructor order (for checkpoints).
-  const std::vector<std::pair<std::string, DTensor*>>& params() const { return params_; }
-  std::vector<State>& state() { return state_; }
 
- private:
   std::vector<std::pair<std::string, DTensor*>> params_;
   std::vector<State> state_;
   AdamWOptions options_;
