@@ -147,7 +147,7 @@ GPT::GPT(const GPTConfig& config, int64_t tp)
 
 Tensors GPT::forward(const Tensors& inputs) {
   const DTensor& idx = inputs.at(0);
-  const int64_t b = idx.size(0), t = idx.size(1);
+  const int64_t t = idx.size(1);
   VS_USER_CHECK(t <= config_.block_size,
                 "[model] sequence of {} tokens is longer than block_size {}", t,
                 config_.block_size);
@@ -165,8 +165,13 @@ Tensors GPT::forward(const Tensors& inputs) {
     logits = ops::add(logits, vocab_mask(wte.spec(), config_.vocab_size, wte.dtype()));
   }
   if (inputs.size() < 2) return {logits};
-  DTensor flat = ops::reshape(logits, {b * t, padded_vocab_});
-  return {ops::cross_entropy(flat, ops::reshape(inputs[1], {b * t}))};
+  return {lm_loss(logits, inputs[1])};
+}
+
+DTensor lm_loss(const DTensor& logits, const DTensor& targets) {
+  const int64_t rows = logits.size(0) * logits.size(1);
+  return ops::cross_entropy(ops::reshape(logits, {rows, logits.size(2)}),
+                            ops::reshape(targets, {rows}));
 }
 
 }  // namespace vescale::models

@@ -84,6 +84,9 @@ class GPT : public Module {
   std::vector<std::shared_ptr<Module>> blocks_;
 };
 
+/// The mean next-token cross entropy of logits [B, T, V] against targets [B, T] (GPT's loss).
+DTensor lm_loss(const DTensor& logits, const DTensor& targets);
+
 /// Registers the built-in GPT blocks ("CausalSelfAttention", "GPTMLP") as module types.
 void register_gpt_modules();
 

@@ -5,6 +5,7 @@
 #include "config/job_config.h"
 #include "core/error.h"
 #include "dmodule/parallelize.h"
+#include "mesh/job_mesh.h"
 #include "train/model_factory.h"
 
 namespace vescale::app {
@@ -20,14 +21,15 @@ void print(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
 }
 
-/// The resolved plan table of `config`'s model on rank 0 of a layout-only tp mesh.
+/// The resolved plan table of `config`'s model on rank 0 of a layout-only job mesh (the plan
+/// applies to its parameter mesh).
 std::string resolved_table(const JobConfig& config, const Plan& plan,
                            std::vector<std::string>* warnings) {
   auto model = build_model(config);
-  const DeviceMesh mesh = DeviceMesh::layout(MeshSpec{{config.tp}, {"tp"}}, 0);
-  const ResolvedPlan resolved = resolve_plan(plan, *model, mesh);
+  const JobMesh job = JobMesh::layout(config.pp, config.dp, config.tp);
+  const ResolvedPlan resolved = resolve_plan(plan, *model, job.param_mesh());
   if (warnings) *warnings = resolved.warnings;
-  return describe_plan(resolved, mesh, config.dtype == "float64" ? at::kDouble : at::kFloat);
+  return describe_plan(resolved, job.param_mesh(), job_dtype(config));
 }
 
 }  // namespace

@@ -73,19 +73,6 @@ CheckpointMeta read_meta(const h5::File& file) {
   return m;
 }
 
-/// Which replica of its piece this rank holds, and how many replicas there are: the coordinate
-/// along the mesh dims where the tensor is not sharded.
-std::pair<int64_t, int64_t> replica_of(const DTensorSpec& spec) {
-  const auto coord = spec.mesh.coordinate();
-  int64_t id = 0, count = 1;
-  for (int i = 0; i < spec.mesh.ndim(); ++i) {
-    if (spec.placements[i].is_shard()) continue;
-    id = id * spec.mesh.size(i) + coord[i];
-    count *= spec.mesh.size(i);
-  }
-  return {id, count};
-}
-
 void write_piece(h5::File& file, const StateTensor& t, int64_t replica_id) {
   const std::string path = "/" + t.name;
   file.write(path, t.local);
@@ -182,14 +169,16 @@ std::string save_checkpoint(const std::string& dir, CheckpointFormat format,
     write_file(fmt::format("rank-{:05d}.h5", world.rank()), [&](h5::File& file) {
       file.make_group("/model");
       for (const auto& t : state) {
-        const auto [replica, replicas] = replica_of(t.spec);
+        VS_CHECK(!t.spec.has_partial(), "[checkpoint] {} is Partial ({}): reduce it first", t.name,
+                 t.spec.str());
+        const Replica replica = t.spec.mesh.replica(t.spec.split_dims());
         if (format == CheckpointFormat::kDeduped) {
           // One writer per unique piece, spread over its replicas by name.
           const int64_t writer =
-              static_cast<int64_t>(stream_id(t.name) % static_cast<uint64_t>(replicas));
-          if (replica != writer || t.local.numel() == 0) continue;
+              static_cast<int64_t>(stream_id(t.name) % static_cast<uint64_t>(replica.count));
+          if (replica.index != writer || t.local.numel() == 0) continue;
         }
-        write_piece(file, t, replica);
+        write_piece(file, t, replica.index);
       }
     });
   }

@@ -228,51 +228,9 @@ std::unique_ptr<ParallelizedModule> parallelize_module(std::shared_ptr<Module> m
   return pm;
 }
 
-void ParallelizedModule::finish_grad_sync() {
-  // Buckets per mesh dim set and dtype, filled in parameter order up to bucket_bytes.
-  struct Bucket {
-    std::vector<int> dims;
-    std::vector<DTensor*> params;
-    int64_t bytes = 0;
-  };
-  std::vector<Bucket> buckets;
-  for (auto& [fqn, param] : params_) {
-    DTensor& value = param->get();
-    std::vector<int> dims = value.partial_grad_dims();
-    if (dims.empty() || !value.to_local().grad().defined()) continue;
-    std::sort(dims.begin(), dims.end());
-    const int64_t bytes = static_cast<int64_t>(value.to_local().grad().nbytes());
-    auto it = std::find_if(buckets.begin(), buckets.end(), [&](const Bucket& b) {
-      return b.dims == dims && b.params.front()->dtype() == value.dtype() &&
-             b.bytes + bytes <= options_.bucket_bytes;
-    });
-    if (it == buckets.end()) it = buckets.insert(buckets.end(), Bucket{dims, {}, 0});
-    it->params.push_back(&value);
-    it->bytes += bytes;
-  }
-  for (auto& bucket : buckets) {
-    std::vector<at::Tensor> grads;
-    for (DTensor* p : bucket.params)
-      grads.push_back(p->to_local().grad().reshape({-1}));
-    at::Tensor flat = at::cat(grads);
-    for (int i : bucket.dims)
-      mesh_.group(i).all_reduce(flat, comm::ReduceOp::kSum);
-    int64_t offset = 0;
-    for (DTensor* p : bucket.params) {
-      at::Tensor g = p->to_local().mutable_grad();
-      g.copy_(flat.narrow(0, offset, g.numel()).view_as(g));
-      offset += g.numel();
-      p->param_state()->partial_dims.clear();
-    }
-  }
-}
-
 void ParallelizedModule::zero_grad() {
-  for (auto& [fqn, param] : params_) {
-    at::Tensor& g = param->get().to_local().mutable_grad();
-    if (g.defined()) g = at::Tensor();
-    param->get().param_state()->partial_dims.clear();
-  }
+  for (auto& [fqn, param] : params_)
+    param->get().zero_grad();
 }
 
 std::string describe_plan(const ResolvedPlan& plan, const DeviceMesh& mesh, at::ScalarType dtype) {

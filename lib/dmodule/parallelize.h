@@ -1,7 +1,7 @@
 // parallelize_module: a model written with single-device semantics becomes a tensor- and
 // sequence-parallel one by applying a plan on a (sub-)mesh: parameters are materialised as their
-// local shards (deferred init), the plan's forward resharding is installed on module inputs and
-// outputs, and gradient synchronisation of Partial parameter gradients is owned here.
+// local shards (deferred init) and the plan's forward resharding is installed on module inputs and
+// outputs. Partial parameter gradients are reduced by grad sync (NOTE [Grad sync]).
 #pragma once
 
 #include <ATen/core/ScalarType.h>
@@ -22,7 +22,6 @@ struct ParallelizeOptions {
   at::ScalarType dtype = at::kFloat;
   uint64_t seed = 0;  ///< init stream: (seed, FQN)
   std::vector<Patch> patches;
-  int64_t bucket_bytes = 25 << 20;  ///< finish_grad_sync bucket size
 };
 
 /// What a plan decides for one parameter.
@@ -61,10 +60,7 @@ class ParallelizedModule {
   const std::vector<std::pair<std::string, ParameterPtr>>& parameters() const { return params_; }
   const ResolvedPlan& plan() const { return plan_; }
 
-  /// Reduces, in buckets, every Partial parameter gradient over its mesh dims; after it every
-  /// gradient has its parameter's placements. *Collective* over the mesh.
-  void finish_grad_sync();
-  /// Clears every gradient.
+  /// Clears every gradient. (Reducing them is grad sync's: parallel/grad_sync.h.)
   void zero_grad();
 
   /// Bytes of parameter memory this rank materialised, and the peak during materialisation.

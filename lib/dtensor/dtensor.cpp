@@ -34,7 +34,7 @@ at::Tensor DTensor::full_tensor() const {
 
 DTensor& DTensor::requires_grad_(bool requires) {
   local_.requires_grad_(requires);
-  param_ = requires ? std::make_shared<ParamState>() : nullptr;
+  param_ = requires ? std::make_shared<detail::ParamState>() : nullptr;
   return *this;
 }
 
@@ -42,13 +42,18 @@ std::vector<int> DTensor::partial_grad_dims() const {
   return param_ ? param_->partial_dims : std::vector<int>{};
 }
 
-void DTensor::reduce_partial_grad() {
-  if (!param_ || param_->partial_dims.empty()) return;
-  at::Tensor g = local_.grad();
-  VS_CHECK(g.defined(), "[dtensor] no gradient to reduce for {}", str());
-  for (int i : param_->partial_dims)
-    mesh().group(i).all_reduce(g, comm::ReduceOp::kSum);
-  param_->partial_dims.clear();
+void DTensor::mark_grad_reduced() {
+  if (param_) param_->partial_dims.clear();
+}
+
+void DTensor::zero_grad() {
+  at::Tensor& g = local_.mutable_grad();
+  if (g.defined()) g = at::Tensor();
+  if (param_) param_->partial_dims.clear();
+}
+
+detail::ParamState* detail::param_state(const DTensor& x) {
+  return x.param_.get();
 }
 
 DTensor DTensor::grad() const {

@@ -22,6 +22,19 @@
 
 namespace vescale {
 
+class DTensor;
+
+namespace detail {
+/// Which mesh dims ops used a parameter on with sharded (partial) or replicated (full) gradient
+/// contributions; the two must not mix on one dim. Kept by dtensor/'s op driver.
+struct ParamState {
+  std::vector<int> partial_dims;
+  std::vector<int> full_dims;
+};
+/// The parameter record of `x` (null if `x` is not a parameter).
+ParamState* param_state(const DTensor& x);
+}  // namespace detail
+
 class DTensor {
  public:
   DTensor(at::Tensor local, DTensorSpec spec);
@@ -52,19 +65,13 @@ class DTensor {
   /// The gradient as a DTensor (NOTE [Gradient placements]), Partial over partial_grad_dims().
   /// Throws if backward has not produced one.
   DTensor grad() const;
-  /// Mesh dims over which this parameter's local gradient is still a partial sum.
+  /// Mesh dims over which this parameter's local gradient is still a partial sum (known once
+  /// the forward has run). Grad sync (parallel/grad_sync.h) reduces over them.
   std::vector<int> partial_grad_dims() const;
-  /// Sums the local gradient over partial_grad_dims(), after which it has the parameter's
-  /// placements. *Collective* over those mesh dims.
-  void reduce_partial_grad();
-
-  /// Which mesh dims an op used this parameter on with sharded (partial) or replicated (full)
-  /// gradient contributions; the two must not mix on one dim. Internal to dtensor/.
-  struct ParamState {
-    std::vector<int> partial_dims;
-    std::vector<int> full_dims;
-  };
-  const std::shared_ptr<ParamState>& param_state() const { return param_; }
+  /// Says the local gradient now holds the reduced (full) sum: it has the parameter's placements.
+  void mark_grad_reduced();
+  /// Drops the local gradient and what the last forward recorded about it.
+  void zero_grad();
 
   /// Builds a DTensor from each rank's piece. Without `shape`, ranks exchange their extents along
   /// sharded dims (uneven pieces allowed) — *collective*; with it, the local shape is checked.
@@ -82,10 +89,11 @@ class DTensor {
  private:
   at::Tensor local_;
   DTensorSpec spec_;
-  std::shared_ptr<ParamState> param_;  // shared by copies; set for parameters
+  std::shared_ptr<detail::ParamState> param_;  // shared by copies; set for parameters
   std::vector<int> reduced_upstream_;
 
   friend DTensor redistribute_for_consumers(const DTensor& x, const Placements& target);
+  friend detail::ParamState* detail::param_state(const DTensor& x);
 };
 
 /// Like redistribute, but on the mesh dims where `target` is Replicate the gradient coming back

@@ -69,6 +69,22 @@ std::vector<int> DTensorSpec::mesh_dims_sharding(int64_t tensor_dim) const {
   return out;
 }
 
+std::vector<int> DTensorSpec::split_dims() const {
+  std::vector<int> dims;
+  for (int i = 0; i < mesh.ndim(); ++i) {
+    if (placements[i].is_shard()) dims.push_back(i);
+  }
+  return dims;
+}
+
+DTensorSpec DTensorSpec::on_mesh(const DeviceMesh& larger) const {
+  Placements lifted(larger.ndim(), Placement::replicate());
+  const auto names = mesh.dim_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    lifted[larger.dim_index(names[i])] = placements[i];
+  return DTensorSpec(larger, lifted, shape);
+}
+
 DTensorSpec DTensorSpec::with_placements(Placements new_placements) const {
   return DTensorSpec(mesh, std::move(new_placements), shape);
 }

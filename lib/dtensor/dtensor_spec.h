@@ -33,6 +33,11 @@ struct DTensorSpec {
   bool has_partial() const;
   /// Mesh dims that shard `tensor_dim`, outer first.
   std::vector<int> mesh_dims_sharding(int64_t tensor_dim) const;
+  /// Mesh dims that split the tensor (Shard placements); the others hold replicas or partials.
+  std::vector<int> split_dims() const;
+  /// The same tensor on `mesh`, a mesh that has every dim of this spec's mesh (by name) and
+  /// more: Replicate on the dims this spec's mesh lacks (a tp-mesh parameter on the job mesh).
+  DTensorSpec on_mesh(const DeviceMesh& mesh) const;
   DTensorSpec with_placements(Placements placements) const;
   DTensorSpec with_shape(std::vector<int64_t> shape) const;
 

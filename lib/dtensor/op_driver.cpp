@@ -63,7 +63,7 @@ DTensor run_op(const OpCall& call) {
     at::Tensor local = moved.back().to_local();
     const auto& upstream = input.grad_reduced_upstream();
     // A parameter used as it is keeps partial gradients for grad sync to reduce in buckets.
-    const auto& param = input.param_state();
+    ParamState* param = param_state(input);
     const bool as_parameter = param && local.is_same(input.to_local());
     if (local.requires_grad()) {
       for (int i = 0; i < mesh_ndim; ++i) {

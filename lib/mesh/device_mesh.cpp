@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "core/error.h"
@@ -243,6 +244,17 @@ std::optional<int> DeviceMesh::neighbor(const std::string& dim, int offset, bool
   }
   coord[i] = target;
   return rank_at(coord);
+}
+
+Replica DeviceMesh::replica(const std::vector<int>& split) const {
+  const auto coord = coordinate();
+  Replica r;
+  for (int i = 0; i < ndim(); ++i) {
+    if (std::find(split.begin(), split.end(), i) != split.end()) continue;
+    r.index = r.index * size(i) + coord[i];
+    r.count *= size(i);
+  }
+  return r;
 }
 
 DeviceMesh DeviceMesh::operator[](const std::string& dim) const {

@@ -27,6 +27,13 @@ struct MeshSpec {
   static MeshSpec parse(const std::string& text, const std::string& what = "--mesh");
 };
 
+/// Which copy of a piece of state a rank holds: the ranks that hold the same piece are `count`
+/// replicas, numbered 0..count-1 by their coordinates on the dims that do not split it.
+struct Replica {
+  int64_t index = 0;
+  int64_t count = 1;
+};
+
 class DeviceMesh {
  public:
   /// Builds the mesh and one group per dim and coordinate from the world group.
@@ -61,6 +68,10 @@ class DeviceMesh {
   int rank_at(const std::vector<int64_t>& coordinate) const;
   /// Whether a world rank belongs to this (sub-)mesh.
   bool contains(int world_rank) const;
+
+  /// Which replica of its piece this rank holds, for a piece split over the mesh dims `split`
+  /// (indices into this mesh) and replicated over the others.
+  Replica replica(const std::vector<int>& split) const;
 
   /// The group of this rank along a dim (its label is the dim name).
   const comm::Group& group(const std::string& dim) const;

@@ -1,14 +1,6 @@
-// AdamW (decoupled weight decay, PyTorch's update to the bit) on the local shards of DTensor
-// parameters: elementwise, so a sharded step equals the single-device one.
+// AdamW (decoupled weight decay, PyTorch's update to the bit) over ParamViews.
 #pragma once
 
-#include <ATen/core/Tensor.h>
-
-#include <string>
-#include <utility>
-#include <vector>
-
-#include "dtensor/dtensor.h"
 #include "optim/optimizer.h"
 
 namespace vescale {
@@ -23,26 +15,13 @@ struct AdamWOptions {
 
 class AdamW : public Optimizer {
  public:
-  /// Parameters by name; those with fewer than 2 dims (biases, norms) get no weight decay.
-  AdamW(std::vector<std::pair<std::string, DTensor*>> params, AdamWOptions options);
-
-  /// One update with learning rate `lr` from each parameter's local gradient (skips those
-  /// without one). Not collective.
+  AdamW(std::vector<ParamView> views, AdamWOptions options);
+  /// One update with learning rate `lr` from each view's gradient (skips those without one).
   void step(double lr) override;
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
-  at::Tensor& state(size_t index, const std::string& name) override;
-  int64_t steps() const override { return step_; }
-  void set_steps(int64_t steps) override { step_ = steps; }
 
  private:
-  struct State {
-    at::Tensor exp_avg, exp_avg_sq;
-  };
-
-  std::vector<std::pair<std::string, DTensor*>> params_;
-  std::vector<State> state_;
   AdamWOptions options_;
-  int64_t step_ = 0;
 };
 
 }  // namespace vescale

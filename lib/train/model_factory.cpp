@@ -1,5 +1,7 @@
 #include "train/model_factory.h"
 
+#include <c10/util/accumulate.h>
+
 #include "dmodule/parallelize.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
@@ -21,6 +23,23 @@ std::shared_ptr<Module> build_model(const JobConfig& c) {
   auto gpt = std::make_shared<models::GPT>(g, c.tp);
   gpt->dropout_state().seed = static_cast<uint64_t>(c.seed);
   return gpt;
+}
+
+int64_t parameters_under(Module& model, const std::vector<std::string>& modules) {
+  int64_t total = 0;
+  for (const auto& [fqn, param] : model.named_parameters()) {
+    for (const auto& m : modules) {
+      if (fqn.rfind(m + ".", 0) == 0) {
+        total += c10::multiply_integers(param->shape);
+        break;
+      }
+    }
+  }
+  return total;
+}
+
+at::ScalarType job_dtype(const JobConfig& c) {
+  return c.dtype == "float64" ? at::kDouble : at::kFloat;
 }
 
 Plan job_plan(const JobConfig& c) {

@@ -1,7 +1,11 @@
 // The model a job config describes (parameters declared, nothing allocated: deferred init).
 #pragma once
 
+#include <ATen/core/ScalarType.h>
+
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "config/job_config.h"
 #include "dmodule/module.h"
@@ -11,6 +15,10 @@ namespace vescale {
 
 /// GPT or MLP from the [model] section; GPT's vocabulary is padded for parallel.tp.
 std::shared_ptr<Module> build_model(const JobConfig& config);
+/// Elements of the parameters (each once) of the modules named by `modules` and their children.
+int64_t parameters_under(Module& model, const std::vector<std::string>& modules);
+/// training.dtype as a scalar type.
+at::ScalarType job_dtype(const JobConfig& config);
 /// parallel.plan, or a replicate-everything plan when it is empty.
 Plan job_plan(const JobConfig& config);
 

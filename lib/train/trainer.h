@@ -1,7 +1,5 @@
-// The training loop: builds the mesh, model, plan, data, data parallel and optimizer from a job
-// config, and runs steps of micro-batches with evaluation and metrics. Today's schedule is
-// "no pipeline, gradient accumulation over micro-batches"; a pipeline schedule can take over
-// run_step's forward/backward later.
+// The training loop: builds the job (train/job.h), resumes from a checkpoint, and runs train
+// steps (train/train_step.h) with evaluation, checkpoints and metrics.
 #pragma once
 
 #include <vector>

@@ -16,6 +16,7 @@
 #include "models/gpt.h"
 #include "models/mlp.h"
 #include "optim/adamw.h"
+#include "parallel/grad_sync.h"
 #include "support/expect_close.h"
 #include "support/run_ranks.h"
 #include "support/tensors.h"
@@ -68,14 +69,19 @@ RunResult train(const MeshSpec& mesh_spec, const std::string& plan_name, const M
     std::vector<std::pair<std::string, DTensor*>> named;
     for (auto& [fqn, p] : pm->parameters())
       named.emplace_back(fqn, &p->get());
-    AdamW opt(named, AdamWOptions{1e-2, 0.9, 0.95, 1e-8, 0.1});
+    AdamW opt(whole_views(named), AdamWOptions{1e-2, 0.9, 0.95, 1e-8, 0.1});
+    std::vector<DTensor*> params;
+    for (auto& [fqn, p] : named)
+      params.push_back(p);
+    // No data parallelism here: grad sync only reduces Partial gradients (over tp).
+    GradSync grad_sync(params, std::nullopt, 25 << 20);
     for (int step = 0; step < steps; ++step) {
       pm->zero_grad();
       const int64_t before = group.stats().bytes("tp");
       DTensor loss = loss_fn(pm->module(), mesh, step);
       DTensor replicated = loss.redistribute(Placements(mesh.ndim(), Placement::replicate()));
       replicated.to_local().backward();
-      pm->finish_grad_sync();
+      grad_sync.finish();
       if (step == 0) {
         result.tp_bytes_step0 = group.stats().bytes("tp") - before;
         gather(result.grads, true);

@@ -1,6 +1,7 @@
 // Every op rule against the single-device op in float64, forward and backward, on 2 and 4 ranks,
 // for each supported placement combination (and some that need redistribution).
 #include "dtensor/ops.h"
+#include "parallel/grad_sync.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -335,8 +336,7 @@ TEST(OpRules, ReplicatedParameterKeepsPartialGradientUntilReduced) {
     EXPECT_EQ(placements_str(dw.grad().placements()), "[P]");
     EXPECT_EQ(dw.partial_grad_dims(), std::vector<int>{0});
     const int64_t before = world.stats().bytes("tp");
-    dw.reduce_partial_grad();
-    db.reduce_partial_grad();
+    GradSync(std::vector<DTensor*>{&dw, &db}, std::nullopt, 1 << 20).finish();
     EXPECT_EQ(world.stats().bytes("tp") - before, 2 * (2 * 1 * 4 * 8 / 2));
     EXPECT_EQ(placements_str(dw.grad().placements()), "[R]");
     expect_close(dw.to_local().grad(), w.grad(), 1e-12, 1e-13,

@@ -1,0 +1,59 @@
+#include "mesh/job_mesh.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace vescale {
+
+const std::vector<std::string>& JobMesh::dim_names() {
+  static const std::vector<std::string> names{"pp", "dp", "tp"};
+  return names;
+}
+
+JobMesh::JobMesh(DeviceMesh mesh) : mesh_(std::move(mesh)), param_mesh_(mesh_["tp"]) {}
+
+JobMesh::JobMesh(const comm::Group& world, int64_t pp, int64_t dp, int64_t tp)
+    : JobMesh(DeviceMesh(world, MeshSpec{{pp, dp, tp}, dim_names()})) {}
+
+JobMesh JobMesh::layout(int64_t pp, int64_t dp, int64_t tp, int world_rank) {
+  return JobMesh(DeviceMesh::layout(MeshSpec{{pp, dp, tp}, dim_names()}, world_rank));
+}
+
+int64_t JobMesh::coordinate(const std::string& dim) const {
+  return mesh_.coordinate()[mesh_.dim_index(dim)];
+}
+
+std::vector<int> JobMesh::param_mesh_dims() const {
+  std::vector<int> dims;
+  for (const auto& name : param_mesh_.dim_names())
+    dims.push_back(mesh_.dim_index(name));
+  return dims;
+}
+
+std::vector<int> JobMesh::split_dims(const std::vector<bool>& param_mesh_sharded,
+                                     const std::vector<std::string>& extra) const {
+  const std::vector<int> param_dims = param_mesh_dims();
+  VS_CHECK(param_mesh_sharded.size() == param_dims.size(),
+           "[mesh] {} flags for a {}-D parameter mesh", param_mesh_sharded.size(),
+           param_dims.size());
+  std::vector<int> dims;
+  for (size_t i = 0; i < param_dims.size(); ++i) {
+    if (param_mesh_sharded[i]) dims.push_back(param_dims[i]);
+  }
+  for (const auto& name : extra)
+    dims.push_back(mesh_.dim_index(name));
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  return dims;
+}
+
+std::vector<int> JobMesh::replicated_dims(const std::vector<int>& split) const {
+  std::vector<int> dims;
+  for (int i = 0; i < mesh_.ndim(); ++i) {
+    if (std::find(split.begin(), split.end(), i) == split.end()) dims.push_back(i);
+  }
+  return dims;
+}
+
+}  // namespace vescale

@@ -1,0 +1,61 @@
+// JobMesh: the job's pp x dp x tp layout, and the one place that answers questions about it —
+// which dp or pp rank this is, which sub-mesh parameters live on, which mesh dims split a piece
+// of state, and which replica of a piece this rank holds. The trainer, plan lint, checkpoints
+// and gradient clipping ask it rather than indexing coordinates themselves.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mesh/device_mesh.h"
+
+namespace vescale {
+
+class JobMesh {
+ public:
+  /// The dims of every job mesh, outer to inner: TP groups are neighbouring ranks.
+  static const std::vector<std::string>& dim_names();
+
+  /// Builds the pp x dp x tp mesh and its groups. *Collective* over `world` (size pp*dp*tp).
+  JobMesh(const comm::Group& world, int64_t pp, int64_t dp, int64_t tp);
+  /// A layout-only job mesh as seen from `world_rank` (no groups): for plan lint and dumps.
+  static JobMesh layout(int64_t pp, int64_t dp, int64_t tp, int world_rank = 0);
+
+  /// The whole pp x dp x tp mesh.
+  const DeviceMesh& mesh() const { return mesh_; }
+  /// The sub-mesh parameters and activations are sharded on (plans are written for it): tp.
+  const DeviceMesh& param_mesh() const { return param_mesh_; }
+
+  int64_t pp() const { return mesh_.size("pp"); }
+  int64_t dp() const { return mesh_.size("dp"); }
+  int64_t tp() const { return mesh_.size("tp"); }
+  int64_t pp_rank() const { return coordinate("pp"); }
+  int64_t dp_rank() const { return coordinate("dp"); }
+  int64_t tp_rank() const { return coordinate("tp"); }
+  /// This rank's group along a dim ("dp": data parallel peers). Needs groups.
+  const comm::Group& group(const std::string& dim) const { return mesh_.group(dim); }
+
+  /// Index in mesh() of each dim of param_mesh(), in order.
+  std::vector<int> param_mesh_dims() const;
+  /// Mesh dims (of mesh()) that split a piece, given which dims of param_mesh() shard it and
+  /// which job-mesh dims split it further (e.g. "dp" for ZeRO state).
+  std::vector<int> split_dims(const std::vector<bool>& param_mesh_sharded,
+                              const std::vector<std::string>& extra = {}) const;
+  /// The mesh dims, other than `split`, over which a piece is replicated.
+  std::vector<int> replicated_dims(const std::vector<int>& split) const;
+  /// Which replica of its piece this rank holds, for a piece split over mesh dims `split`.
+  Replica replica(const std::vector<int>& split) const { return mesh_.replica(split); }
+
+  /// "DeviceMesh(pp=1, dp=2, tp=2) rank 3 at (0, 1, 1)".
+  std::string str() const { return mesh_.str(); }
+
+ private:
+  explicit JobMesh(DeviceMesh mesh);
+  int64_t coordinate(const std::string& dim) const;
+
+  DeviceMesh mesh_;
+  DeviceMesh param_mesh_;
+};
+
+}  // namespace vescale

@@ -1,0 +1,187 @@
+#include "parallel/grad_sync.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace vescale {
+
+GradSync::GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp,
+                   int64_t bucket_bytes)
+    : params_(std::move(params)),
+      dp_(std::move(dp)),
+      bucket_bytes_(bucket_bytes),
+      where_(params_.size(), {kNoBucket, 0}),
+      filled_(params_.size()) {
+  for (size_t k = 0; k < params_.size(); ++k) {
+    params_[k]->to_local().register_hook([this, k](const at::Tensor& grad) { on_grad(k, grad); });
+  }
+}
+
+std::vector<GradSync::Reduction> GradSync::reductions_of(size_t k) const {
+  // NOTE [Grad sync]: the dp average first (as DDP), then the Partial sums.
+  std::vector<Reduction> out;
+  if (dp_ && dp_->size() > 1) out.push_back({&*dp_, comm::ReduceOp::kAvg});
+  std::vector<int> dims = params_[k]->partial_grad_dims();
+  std::sort(dims.begin(), dims.end());
+  for (int i : dims)
+    out.push_back({&params_[k]->mesh().group(i), comm::ReduceOp::kSum});
+  return out;
+}
+
+void GradSync::plan_buckets() {
+  std::vector<std::vector<int>> key(params_.size());
+  for (size_t k = 0; k < params_.size(); ++k) {
+    key[k] = params_[k]->partial_grad_dims();
+    std::sort(key[k].begin(), key[k].end());
+  }
+  if (planned_ && key == layout_key_) return;
+  planned_ = true;
+  layout_key_ = key;
+  buckets_.clear();
+  std::fill(where_.begin(), where_.end(), std::make_pair(kNoBucket, size_t{0}));
+  // Reverse parameter order (the order gradients become ready); gradients that need the same
+  // reductions share an open bucket until it is full.
+  std::vector<size_t> open;  // index of the open bucket per distinct reduction list
+  for (size_t k = params_.size(); k-- > 0;) {
+    const std::vector<Reduction> reductions = reductions_of(k);
+    if (reductions.empty()) continue;
+    const at::Tensor& p = params_[k]->to_local();
+    const int64_t element = static_cast<int64_t>(p.element_size());
+    auto same = [&](size_t b) {
+      const Bucket& bucket = buckets_[b];
+      if (bucket.flat.scalar_type() != p.scalar_type()) return false;
+      if (bucket.reductions.size() != reductions.size()) return false;
+      for (size_t r = 0; r < reductions.size(); ++r) {
+        if (bucket.reductions[r].group != reductions[r].group ||
+            bucket.reductions[r].op != reductions[r].op)
+          return false;
+      }
+      return true;
+    };
+    auto it = std::find_if(open.begin(), open.end(), [&](size_t b) { return same(b); });
+    if (it != open.end() && (buckets_[*it].numel + p.numel()) * element > bucket_bytes_ &&
+        buckets_[*it].numel > 0) {
+      open.erase(it);
+      it = open.end();
+    }
+    if (it == open.end()) {
+      buckets_.emplace_back();
+      buckets_.back().reductions = reductions;
+      buckets_.back().flat = at::empty({0}, p.options());
+      open.push_back(buckets_.size() - 1);
+      it = open.end() - 1;
+    }
+    Bucket& b = buckets_[*it];
+    where_[k] = {*it, b.params.size()};
+    b.params.push_back(k);
+    b.offsets.push_back(b.numel);
+    b.numel += p.numel();
+  }
+  for (auto& b : buckets_)
+    b.flat = at::zeros({b.numel}, b.flat.options());
+}
+
+void GradSync::start_last_backward() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  plan_buckets();
+  armed_ = !buckets_.empty();
+  launched_in_backward_ = 0;
+  std::fill(filled_.begin(), filled_.end(), false);
+  for (auto& b : buckets_) {
+    b.ready = 0;
+    b.next_reduction = 0;
+    b.work = comm::Work();
+  }
+}
+
+void GradSync::fill(size_t k, const at::Tensor& grad) {
+  const auto [bucket, slot] = where_[k];
+  Bucket& b = buckets_[bucket];
+  at::Tensor dst = b.flat.narrow(0, b.offsets[slot], params_[k]->to_local().numel());
+  // The gradient of this backward plus what earlier micro-batches accumulated.
+  const at::Tensor& accumulated = params_[k]->to_local().grad();
+  if (grad.defined()) {
+    dst.copy_(grad.reshape({-1}));
+    if (accumulated.defined()) dst.add_(accumulated.reshape({-1}));
+  } else if (accumulated.defined()) {
+    dst.copy_(accumulated.reshape({-1}));
+  } else {
+    dst.zero_();
+  }
+  filled_[k] = true;
+  ++b.ready;
+}
+
+void GradSync::on_grad(size_t k, const at::Tensor& grad) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!armed_ || filled_[k] || where_[k].first == kNoBucket) return;
+  torch::autograd::AutoGradMode no_grad(false);
+  fill(k, grad);
+  launch_ready();
+}
+
+void GradSync::launch_next(Bucket& b) {
+  const Reduction& r = b.reductions[b.next_reduction++];
+  b.work = r.group->all_reduce_async(b.flat, r.op);
+}
+
+void GradSync::launch_ready() {
+  // Strictly in bucket order, so that every rank issues the same collectives in the same order.
+  for (auto& b : buckets_) {
+    if (b.next_reduction > 0) continue;
+    if (b.ready < static_cast<int>(b.params.size())) return;
+    launch_next(b);
+    ++launched_in_backward_;
+  }
+}
+
+int GradSync::finish() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  torch::autograd::AutoGradMode no_grad(false);
+  if (!armed_) {
+    plan_buckets();
+    std::fill(filled_.begin(), filled_.end(), false);
+    for (auto& b : buckets_) {
+      b.ready = 0;
+      b.next_reduction = 0;
+    }
+  }
+  const int overlapped = armed_ ? launched_in_backward_ : 0;
+  // First reductions the hooks did not launch (parameters without a gradient this backward).
+  for (auto& b : buckets_) {
+    if (b.next_reduction > 0) continue;
+    for (size_t k : b.params) {
+      if (!filled_[k]) fill(k, at::Tensor());
+    }
+    launch_next(b);
+  }
+  // Further reductions, chained per bucket in bucket order.
+  for (auto& b : buckets_) {
+    while (b.next_reduction < b.reductions.size()) {
+      b.work.wait();
+      launch_next(b);
+    }
+  }
+  for (auto& b : buckets_) {
+    b.work.wait();
+    for (size_t slot = 0; slot < b.params.size(); ++slot) {
+      DTensor& param = *params_[b.params[slot]];
+      const at::Tensor& p = param.to_local();
+      p.mutable_grad() = b.flat.narrow(0, b.offsets[slot], p.numel()).view_as(p).clone();
+      param.mark_grad_reduced();
+    }
+  }
+  armed_ = false;
+  return overlapped;
+}
+
+void GradSync::zero_grad() {
+  for (DTensor* p : params_)
+    p->zero_grad();
+}
+
+}  // namespace vescale

@@ -1,0 +1,95 @@
+// Gradient synchronisation: the one home of every parameter-gradient reduction.
+//
+// NOTE [Grad sync]
+// After a step's backward, a parameter's local gradient may still need reducing:
+//   - over dp (data parallel): every dp rank saw other samples, so gradients are averaged;
+//   - over the parameter-mesh dims where it is Partial (a Replicate parameter used with sharded
+//     activations, e.g. LayerNorm weights under sequence parallel): summed (DTensor NOTE
+//     [Gradient placements]).
+// GradSync packs gradients that need the same reductions into flat buckets of about
+// `bucket_bytes`, filled in the order gradients become ready (reverse parameter order). The
+// schedule tells it when the step's last backward on this rank starts; from then on gradient
+// hooks copy each finished gradient (plus what earlier micro-batches accumulated) into its bucket
+// and launch a full bucket's first reduction at once, so communication overlaps the rest of the
+// backward. finish() launches what is left, chains each bucket's further reductions, waits, and
+// writes the reduced gradients back. Buckets launch strictly in bucket order, so every rank
+// issues the same collectives in the same order. Each gradient crosses each reduction once: the
+// bytes per step are those of one all-reduce per reduction dim.
+// ZeRO's reduce-scatter ([8]) is one more kind of bucket reduction here.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "comm/group.h"
+#include "dtensor/dtensor.h"
+
+namespace vescale {
+
+class GradSync {
+ public:
+  /// Parameters (on their parameter mesh) and the data-parallel group (none or size 1: no data
+  /// parallelism). Installs the gradient hooks.
+  GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp, int64_t bucket_bytes);
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
+
+  /// Called by the schedule after this rank's last forward of the step and before its last
+  /// backward: the hooks of that backward fill and launch buckets.
+  void start_last_backward();
+  /// Launches what the hooks did not, waits, and leaves every gradient reduced (with its
+  /// parameter's placements). Works without start_last_backward() too (nothing overlapped).
+  /// *Collective* over dp and the parameter-mesh dims. Returns how many buckets the hooks
+  /// launched during backward.
+  int finish();
+  /// Drops every gradient (before a step's first backward).
+  void zero_grad();
+
+  /// Buckets of the current layout (made at the first start_last_backward or finish).
+  int buckets() const { return static_cast<int>(buckets_.size()); }
+
+ private:
+  /// One reduction of a bucket: sum over a parameter-mesh dim, or average over dp.
+  struct Reduction {
+    const comm::Group* group;
+    comm::ReduceOp op;
+  };
+  struct Bucket {
+    std::vector<Reduction> reductions;
+    std::vector<size_t> params;
+    std::vector<int64_t> offsets;
+    int64_t numel = 0;
+    at::Tensor flat;
+    int ready = 0;
+    size_t next_reduction = 0;  ///< reductions launched so far
+    comm::Work work;            ///< the one in flight
+  };
+  /// The reductions parameter k's gradient needs now (empty: none).
+  std::vector<Reduction> reductions_of(size_t k) const;
+  /// (Re)builds the buckets if the parameters' reductions changed since the last layout.
+  void plan_buckets();
+  void on_grad(size_t k, const at::Tensor& grad);
+  void fill(size_t k, const at::Tensor& grad);
+  void launch_ready();
+  void launch_next(Bucket& b);
+
+  std::vector<DTensor*> params_;
+  std::optional<comm::Group> dp_;
+  int64_t bucket_bytes_;
+  bool planned_ = false;
+  std::vector<std::vector<int>>
+      layout_key_;  // partial dims per parameter the buckets were made for
+  std::vector<Bucket> buckets_;
+  static constexpr size_t kNoBucket = static_cast<size_t>(-1);
+  std::vector<std::pair<size_t, size_t>> where_;  // param -> (bucket, slot)
+  std::vector<bool> filled_;
+  bool armed_ = false;
+  int launched_in_backward_ = 0;
+  std::mutex mutex_;
+};
+
+}  // namespace vescale

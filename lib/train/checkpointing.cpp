@@ -1,0 +1,141 @@
+#include "train/checkpointing.h"
+
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/units.h"
+
+namespace vescale {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string state_name(const OptimizerStateTensor& s) {
+  return "optimizer/" + s.param + "/" + s.state;
+}
+
+/// Parameters and optimizer state, each parameter followed by its optimizer state.
+std::vector<StateTensor> job_state(Job& job) {
+  std::map<std::string, std::vector<OptimizerStateTensor>> by_param;
+  for (auto& s : job.optimizer->state_tensors())
+    by_param[s.param].push_back(s);
+  std::vector<StateTensor> state;
+  for (const auto& [fqn, param] : job.params) {
+    state.push_back(
+        {"model/" + fqn, param->to_local().detach(), param->spec().on_mesh(job.mesh.mesh())});
+    for (const auto& s : by_param[fqn])
+      state.push_back({state_name(s), s.local, s.spec});
+  }
+  return state;
+}
+
+/// Tied parameter names and the name they are saved under.
+std::map<std::string, std::string> tied_names(Module& model) {
+  std::map<std::string, std::string> out;
+  std::map<const Parameter*, std::string> first;
+  for (const auto& [fqn, p] : model.all_parameter_names()) {
+    auto [it, fresh] = first.emplace(p.get(), fqn);
+    if (!fresh) out["model/" + fqn] = "model/" + it->second;
+  }
+  return out;
+}
+
+CheckpointMeta job_meta(const Job& job, int64_t step, const comm::Group& world) {
+  CheckpointMeta meta;
+  meta.step = step;
+  meta.seed = job.config.seed;
+  meta.optimizer_steps = job.optimizer->steps();
+  meta.config = job.config.text;
+  meta.plan = job.config.plan;
+  meta.world_size = world.size();
+  meta.mesh_shape = job.mesh.mesh().shape();
+  meta.mesh_dims = job.mesh.mesh().dim_names();
+  return meta;
+}
+
+/// Every model/ tensor of the checkpoint must be a parameter of this model.
+void check_no_strangers(const Job& job, const CheckpointReader& reader) {
+  for (const auto& name : reader.names()) {
+    if (name.rfind("model/", 0) != 0) continue;
+    const std::string fqn = name.substr(6);
+    const bool known = std::any_of(job.params.begin(), job.params.end(),
+                                   [&](const auto& p) { return p.first == fqn; });
+    VS_USER_CHECK(
+        known,
+        "[checkpoint] {}: tensor {} is not a parameter of this model (a different model config?)",
+        reader.path(), name);
+  }
+}
+
+void load_parameter(const CheckpointReader& reader, const std::string& fqn, DTensor& value) {
+  const std::string name = "model/" + fqn;
+  VS_USER_CHECK(reader.has(name),
+                "[checkpoint] {}: no tensor {} (a checkpoint of another model config?)",
+                reader.path(), name);
+  VS_USER_CHECK(reader.global_shape(name) == value.shape(),
+                "[checkpoint] {}: tensor {} has shape [{}] but the model's is [{}] (a different "
+                "model config?)",
+                reader.path(), name, fmt::join(reader.global_shape(name), ", "),
+                fmt::join(value.shape(), ", "));
+  value.to_local().copy_(
+      reader.read_box(name, value.spec().local_offset(), value.spec().local_shape()));
+}
+
+/// Reads the optimizer state; false if the checkpoint has none (a model-only file).
+bool load_optimizer(Job& job, const CheckpointReader& reader) {
+  bool complete = true;
+  for (auto& s : job.optimizer->state_tensors()) {
+    const std::string name = state_name(s);
+    if (!reader.has(name)) {
+      complete = false;
+      continue;
+    }
+    s.local.copy_(reader.read_box(name, s.spec.local_offset(), s.spec.local_shape()));
+  }
+  return complete;
+}
+
+}  // namespace
+
+void save_job(Job& job, int64_t step, const comm::Group& world) {
+  const JobConfig& c = job.config;
+  const auto start = Clock::now();
+  const std::string dir = (std::filesystem::path(c.dump_folder) / "checkpoints").string();
+  const std::string folder = save_checkpoint(dir, parse_checkpoint_format(c.checkpoint_format),
+                                             job_state(job), tied_names(job.model->module()),
+                                             job_meta(job, step, world), world, c.checkpoint_keep);
+  log_rank0("saved {} ({}) in {}", folder, c.checkpoint_format,
+            format_duration(seconds_since(start)));
+}
+
+int64_t load_job(Job& job, const CheckpointReader& reader) {
+  torch::autograd::AutoGradMode no_grad(false);
+  const auto start = Clock::now();
+  check_no_strangers(job, reader);
+  for (auto& [fqn, value] : job.params)
+    load_parameter(reader, fqn, *value);
+  const bool has_optimizer = load_optimizer(job, reader);
+  job.optimizer->set_steps(has_optimizer ? reader.meta().optimizer_steps : 0);
+  log_rank0("loaded {} ({}, step {}, written by {} ranks{}) in {}", reader.path(),
+            reader.meta().format, reader.meta().step, reader.meta().world_size,
+            has_optimizer ? "" : "; model only: the optimizer starts fresh",
+            format_duration(seconds_since(start)));
+  return reader.meta().step;
+}
+
+std::string resolve_load_path(const JobConfig& c) {
+  if (c.checkpoint_load == "latest")
+    return (std::filesystem::path(c.dump_folder) / "checkpoints" / "latest").string();
+  return c.checkpoint_load;
+}
+
+}  // namespace vescale

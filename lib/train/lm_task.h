@@ -1,0 +1,33 @@
+// Language modelling for the GPT: next-token cross entropy on a token stream (text bytes, a
+// nanoGPT .bin, or a synthetic sequence), windows of seq_len tokens at offsets drawn from
+// (seed, step, row).
+#pragma once
+
+#include "models/gpt.h"
+#include "train/task.h"
+
+namespace vescale {
+
+class LMTask : public Task {
+ public:
+  /// Builds the GPT of `config` and loads its token data.
+  explicit LMTask(const JobConfig& config);
+
+  std::shared_ptr<Module> model() const override { return model_; }
+  std::string data_description() const override { return tokens_.description; }
+  Batch train_batch(int64_t step, const BatchSlice& slice) override;
+  int64_t val_batches(int64_t limit) const override;
+  Batch val_batch(int64_t index) override;
+  Tensors inputs(const Batch& batch, const DeviceMesh& mesh) const override;
+  DTensor loss(const Tensors& outputs, const Batch& batch, const DeviceMesh& mesh) const override;
+  double tokens_per_sample() const override { return static_cast<double>(seq_len_); }
+  std::vector<Layer> layers() const override;
+
+ private:
+  std::shared_ptr<models::GPT> model_;
+  TokenData tokens_;
+  uint64_t seed_;
+  int64_t seq_len_;
+};
+
+}  // namespace vescale

@@ -1,0 +1,48 @@
+#include "train/regression_task.h"
+
+#include <fmt/format.h>
+
+#include "dtensor/ops.h"
+#include "train/model_factory.h"
+
+namespace vescale {
+
+RegressionTask::RegressionTask(const JobConfig& c)
+    : model_(build_model(c)),
+      teacher_(c.d_in, c.d_out, static_cast<uint64_t>(c.seed)),
+      dtype_(job_dtype(c)),
+      val_rows_(c.micro_batch_size()) {
+  for (int64_t i = 0; i < c.n_layers; ++i)
+    linears_.push_back(c.n_layers == 2 ? fmt::format("fc{}", i + 1) : fmt::format("layers.{}", i));
+}
+
+Batch RegressionTask::train_batch(int64_t step, const BatchSlice& slice) {
+  auto [x, y] = teacher_.batch(step, slice);
+  return {x, y};
+}
+
+Batch RegressionTask::val_batch(int64_t index) {
+  auto [x, y] = teacher_.val_batch(index, val_rows_);
+  return {x, y};
+}
+
+Tensors RegressionTask::inputs(const Batch& batch, const DeviceMesh& mesh) const {
+  return {distribute_tensor(batch.inputs.to(dtype_), mesh,
+                            Placements(mesh.ndim(), Placement::replicate()))};
+}
+
+DTensor RegressionTask::loss(const Tensors& outputs, const Batch& batch,
+                             const DeviceMesh& mesh) const {
+  const Placements r(mesh.ndim(), Placement::replicate());
+  DTensor d = ops::sub(outputs.at(0), distribute_tensor(batch.targets.to(dtype_), mesh, r));
+  return ops::mean(ops::mul(d, d)).redistribute(r);
+}
+
+std::vector<Layer> RegressionTask::layers() const {
+  std::vector<Layer> out;
+  for (const auto& fqn : linears_)
+    out.push_back({fqn, {fqn}, 6.0 * static_cast<double>(parameters_under(*model_, {fqn}))});
+  return out;
+}
+
+}  // namespace vescale

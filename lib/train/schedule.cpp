@@ -1,0 +1,31 @@
+#include "train/schedule.h"
+
+#include "core/error.h"
+
+namespace vescale {
+
+void Schedule::on_last_backward(std::function<void()> listener) {
+  listeners_.push_back(std::move(listener));
+}
+
+void Schedule::notify_last_backward() const {
+  for (const auto& listener : listeners_)
+    listener();
+}
+
+GradientAccumulation::GradientAccumulation(int64_t microbatches) : microbatches_(microbatches) {
+  VS_CHECK(microbatches >= 1, "[train] {} micro-batches: need at least one", microbatches);
+}
+
+std::vector<double> GradientAccumulation::run(const MicroBatchLoss& forward) {
+  std::vector<double> losses;
+  for (int64_t micro = 0; micro < microbatches_; ++micro) {
+    DTensor loss = forward(micro);
+    if (micro + 1 == microbatches_) notify_last_backward();
+    (loss.to_local() / static_cast<double>(microbatches_)).backward();
+    losses.push_back(loss.to_local().item<double>());
+  }
+  return losses;
+}
+
+}  // namespace vescale

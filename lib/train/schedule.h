@@ -1,0 +1,51 @@
+// Schedule: how one step's micro-batches run forward and backward on this rank. Gradient
+// accumulation (below) is the schedule without a pipeline; pipeline schedules ([7]) implement
+// the same interface over stages. A schedule tells the step's gradient owners when its last
+// backward starts, so they can overlap their communication with it (NOTE [Grad sync]).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "dtensor/dtensor.h"
+
+namespace vescale {
+
+/// The forward of micro-batch `micro` of the step: its mean loss, a Replicate scalar.
+using MicroBatchLoss = std::function<DTensor(int64_t micro)>;
+
+class Schedule {
+ public:
+  virtual ~Schedule() = default;
+  /// Runs the forward and backward of every micro-batch of one step. The parameters' gradients
+  /// accumulate the gradient of the mean of the micro-batch losses. Returns the micro-batch
+  /// losses this rank computed, in micro-batch order.
+  virtual std::vector<double> run(const MicroBatchLoss& forward) = 0;
+  /// Micro-batches per step.
+  virtual int64_t microbatches() const = 0;
+
+  /// `listener` runs once per step, after this rank's last forward and just before its last
+  /// backward starts.
+  void on_last_backward(std::function<void()> listener);
+
+ protected:
+  void notify_last_backward() const;
+
+ private:
+  std::vector<std::function<void()>> listeners_;
+};
+
+/// No pipeline: micro-batch after micro-batch, each forward then backward, gradients
+/// accumulating (each loss scaled by 1/microbatches).
+class GradientAccumulation : public Schedule {
+ public:
+  explicit GradientAccumulation(int64_t microbatches);
+  std::vector<double> run(const MicroBatchLoss& forward) override;
+  int64_t microbatches() const override { return microbatches_; }
+
+ private:
+  int64_t microbatches_;
+};
+
+}  // namespace vescale

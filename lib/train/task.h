@@ -1,0 +1,70 @@
+// Task: what a model is trained on and how its loss is taken — the model itself, its batches,
+// its loss, its cost per sample and its ordered layers (for cutting into pipeline stages). The
+// trainer, schedules and evaluator talk to a Task and never ask which model it is.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/job_config.h"
+#include "data/token_data.h"
+#include "dmodule/module.h"
+
+namespace vescale {
+
+/// One micro-batch as plain tensors, the same on every rank of the parameter mesh.
+struct Batch {
+  at::Tensor inputs;
+  at::Tensor targets;
+};
+
+/// A layer of the model in forward order (GPT: the embeddings, each block, the head with the
+/// loss), what a pipeline stage is cut from.
+struct Layer {
+  std::string name;                  ///< "embedding", "transformer.h.3", "head"
+  std::vector<std::string> modules;  ///< FQNs of the modules it runs
+  double flops_per_sample = 0;       ///< forward + backward
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+
+  /// The model (parameters declared, not yet materialised: parallelize_module does that).
+  virtual std::shared_ptr<Module> model() const = 0;
+  /// "fortunes.txt: 3.2M train / 357K val tokens" or "teacher regression".
+  virtual std::string data_description() const = 0;
+
+  /// Rows `slice` of step `step`'s global batch, for training (dropout on, keyed by the rows).
+  virtual Batch train_batch(int64_t step, const BatchSlice& slice) = 0;
+  /// How many validation batches there are, at most `limit`.
+  virtual int64_t val_batches(int64_t limit) const = 0;
+  /// Validation batch `index`, for evaluation (dropout off).
+  virtual Batch val_batch(int64_t index) = 0;
+
+  /// The model's inputs for `batch`, Replicate on `mesh`.
+  virtual Tensors inputs(const Batch& batch, const DeviceMesh& mesh) const = 0;
+  /// The mean loss of the model's `outputs` on `batch`: a Replicate scalar on `mesh`.
+  virtual DTensor loss(const Tensors& outputs, const Batch& batch,
+                       const DeviceMesh& mesh) const = 0;
+
+  /// Tokens a sample counts for in tokens/s (GPT: the sequence length; MLP: 1).
+  virtual double tokens_per_sample() const = 0;
+  /// FLOPs of forward and backward per sample (for MFU): the sum over layers().
+  double flops_per_sample() const;
+  /// The model's layers in forward order.
+  virtual std::vector<Layer> layers() const = 0;
+
+  /// The mean loss of the model on `batch`: inputs, forward, loss. *Collective* over `mesh`.
+  DTensor forward_loss(const Batch& batch, const DeviceMesh& mesh) const;
+};
+
+/// The task of the job's model: a GPT language model on the job's token data, or the MLP on
+/// teacher-student regression. Loads (or makes) the data; throws UserError on bad data.
+std::unique_ptr<Task> make_task(const JobConfig& config);
+
+}  // namespace vescale

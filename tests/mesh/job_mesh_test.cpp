@@ -1,0 +1,48 @@
+// JobMesh: the layout questions the trainer, plan lint, checkpoints and clipping ask.
+#include "mesh/job_mesh.h"
+
+#include <gtest/gtest.h>
+
+namespace vescale {
+namespace {
+
+TEST(JobMesh, RanksAndParameterMeshOnPp2Dp2Tp2) {
+  // Rank 6 of pp=2 x dp=2 x tp=2 sits at (1, 1, 0).
+  const JobMesh mesh = JobMesh::layout(2, 2, 2, 6);
+  EXPECT_EQ(mesh.pp_rank(), 1);
+  EXPECT_EQ(mesh.dp_rank(), 1);
+  EXPECT_EQ(mesh.tp_rank(), 0);
+  EXPECT_EQ(mesh.dp(), 2);
+  EXPECT_EQ(mesh.param_mesh().dim_names(), std::vector<std::string>{"tp"});
+  EXPECT_EQ(mesh.param_mesh().world_rank(), 6);
+  EXPECT_EQ(mesh.param_mesh_dims(), std::vector<int>{2});
+}
+
+TEST(JobMesh, SplitAndReplicatedDims) {
+  const JobMesh mesh = JobMesh::layout(1, 4, 2, 5);  // (0, 2, 1)
+  // A tp-sharded parameter: split over tp, replicated over pp and dp.
+  EXPECT_EQ(mesh.split_dims({true}), std::vector<int>{2});
+  EXPECT_EQ(mesh.replicated_dims({2}), (std::vector<int>{0, 1}));
+  // Its state split over dp too (ZeRO): split over dp and tp.
+  EXPECT_EQ(mesh.split_dims({true}, {"dp"}), (std::vector<int>{1, 2}));
+  EXPECT_EQ(mesh.split_dims({false}), std::vector<int>{});
+}
+
+TEST(JobMesh, ReplicaOfAPieceIsItsCoordinateOverTheOtherDims) {
+  // dp=4 x tp=2: a tp-sharded piece has 4 replicas numbered by dp rank; a replicated one 8.
+  for (int rank = 0; rank < 8; ++rank) {
+    const JobMesh mesh = JobMesh::layout(1, 4, 2, rank);
+    const Replica sharded = mesh.replica({2});
+    EXPECT_EQ(sharded.count, 4);
+    EXPECT_EQ(sharded.index, rank / 2);
+    const Replica replicated = mesh.replica({});
+    EXPECT_EQ(replicated.count, 8);
+    EXPECT_EQ(replicated.index, rank);
+    const Replica unique = mesh.replica({1, 2});
+    EXPECT_EQ(unique.count, 1);
+    EXPECT_EQ(unique.index, 0);
+  }
+}
+
+}  // namespace
+}  // namespace vescale
