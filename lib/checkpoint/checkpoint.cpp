@@ -108,6 +108,62 @@ void link_aliases(h5::File& file, const std::map<std::string, std::string>& alia
   file.set_attr("/meta", "aliases", listed);
 }
 
+/// A checkpoints folder or ".../latest": its newest committed step folder, skipping (with a
+/// warning) step folders a crash left without COMMIT. Any other path as it is.
+fs::path resolve_latest(fs::path path) {
+  if (path.filename() == "latest") path = path.parent_path();
+  if (!fs::is_directory(path) || fs::exists(path / "COMMIT") ||
+      fs::is_regular_file(path / "model.h5")) {
+    return path;
+  }
+  std::vector<fs::path> steps;
+  for (const auto& e : fs::directory_iterator(path)) {
+    if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0)
+      steps.push_back(e.path());
+  }
+  if (steps.empty()) return path;
+  std::sort(steps.begin(), steps.end());
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    if (fs::exists(*it / "COMMIT")) return *it;
+    spdlog::warn("[checkpoint] ignoring {}: it has no COMMIT (saving did not finish)",
+                 it->string());
+  }
+  throw UserError(fmt::format(
+      "[checkpoint] {}: no committed checkpoint (no step folder with COMMIT)", path.string()));
+}
+
+/// The .h5 files of a checkpoint, sorted: a merged file itself, or those of a committed step.
+std::vector<fs::path> checkpoint_files(const fs::path& path) {
+  if (fs::is_regular_file(path)) return {path};
+  VS_USER_CHECK(fs::is_directory(path),
+                "[checkpoint] {}: no such checkpoint (a step folder, a merged .h5, or a "
+                "checkpoints folder with 'latest')",
+                path.string());
+  VS_USER_CHECK(fs::exists(path / "COMMIT"),
+                "[checkpoint] {} has no COMMIT: it was not finished (a crash while saving?); use "
+                "an earlier step",
+                path.string());
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(path)) {
+    if (e.path().extension() == ".h5") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  VS_USER_CHECK(!files.empty(), "[checkpoint] {} holds no .h5 files", path.string());
+  return files;
+}
+
+/// Throws unless a sharded or deduped step folder holds the file of every rank that wrote it.
+void check_rank_files(const fs::path& path, const CheckpointMeta& meta) {
+  if (meta.format == "merged") return;
+  std::vector<std::string> missing;
+  for (int64_t r = 0; r < meta.world_size; ++r) {
+    if (!fs::exists(path / fmt::format("rank-{:05d}.h5", r)))
+      missing.push_back(fmt::format("rank-{:05d}.h5", r));
+  }
+  VS_USER_CHECK(missing.empty(), "[checkpoint] {}: written by {} ranks but {} missing",
+                path.string(), meta.world_size, fmt::join(missing, ", "));
+}
+
 }  // namespace
 
 CheckpointFormat parse_checkpoint_format(const std::string& text) {
@@ -205,65 +261,17 @@ std::string save_checkpoint(const std::string& dir, CheckpointFormat format,
 }
 
 CheckpointReader::CheckpointReader(const std::string& path_in) {
-  fs::path path = path_in;
-  // A checkpoints folder or ".../latest": the newest committed step, skipping (with a warning)
-  // step folders a crash left without COMMIT.
-  if (path.filename() == "latest") path = path.parent_path();
-  if (fs::is_directory(path) && !fs::exists(path / "COMMIT") &&
-      !fs::is_regular_file(path / "model.h5")) {
-    std::vector<fs::path> steps;
-    for (const auto& e : fs::directory_iterator(path)) {
-      if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0)
-        steps.push_back(e.path());
-    }
-    std::sort(steps.begin(), steps.end());
-    fs::path chosen;
-    for (auto it = steps.rbegin(); it != steps.rend() && chosen.empty(); ++it) {
-      if (fs::exists(*it / "COMMIT")) {
-        chosen = *it;
-      } else {
-        spdlog::warn("[checkpoint] ignoring {}: it has no COMMIT (saving did not finish)",
-                     it->string());
-      }
-    }
-    if (!steps.empty()) {
-      VS_USER_CHECK(!chosen.empty(),
-                    "[checkpoint] {}: no committed checkpoint (no step folder with COMMIT)",
-                    path.string());
-      path = chosen;
-    }
-  }
+  const fs::path path = resolve_latest(path_in);
   path_ = path.string();
-  std::vector<fs::path> files;
-  if (fs::is_regular_file(path)) {
-    files.push_back(path);
-  } else {
-    VS_USER_CHECK(fs::is_directory(path),
-                  "[checkpoint] {}: no such checkpoint (a step folder, a merged .h5, or a "
-                  "checkpoints folder with 'latest')",
-                  path_);
-    VS_USER_CHECK(fs::exists(path / "COMMIT"),
-                  "[checkpoint] {} has no COMMIT: it was not finished (a crash while saving?); use "
-                  "an earlier step",
-                  path_);
-    for (const auto& e : fs::directory_iterator(path)) {
-      if (e.path().extension() == ".h5") files.push_back(e.path());
-    }
-    std::sort(files.begin(), files.end());
-    VS_USER_CHECK(!files.empty(), "[checkpoint] {} holds no .h5 files", path_);
-  }
-  for (const auto& f : files)
+  for (const auto& f : checkpoint_files(path))
     files_.push_back(std::make_unique<h5::File>(h5::File::open(f.string())));
-  meta_ = read_meta(*files_[0]);
-  if (meta_.format != "merged") {
-    std::vector<std::string> missing;
-    for (int64_t r = 0; r < meta_.world_size; ++r) {
-      if (!fs::exists(path / fmt::format("rank-{:05d}.h5", r)))
-        missing.push_back(fmt::format("rank-{:05d}.h5", r));
-    }
-    VS_USER_CHECK(missing.empty(), "[checkpoint] {}: written by {} ranks but {} missing", path_,
-                  meta_.world_size, fmt::join(missing, ", "));
-  }
+  meta_ = read_meta(*files_[0]);  // checks the format version
+  check_rank_files(path, meta_);
+  index_pieces();
+  read_aliases();
+}
+
+void CheckpointReader::index_pieces() {
   for (size_t f = 0; f < files_.size(); ++f) {
     for (const std::string group : {"/model", "/optimizer"}) {
       for (const auto& rel : files_[f]->datasets(group)) {
@@ -281,7 +289,9 @@ CheckpointReader::CheckpointReader(const std::string& path_in) {
       }
     }
   }
-  // Tied names, as the writer listed them.
+}
+
+void CheckpointReader::read_aliases() {
   for (const auto& file : files_) {
     if (!file->has_attr("/meta", "aliases")) continue;
     std::stringstream list(file->attr_string("/meta", "aliases"));

@@ -88,6 +88,11 @@ class CheckpointReader {
     std::string dataset;
     std::vector<int64_t> offsets, sizes;
   };
+  /// Files each dataset under /model and /optimizer as a piece of its tensor.
+  void index_pieces();
+  /// Reads the tied names the writer listed and files their pieces under the targets.
+  void read_aliases();
+
   std::string path_;
   CheckpointMeta meta_;
   std::vector<std::unique_ptr<h5::File>> files_;

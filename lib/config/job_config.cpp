@@ -4,9 +4,12 @@
 #include <fmt/ranges.h>
 
 #include <toml++/toml.h>
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/suggest.h"
@@ -113,69 +116,209 @@ std::string effective_text(const Values& values, bool with_help) {
   return out;
 }
 
+/// Sets key `name` to `parse(its default)`; errors start with `at` ("config f.toml:3").
+template <typename Parse>
+void set_value(Values& values, const std::string& name, const std::string& at, Parse parse) {
+  const ConfigKey* k = find_key(name);
+  VS_USER_CHECK(k != nullptr, "{}: {}", at, unknown_key_message(name));
+  auto parsed = parse(k->default_value);
+  VS_USER_CHECK(parsed.has_value(), "{}: key '{}' must be {}", at, name,
+                type_name(k->default_value));
+  values[name] = *parsed;
+}
+
+Values default_values() {
+  Values values;
+  for (const auto& k : config_schema())
+    values[k.name] = k.default_value;
+  return values;
+}
+
+toml::table parse_document(const std::string& toml_text, const std::string& source) {
+  try {
+    return toml::parse(toml_text, source);
+  } catch (const toml::parse_error& e) {
+    throw UserError(fmt::format("config {}:{}: not valid TOML: {}", source, e.source().begin.line,
+                                e.description()));
+  }
+}
+
+/// The file's [section] key = value lines into `values`; errors name file:line.
+void read_document(const toml::table& doc, const std::string& source, Values& values) {
+  for (const auto& [section, node] : doc) {
+    const int line = static_cast<int>(node.source().begin.line);
+    const toml::table* table = node.as_table();
+    VS_USER_CHECK(table != nullptr, "config {}:{}: '{}' must be a [section]", source, line,
+                  section.str());
+    for (const auto& [key, value] : *table) {
+      const toml::node& entry = value;  // (a lambda cannot capture a structured binding)
+      set_value(values, fmt::format("{}.{}", section.str(), key.str()),
+                fmt::format("config {}:{}", source, entry.source().begin.line),
+                [&entry](const ConfigValue& like) { return from_node(entry, like); });
+    }
+  }
+}
+
+/// "section.key=value" items into `values`.
+void apply_overrides(const std::vector<std::string>& overrides, Values& values) {
+  for (const auto& item : overrides) {
+    const size_t eq = item.find('=');
+    VS_USER_CHECK(eq != std::string::npos, "override --{}: expected --section.key=value", item);
+    set_value(values, item.substr(0, eq), fmt::format("override --{}", item),
+              [&](const ConfigValue& like) { return from_text(item.substr(eq + 1), like); });
+  }
+}
+
+/// Every key's value stored in its JobConfig field.
+JobConfig bind_fields(const Values& values) {
+  JobConfig c;
+  for (const auto& k : config_schema()) {
+    std::visit(
+        [&](auto field) {
+          using T = std::decay_t<decltype(c.*field)>;
+          c.*field = std::get<T>(values.at(k.name));
+        },
+        k.field);
+  }
+  return c;
+}
+
+/// Rules of one key: its allowed words, or at least 1.
+void check_values(const JobConfig& c) {
+  auto one_of = [&](const std::string& key, const std::string& value,
+                    std::vector<std::string> allowed) {
+    VS_USER_CHECK(std::find(allowed.begin(), allowed.end(), value) != allowed.end(),
+                  "config {}: {} = \"{}\" is not one of {}", c.source, key, value,
+                  fmt::join(allowed, ", "));
+  };
+  one_of("model.name", c.model, {"gpt", "mlp"});
+  one_of("data.source", c.data_source, {"synthetic", "text", "tokens"});
+  one_of("training.dtype", c.dtype, {"float32", "float64"});
+  one_of("optimizer.name", c.optimizer, {"adamw", "sgd"});
+  one_of("lr_scheduler.decay", c.decay, {"cosine", "constant"});
+  one_of("comm.backend", c.backend, {"auto", "gloo", "nccl"});
+  one_of("checkpoint.format", c.checkpoint_format, {"sharded", "deduped", "merged"});
+  auto positive = [&](const std::string& key, int64_t v) {
+    VS_USER_CHECK(v >= 1, "config {}: {} = {} must be at least 1", c.source, key, v);
+  };
+  positive("parallel.pp", c.pp);
+  positive("parallel.dp", c.dp);
+  positive("parallel.tp", c.tp);
+  positive("parallel.microbatches", c.microbatches);
+  positive("training.steps", c.steps);
+  positive("training.global_batch_size", c.global_batch_size);
+  positive("training.seq_len", c.seq_len);
+  positive("metrics.log_interval", c.log_interval);
+}
+
+/// Rules across keys.
+void check_combinations(const JobConfig& c) {
+  VS_USER_CHECK(c.pp == 1,
+                "config {}: parallel.pp = {}: pipeline parallelism is not available yet; use 1",
+                c.source, c.pp);
+  VS_USER_CHECK(c.global_batch_size % (c.dp * c.microbatches) == 0,
+                "config {}: training.global_batch_size = {} is not divisible by parallel.dp x "
+                "parallel.microbatches "
+                "= {} x {}",
+                c.source, c.global_batch_size, c.dp, c.microbatches);
+  VS_USER_CHECK(c.model != "gpt" || c.seq_len <= c.block_size,
+                "config {}: training.seq_len = {} is longer than model.block_size = {}", c.source,
+                c.seq_len, c.block_size);
+  VS_USER_CHECK(c.data_source == "synthetic" || !c.data_path.empty(),
+                "config {}: data.source = \"{}\" needs data.path", c.source, c.data_source);
+  VS_USER_CHECK(c.model == "gpt" || c.data_source == "synthetic",
+                "config {}: model.name = \"mlp\" trains on data.source = \"synthetic\" only",
+                c.source);
+  VS_USER_CHECK(c.val_fraction > 0 && c.val_fraction < 1,
+                "config {}: data.val_fraction = {} must be in (0, 1)", c.source, c.val_fraction);
+}
+
+/// Not deduced from the default, so `int64_t` fields take `64` and string fields `"gpt"`.
 template <typename T>
-T get(const Values& values, const std::string& name) {
-  return std::get<T>(values.at(name));
+struct Exactly {
+  using type = T;
+};
+
+/// A schema entry whose default has its field's type.
+template <typename T>
+ConfigKey key(const char* name, T JobConfig::*field, typename Exactly<T>::type default_value,
+              const char* help) {
+  return {name, ConfigValue(std::move(default_value)), help, field};
 }
 
 }  // namespace
 
 const std::vector<ConfigKey>& config_schema() {
+  using C = JobConfig;
   static const std::vector<ConfigKey> schema = {
-      {"job.name", std::string("vescale"), "Name of the run (used in logs)"},
-      {"job.dump_folder", std::string("outputs"), "Where metrics.jsonl and checkpoints/ go"},
-      {"model.name", std::string("gpt"), "gpt or mlp"},
-      {"model.vocab_size", int64_t{256}, "GPT vocabulary (text data: 256 bytes)"},
-      {"model.block_size", int64_t{64}, "GPT longest sequence (wpe rows)"},
-      {"model.n_layer", int64_t{2}, "GPT blocks"},
-      {"model.n_head", int64_t{4}, "GPT attention heads"},
-      {"model.n_embd", int64_t{64}, "GPT hidden size"},
-      {"model.dropout", 0.0, "GPT dropout probability"},
-      {"model.vocab_multiple", int64_t{64}, "Vocabulary padded to a multiple of this x tp"},
-      {"model.d_in", int64_t{64}, "MLP input size"},
-      {"model.d_hidden", int64_t{256}, "MLP hidden size"},
-      {"model.d_out", int64_t{64}, "MLP output size"},
-      {"model.n_layers", int64_t{2}, "MLP linear layers (2: fc1, fc2)"},
-      {"parallel.pp", int64_t{1}, "Pipeline stages (only 1 today)"},
-      {"parallel.dp", int64_t{1}, "Data-parallel replicas"},
-      {"parallel.tp", int64_t{1}, "Tensor-parallel degree"},
-      {"parallel.plan", std::string(""),
-       "Sharding plan: a zoo name (gpt/megatron-sp) or a file; empty: replicate"},
-      {"parallel.microbatches", int64_t{1}, "Gradient-accumulation micro-batches per step"},
-      {"data.source", std::string("synthetic"),
-       "synthetic, text (UTF-8 bytes) or tokens (nanoGPT uint16 .bin)"},
-      {"data.path", std::string(""), "text: a file; tokens: a folder with train.bin and val.bin"},
-      {"data.val_fraction", 0.1, "text: the last fraction of the file is the validation split"},
-      {"training.steps", int64_t{100}, "Optimizer steps"},
-      {"training.global_batch_size", int64_t{8},
-       "Sequences (or MLP samples) per step, over all dp ranks"},
-      {"training.seq_len", int64_t{64}, "GPT tokens per sequence"},
-      {"training.seed", int64_t{0}, "Seed of init, data order and dropout"},
-      {"training.dtype", std::string("float32"), "float32 or float64"},
-      {"training.grad_clip", 1.0, "Clip the global gradient norm to this (0: off)"},
-      {"optimizer.name", std::string("adamw"), "adamw or sgd"},
-      {"optimizer.lr", 3e-4, "Peak learning rate"},
-      {"optimizer.beta1", 0.9, "AdamW beta1"},
-      {"optimizer.beta2", 0.95, "AdamW beta2"},
-      {"optimizer.eps", 1e-8, "AdamW epsilon"},
-      {"optimizer.weight_decay", 0.1, "Decoupled weight decay (not on biases and norms)"},
-      {"optimizer.momentum", 0.9, "SGD momentum"},
-      {"lr_scheduler.warmup_steps", int64_t{0}, "Linear warmup steps"},
-      {"lr_scheduler.decay", std::string("cosine"), "cosine or constant after warmup"},
-      {"lr_scheduler.min_lr_ratio", 0.1, "Cosine floor as a fraction of optimizer.lr"},
-      {"eval.interval", int64_t{0}, "Evaluate every this many steps (0: only at the end)"},
-      {"eval.windows", int64_t{8}, "Validation windows of seq_len tokens (GPT) or batches (MLP)"},
-      {"checkpoint.format", std::string("sharded"), "sharded, deduped or merged (HDF5)"},
-      {"checkpoint.interval", int64_t{0}, "Save every this many steps (0: never)"},
-      {"checkpoint.keep", int64_t{3}, "Committed checkpoints kept; older ones are pruned (0: all)"},
-      {"checkpoint.load", std::string(""),
-       "Resume from: a step folder, a merged .h5, or \"latest\" "
-       "(<dump_folder>/checkpoints/latest)"},
-      {"metrics.log_interval", int64_t{10}, "Print and record metrics every this many steps"},
-      {"metrics.peak_flops", 0.0, "Peak FLOP/s per rank for MFU (0: measured matmul rate)"},
-      {"comm.timeout_s", 300.0, "Seconds any collective may take"},
-      {"comm.backend", std::string("auto"), "auto, gloo or nccl"},
-      {"comm.bucket_mb", 25.0, "Gradient all-reduce bucket size in MiB"},
+      key("job.name", &C::name, "vescale", "Name of the run (used in logs)"),
+      key("job.dump_folder", &C::dump_folder, "outputs", "Where metrics.jsonl and checkpoints/ go"),
+      key("model.name", &C::model, "gpt", "gpt or mlp"),
+      key("model.vocab_size", &C::vocab_size, 256, "GPT vocabulary (text data: 256 bytes)"),
+      key("model.block_size", &C::block_size, 64, "GPT longest sequence (wpe rows)"),
+      key("model.n_layer", &C::n_layer, 2, "GPT blocks"),
+      key("model.n_head", &C::n_head, 4, "GPT attention heads"),
+      key("model.n_embd", &C::n_embd, 64, "GPT hidden size"),
+      key("model.dropout", &C::dropout, 0.0, "GPT dropout probability"),
+      key("model.vocab_multiple", &C::vocab_multiple, 64,
+          "Vocabulary padded to a multiple of this x tp"),
+      key("model.d_in", &C::d_in, 64, "MLP input size"),
+      key("model.d_hidden", &C::d_hidden, 256, "MLP hidden size"),
+      key("model.d_out", &C::d_out, 64, "MLP output size"),
+      key("model.n_layers", &C::n_layers, 2, "MLP linear layers (2: fc1, fc2)"),
+      key("parallel.pp", &C::pp, 1, "Pipeline stages (only 1 today)"),
+      key("parallel.dp", &C::dp, 1, "Data-parallel replicas"),
+      key("parallel.tp", &C::tp, 1, "Tensor-parallel degree"),
+      key("parallel.plan", &C::plan, "",
+          "Sharding plan: a zoo name (gpt/megatron-sp) or a file; empty: replicate"),
+      key("parallel.microbatches", &C::microbatches, 1,
+          "Gradient-accumulation micro-batches per step"),
+      key("data.source", &C::data_source, "synthetic",
+          "synthetic, text (UTF-8 bytes) or tokens (nanoGPT uint16 .bin)"),
+      key("data.path", &C::data_path, "",
+          "text: a file; tokens: a folder with train.bin and val.bin"),
+      key("data.val_fraction", &C::val_fraction, 0.1,
+          "text: the last fraction of the file is the validation split"),
+      key("training.steps", &C::steps, 100, "Optimizer steps"),
+      key("training.global_batch_size", &C::global_batch_size, 8,
+          "Sequences (or MLP samples) per step, over all dp ranks"),
+      key("training.seq_len", &C::seq_len, 64, "GPT tokens per sequence"),
+      key("training.seed", &C::seed, 0, "Seed of init, data order and dropout"),
+      key("training.dtype", &C::dtype, "float32", "float32 or float64"),
+      key("training.grad_clip", &C::grad_clip, 1.0,
+          "Clip the global gradient norm to this (0: off)"),
+      key("optimizer.name", &C::optimizer, "adamw", "adamw or sgd"),
+      key("optimizer.lr", &C::lr, 3e-4, "Peak learning rate"),
+      key("optimizer.beta1", &C::beta1, 0.9, "AdamW beta1"),
+      key("optimizer.beta2", &C::beta2, 0.95, "AdamW beta2"),
+      key("optimizer.eps", &C::eps, 1e-8, "AdamW epsilon"),
+      key("optimizer.weight_decay", &C::weight_decay, 0.1,
+          "Decoupled weight decay (not on biases and norms)"),
+      key("optimizer.momentum", &C::momentum, 0.9, "SGD momentum"),
+      key("lr_scheduler.warmup_steps", &C::warmup_steps, 0, "Linear warmup steps"),
+      key("lr_scheduler.decay", &C::decay, "cosine", "cosine or constant after warmup"),
+      key("lr_scheduler.min_lr_ratio", &C::min_lr_ratio, 0.1,
+          "Cosine floor as a fraction of optimizer.lr"),
+      key("eval.interval", &C::eval_interval, 0,
+          "Evaluate every this many steps (0: only at the end)"),
+      key("eval.windows", &C::eval_windows, 8,
+          "Validation windows of seq_len tokens (GPT) or batches (MLP)"),
+      key("checkpoint.format", &C::checkpoint_format, "sharded",
+          "sharded, deduped or merged (HDF5)"),
+      key("checkpoint.interval", &C::checkpoint_interval, 0,
+          "Save every this many steps (0: never)"),
+      key("checkpoint.keep", &C::checkpoint_keep, 3,
+          "Committed checkpoints kept; older ones are pruned (0: all)"),
+      key("checkpoint.load", &C::checkpoint_load, "",
+          "Resume from: a step folder, a merged .h5, or \"latest\" "
+          "(<dump_folder>/checkpoints/latest)"),
+      key("metrics.log_interval", &C::log_interval, 10,
+          "Print and record metrics every this many steps"),
+      key("metrics.peak_flops", &C::peak_flops, 0.0,
+          "Peak FLOP/s per rank for MFU (0: measured matmul rate)"),
+      key("comm.timeout_s", &C::timeout_s, 300.0, "Seconds any collective may take"),
+      key("comm.backend", &C::backend, "auto", "auto, gloo or nccl"),
+      key("comm.bucket_mb", &C::bucket_mb, 25.0, "Gradient all-reduce bucket size in MiB"),
   };
   return schema;
 }
@@ -206,141 +349,15 @@ JobConfig JobConfig::load(const std::string& path, const std::vector<std::string
 
 JobConfig JobConfig::parse(const std::string& toml_text, const std::string& source,
                            const std::vector<std::string>& overrides) {
-  Values values;
-  for (const auto& k : config_schema())
-    values[k.name] = k.default_value;
-  toml::table doc;
-  try {
-    doc = toml::parse(toml_text, source);
-  } catch (const toml::parse_error& e) {
-    throw UserError(fmt::format("config {}:{}: not valid TOML: {}", source, e.source().begin.line,
-                                e.description()));
-  }
-  for (const auto& [section, node] : doc) {
-    const int line = static_cast<int>(node.source().begin.line);
-    const toml::table* table = node.as_table();
-    VS_USER_CHECK(table != nullptr, "config {}:{}: '{}' must be a [section]", source, line,
-                  section.str());
-    for (const auto& [key, value] : *table) {
-      const std::string name = fmt::format("{}.{}", section.str(), key.str());
-      const int kline = static_cast<int>(value.source().begin.line);
-      const ConfigKey* k = find_key(name);
-      VS_USER_CHECK(k != nullptr, "config {}:{}: {}", source, kline, unknown_key_message(name));
-      auto parsed = from_node(value, k->default_value);
-      VS_USER_CHECK(parsed.has_value(), "config {}:{}: key '{}' must be {}", source, kline, name,
-                    type_name(k->default_value));
-      values[name] = *parsed;
-    }
-  }
-  for (const auto& item : overrides) {
-    const size_t eq = item.find('=');
-    VS_USER_CHECK(eq != std::string::npos, "override --{}: expected --section.key=value", item);
-    const std::string name = item.substr(0, eq);
-    const ConfigKey* k = find_key(name);
-    VS_USER_CHECK(k != nullptr, "override --{}: {}", item, unknown_key_message(name));
-    auto parsed = from_text(item.substr(eq + 1), k->default_value);
-    VS_USER_CHECK(parsed.has_value(), "override --{}: key '{}' must be {}", item, name,
-                  type_name(k->default_value));
-    values[name] = *parsed;
-  }
-
-  JobConfig c;
+  Values values = default_values();
+  read_document(parse_document(toml_text, source), source, values);
+  apply_overrides(overrides, values);
+  JobConfig c = bind_fields(values);
   c.source = source;
-  c.name = get<std::string>(values, "job.name");
-  c.dump_folder = get<std::string>(values, "job.dump_folder");
-  c.model = get<std::string>(values, "model.name");
-  c.vocab_size = get<int64_t>(values, "model.vocab_size");
-  c.block_size = get<int64_t>(values, "model.block_size");
-  c.n_layer = get<int64_t>(values, "model.n_layer");
-  c.n_head = get<int64_t>(values, "model.n_head");
-  c.n_embd = get<int64_t>(values, "model.n_embd");
-  c.dropout = get<double>(values, "model.dropout");
-  c.vocab_multiple = get<int64_t>(values, "model.vocab_multiple");
-  c.d_in = get<int64_t>(values, "model.d_in");
-  c.d_hidden = get<int64_t>(values, "model.d_hidden");
-  c.d_out = get<int64_t>(values, "model.d_out");
-  c.n_layers = get<int64_t>(values, "model.n_layers");
-  c.pp = get<int64_t>(values, "parallel.pp");
-  c.dp = get<int64_t>(values, "parallel.dp");
-  c.tp = get<int64_t>(values, "parallel.tp");
-  c.plan = get<std::string>(values, "parallel.plan");
-  c.microbatches = get<int64_t>(values, "parallel.microbatches");
-  c.data_source = get<std::string>(values, "data.source");
-  c.data_path = get<std::string>(values, "data.path");
-  c.val_fraction = get<double>(values, "data.val_fraction");
-  c.steps = get<int64_t>(values, "training.steps");
-  c.global_batch_size = get<int64_t>(values, "training.global_batch_size");
-  c.seq_len = get<int64_t>(values, "training.seq_len");
-  c.seed = get<int64_t>(values, "training.seed");
-  c.dtype = get<std::string>(values, "training.dtype");
-  c.grad_clip = get<double>(values, "training.grad_clip");
-  c.optimizer = get<std::string>(values, "optimizer.name");
-  c.lr = get<double>(values, "optimizer.lr");
-  c.beta1 = get<double>(values, "optimizer.beta1");
-  c.beta2 = get<double>(values, "optimizer.beta2");
-  c.eps = get<double>(values, "optimizer.eps");
-  c.weight_decay = get<double>(values, "optimizer.weight_decay");
-  c.momentum = get<double>(values, "optimizer.momentum");
-  c.warmup_steps = get<int64_t>(values, "lr_scheduler.warmup_steps");
-  c.decay = get<std::string>(values, "lr_scheduler.decay");
-  c.min_lr_ratio = get<double>(values, "lr_scheduler.min_lr_ratio");
-  c.eval_interval = get<int64_t>(values, "eval.interval");
-  c.eval_windows = get<int64_t>(values, "eval.windows");
-  c.checkpoint_format = get<std::string>(values, "checkpoint.format");
-  c.checkpoint_interval = get<int64_t>(values, "checkpoint.interval");
-  c.checkpoint_keep = get<int64_t>(values, "checkpoint.keep");
-  c.checkpoint_load = get<std::string>(values, "checkpoint.load");
-  c.log_interval = get<int64_t>(values, "metrics.log_interval");
-  c.peak_flops = get<double>(values, "metrics.peak_flops");
-  c.timeout_s = get<double>(values, "comm.timeout_s");
-  c.backend = get<std::string>(values, "comm.backend");
-  c.bucket_mb = get<double>(values, "comm.bucket_mb");
   c.text = effective_text(values, false);
   c.annotated_text = effective_text(values, true);
-
-  // Values and combinations.
-  auto one_of = [&](const std::string& key, const std::string& value,
-                    std::vector<std::string> allowed) {
-    VS_USER_CHECK(std::find(allowed.begin(), allowed.end(), value) != allowed.end(),
-                  "config {}: {} = \"{}\" is not one of {}", source, key, value,
-                  fmt::join(allowed, ", "));
-  };
-  one_of("model.name", c.model, {"gpt", "mlp"});
-  one_of("data.source", c.data_source, {"synthetic", "text", "tokens"});
-  one_of("training.dtype", c.dtype, {"float32", "float64"});
-  one_of("optimizer.name", c.optimizer, {"adamw", "sgd"});
-  one_of("lr_scheduler.decay", c.decay, {"cosine", "constant"});
-  one_of("comm.backend", c.backend, {"auto", "gloo", "nccl"});
-  one_of("checkpoint.format", c.checkpoint_format, {"sharded", "deduped", "merged"});
-  auto positive = [&](const std::string& key, int64_t v) {
-    VS_USER_CHECK(v >= 1, "config {}: {} = {} must be at least 1", source, key, v);
-  };
-  positive("parallel.pp", c.pp);
-  positive("parallel.dp", c.dp);
-  positive("parallel.tp", c.tp);
-  positive("parallel.microbatches", c.microbatches);
-  positive("training.steps", c.steps);
-  positive("training.global_batch_size", c.global_batch_size);
-  positive("training.seq_len", c.seq_len);
-  positive("metrics.log_interval", c.log_interval);
-  VS_USER_CHECK(c.pp == 1,
-                "config {}: parallel.pp = {}: pipeline parallelism is not available yet; use 1",
-                source, c.pp);
-  VS_USER_CHECK(c.global_batch_size % (c.dp * c.microbatches) == 0,
-                "config {}: training.global_batch_size = {} is not divisible by parallel.dp x "
-                "parallel.microbatches "
-                "= {} x {}",
-                source, c.global_batch_size, c.dp, c.microbatches);
-  VS_USER_CHECK(c.model != "gpt" || c.seq_len <= c.block_size,
-                "config {}: training.seq_len = {} is longer than model.block_size = {}", source,
-                c.seq_len, c.block_size);
-  VS_USER_CHECK(c.data_source == "synthetic" || !c.data_path.empty(),
-                "config {}: data.source = \"{}\" needs data.path", source, c.data_source);
-  VS_USER_CHECK(c.model == "gpt" || c.data_source == "synthetic",
-                "config {}: model.name = \"mlp\" trains on data.source = \"synthetic\" only",
-                source);
-  VS_USER_CHECK(c.val_fraction > 0 && c.val_fraction < 1,
-                "config {}: data.val_fraction = {} must be in (0, 1)", source, c.val_fraction);
+  check_values(c);
+  check_combinations(c);
   return c;
 }
 

@@ -1,6 +1,7 @@
 // The job config: a TOML file with torchtitan-like sections, overridable on the command line as
-// --section.key=value. Every key is declared once in a schema (name, type, default, help) that
-// drives parsing, type checks, overrides, "did you mean" suggestions and the README table.
+// --section.key=value. Every key is declared once in a schema (name, default, help and the
+// JobConfig field it fills) that drives parsing, type checks, overrides, "did you mean"
+// suggestions, the effective config text and so the README table.
 #pragma once
 
 #include <cstdint>
@@ -12,15 +13,6 @@
 namespace vescale {
 
 using ConfigValue = std::variant<int64_t, double, bool, std::string>;
-
-struct ConfigKey {
-  std::string name;  ///< "training.steps"
-  ConfigValue default_value;
-  std::string help;
-};
-
-/// Every key a job config may have, in README order.
-const std::vector<ConfigKey>& config_schema();
 
 struct JobConfig {
   // [job]
@@ -76,6 +68,22 @@ struct JobConfig {
   /// Sequences per micro-batch on one dp rank.
   int64_t micro_batch_size() const { return global_batch_size / dp / microbatches; }
 };
+
+/// The JobConfig field a key is stored in, of the type of its value.
+using ConfigField = std::variant<int64_t JobConfig::*, double JobConfig::*, bool JobConfig::*,
+                                 std::string JobConfig::*>;
+
+/// One config key, declared once: everything else (parsing, overrides, the effective text and
+/// the README table) iterates config_schema().
+struct ConfigKey {
+  std::string name;  ///< "training.steps"
+  ConfigValue default_value;
+  std::string help;
+  ConfigField field;  ///< &JobConfig::steps
+};
+
+/// Every key a job config may have, in README order.
+const std::vector<ConfigKey>& config_schema();
 
 /// "--a.b=c" and "--a.b c" forms from argv-like leftovers into "a.b=c" items; throws on others.
 std::vector<std::string> collect_overrides(const std::vector<std::string>& args);

@@ -51,6 +51,134 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
+/// The model's type in lower case ("gpt"), checked against the model the plan was written for.
+std::string checked_model_name(const Plan& plan, const Module& module) {
+  std::string model_name = module.type();
+  std::transform(model_name.begin(), model_name.end(), model_name.begin(), ::tolower);
+  VS_USER_CHECK(plan.model.empty() || plan.model == model_name,
+                "plan {}: written for model '{}', but the model is '{}'", plan.source, plan.model,
+                model_name);
+  return model_name;
+}
+
+/// Throws unless plan key `key` (at `at`) gives one placement per mesh dim.
+void check_one_per_mesh_dim(const Placements& placements, const std::string& at,
+                            const std::string& key, const DeviceMesh& mesh) {
+  VS_USER_CHECK(static_cast<int>(placements.size()) == mesh.ndim(),
+                "plan {}: key '{}' gives {} placements {} but the mesh {} has {} dims", at, key,
+                placements.size(), placements_str(placements), mesh.str(), mesh.ndim());
+}
+
+/// The placements of `rule` checked against parameter `fqn` and normalized for its shape.
+Placements checked_placements(const PlanParameterRule& rule, const std::string& at,
+                              const std::string& fqn, const Parameter& p) {
+  const int64_t ndim = static_cast<int64_t>(p.shape.size());
+  for (const auto& placement : rule.placements) {
+    VS_USER_CHECK(!placement.is_partial(),
+                  "plan {}: key '{}': a parameter cannot be {} (use R or S(d))", at, rule.key,
+                  placement.str());
+    VS_USER_CHECK(!placement.is_shard() || (placement.dim >= -ndim && placement.dim < ndim),
+                  "plan {}: key '{}': {} does not fit parameter {} of shape {}", at, rule.key,
+                  placement.str(), fqn, shape_str(p.shape));
+  }
+  Placements normalized;
+  for (const auto& placement : rule.placements)
+    normalized.push_back(placement.normalized(p.shape.size()));
+  return normalized;
+}
+
+/// Gives `target` (parameter `fqn`) the placements of `rule`, with a warning when that overrides
+/// other placements from another key.
+void apply_parameter_rule(const PlanParameterRule& rule, const std::string& at,
+                          const std::string& fqn, const Parameter& p, ParamPlacement& target,
+                          std::vector<std::string>& warnings) {
+  const Placements placements = checked_placements(rule, at, fqn, p);
+  if (!target.key.empty() && target.key != rule.key && target.placements != placements) {
+    warnings.push_back(fmt::format(
+        "plan {}: key '{}' overrides key '{}' for parameter {} ({} -> {})", at, rule.key,
+        target.key, fqn, placements_str(target.placements), placements_str(placements)));
+  }
+  target.placements = placements;
+  target.key = rule.key;
+}
+
+/// Every parameter Replicate, then each rule on the parameters it matches: later keys override
+/// earlier ones; a tied parameter's names must agree.
+void place_parameters(const Plan& plan, Module& module, const DeviceMesh& mesh,
+                      const std::string& model_name, ResolvedPlan& out) {
+  const auto names = module.all_parameter_names();
+  std::vector<std::string> fqns;
+  for (const auto& n : names)
+    fqns.push_back(n.first);
+  std::map<const Parameter*, size_t> index_of;
+  for (const auto& [fqn, p] : module.named_parameters()) {
+    index_of[p.get()] = out.parameters.size();
+    out.parameters.push_back({fqn, p->shape, Placements(mesh.ndim(), Placement::replicate()), ""});
+  }
+  for (const auto& rule : plan.parameter) {
+    const std::string at = plan_location(plan.source, rule.line);
+    check_one_per_mesh_dim(rule.placements, at, rule.key, mesh);
+    bool matched = false;
+    for (const auto& [fqn, p] : names) {
+      if (!fqn_matches(rule.key, fqn)) continue;
+      matched = true;
+      apply_parameter_rule(rule, at, fqn, *p, out.parameters[index_of.at(p.get())], out.warnings);
+    }
+    VS_USER_CHECK(matched, "plan {}: key '{}' matches no parameter of {}{}", at, rule.key,
+                  model_name, suggestion(rule.key, fqns));
+  }
+}
+
+/// A warning for each parameter sharded over a mesh dim larger than its own dim.
+void warn_small_shards(const std::string& source, const DeviceMesh& mesh, ResolvedPlan& out) {
+  for (const auto& p : out.parameters) {
+    for (int i = 0; i < mesh.ndim(); ++i) {
+      const Placement& pl = p.placements[i];
+      if (pl.is_shard() && p.shape[pl.dim] < mesh.size(i)) {
+        out.warnings.push_back(fmt::format(
+            "plan {}: parameter {} of shape {} has dim {} smaller than mesh dim {} "
+            "({}): some ranks hold empty shards",
+            source, p.fqn, shape_str(p.shape), pl.dim, mesh.dim_names()[i], mesh.size(i)));
+      }
+    }
+  }
+}
+
+/// Module `name`'s hook from `rule`, replacing (with a warning) one an earlier key gave it.
+void add_hook(const PlanForwardRule& rule, const std::string& at, const std::string& name,
+              const DeviceMesh& mesh, ResolvedPlan& out) {
+  for (const auto& placements : rule.placements)
+    check_one_per_mesh_dim(placements, at, rule.key, mesh);
+  auto existing = std::find_if(out.hooks.begin(), out.hooks.end(), [&](const auto& h) {
+    return h.module == name && h.input == rule.input;
+  });
+  if (existing != out.hooks.end()) {
+    out.warnings.push_back(fmt::format("plan {}: key '{}' overrides key '{}' for module '{}'", at,
+                                       rule.key, existing->key, name));
+    out.hooks.erase(existing);
+  }
+  out.hooks.push_back({name, rule.input, rule.placements, rule.key});
+}
+
+/// Each forward rule as hooks on the modules it matches.
+void resolve_hooks(const Plan& plan, Module& module, const DeviceMesh& mesh,
+                   const std::string& model_name, ResolvedPlan& out) {
+  std::vector<std::string> module_names;
+  for (const auto& [fqn, m] : module.named_modules())
+    module_names.push_back(fqn);
+  for (const auto& rule : plan.forward) {
+    const std::string at = plan_location(plan.source, rule.line);
+    bool matched = false;
+    for (const auto& name : module_names) {
+      if (!(rule.module.empty() ? name.empty() : fqn_matches(rule.module, name))) continue;
+      matched = true;
+      add_hook(rule, at, name, mesh, out);
+    }
+    VS_USER_CHECK(matched, "plan {}: forward key '{}' matches no module of {}{}", at, rule.key,
+                  model_name, suggestion(rule.module, module_names));
+  }
+}
+
 }  // namespace
 
 Plan replicate_plan(const std::string& model) {
@@ -62,100 +190,11 @@ Plan replicate_plan(const std::string& model) {
 }
 
 ResolvedPlan resolve_plan(const Plan& plan, Module& module, const DeviceMesh& mesh) {
+  const std::string model_name = checked_model_name(plan, module);
   ResolvedPlan out;
-  std::string model_name = module.type();
-  std::transform(model_name.begin(), model_name.end(), model_name.begin(), ::tolower);
-  VS_USER_CHECK(plan.model.empty() || plan.model == model_name,
-                "plan {}: written for model '{}', but the model is '{}'", plan.source, plan.model,
-                model_name);
-  const auto names = module.all_parameter_names();
-  std::vector<std::string> fqns;
-  for (const auto& n : names)
-    fqns.push_back(n.first);
-
-  // Parameters: later keys override earlier ones; a tied parameter's names must agree.
-  std::map<const Parameter*, size_t> index_of;
-  for (const auto& [fqn, p] : module.named_parameters()) {
-    index_of[p.get()] = out.parameters.size();
-    out.parameters.push_back({fqn, p->shape, Placements(mesh.ndim(), Placement::replicate()), ""});
-  }
-  for (const auto& rule : plan.parameter) {
-    const std::string at =
-        rule.line > 0 ? fmt::format("{}:{}", plan.source, rule.line) : plan.source;
-    VS_USER_CHECK(static_cast<int>(rule.placements.size()) == mesh.ndim(),
-                  "plan {}: key '{}' gives {} placements {} but the mesh {} has {} dims", at,
-                  rule.key, rule.placements.size(), placements_str(rule.placements), mesh.str(),
-                  mesh.ndim());
-    bool matched = false;
-    for (const auto& [fqn, p] : names) {
-      if (!fqn_matches(rule.key, fqn)) continue;
-      matched = true;
-      ParamPlacement& target = out.parameters[index_of.at(p.get())];
-      for (const auto& placement : rule.placements) {
-        VS_USER_CHECK(!placement.is_partial(),
-                      "plan {}: key '{}': a parameter cannot be {} (use R or S(d))", at, rule.key,
-                      placement.str());
-        const int64_t ndim = static_cast<int64_t>(p->shape.size());
-        VS_USER_CHECK(!placement.is_shard() || (placement.dim >= -ndim && placement.dim < ndim),
-                      "plan {}: key '{}': {} does not fit parameter {} of shape {}", at, rule.key,
-                      placement.str(), fqn, shape_str(p->shape));
-      }
-      Placements normalized;
-      for (const auto& placement : rule.placements)
-        normalized.push_back(placement.normalized(p->shape.size()));
-      if (!target.key.empty() && target.key != rule.key && target.placements != normalized) {
-        out.warnings.push_back(fmt::format(
-            "plan {}: key '{}' overrides key '{}' for parameter {} ({} -> {})", at, rule.key,
-            target.key, fqn, placements_str(target.placements), placements_str(normalized)));
-      }
-      target.placements = normalized;
-      target.key = rule.key;
-    }
-    VS_USER_CHECK(matched, "plan {}: key '{}' matches no parameter of {}{}", at, rule.key,
-                  model_name, suggestion(rule.key, fqns));
-  }
-  for (const auto& p : out.parameters) {
-    for (int i = 0; i < mesh.ndim(); ++i) {
-      const Placement& pl = p.placements[i];
-      if (pl.is_shard() && p.shape[pl.dim] < mesh.size(i)) {
-        out.warnings.push_back(fmt::format(
-            "plan {}: parameter {} of shape {} has dim {} smaller than mesh dim {} "
-            "({}): some ranks hold empty shards",
-            plan.source, p.fqn, shape_str(p.shape), pl.dim, mesh.dim_names()[i], mesh.size(i)));
-      }
-    }
-  }
-
-  // Forward hooks.
-  std::vector<std::string> module_names;
-  for (const auto& [fqn, m] : module.named_modules())
-    module_names.push_back(fqn);
-  for (const auto& rule : plan.forward) {
-    const std::string at =
-        rule.line > 0 ? fmt::format("{}:{}", plan.source, rule.line) : plan.source;
-    bool matched = false;
-    for (const auto& name : module_names) {
-      if (!(rule.module.empty() ? name.empty() : fqn_matches(rule.module, name))) continue;
-      matched = true;
-      for (const auto& placements : rule.placements) {
-        VS_USER_CHECK(static_cast<int>(placements.size()) == mesh.ndim(),
-                      "plan {}: key '{}' gives {} placements {} but the mesh {} has {} dims", at,
-                      rule.key, placements.size(), placements_str(placements), mesh.str(),
-                      mesh.ndim());
-      }
-      auto existing = std::find_if(out.hooks.begin(), out.hooks.end(), [&](const auto& h) {
-        return h.module == name && h.input == rule.input;
-      });
-      if (existing != out.hooks.end()) {
-        out.warnings.push_back(fmt::format("plan {}: key '{}' overrides key '{}' for module '{}'",
-                                           at, rule.key, existing->key, name));
-        out.hooks.erase(existing);
-      }
-      out.hooks.push_back({name, rule.input, rule.placements, rule.key});
-    }
-    VS_USER_CHECK(matched, "plan {}: forward key '{}' matches no module of {}{}", at, rule.key,
-                  model_name, suggestion(rule.module, module_names));
-  }
+  place_parameters(plan, module, mesh, model_name, out);
+  warn_small_shards(plan.source, mesh, out);
+  resolve_hooks(plan, module, mesh, model_name, out);
   return out;
 }
 

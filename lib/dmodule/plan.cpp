@@ -29,8 +29,90 @@ void check_top_key(const std::string& key, const std::string& source) {
                               fmt::join(kTopKeys, ", ")));
 }
 
+/// A plan in either syntax as one tree: a string, a list or a table (entries in file order), with
+/// the line it starts on where the syntax tells (TOML; 0 for JSON).
+struct PlanNode {
+  enum class Kind { kString, kList, kTable, kOther };
+  Kind kind = Kind::kOther;
+  int line = 0;
+  std::string text;
+  std::vector<PlanNode> items;
+  std::vector<std::pair<std::string, PlanNode>> entries;
+};
+
+/// How errors word what differs between the syntaxes.
+struct PlanSyntax {
+  const char* parameter_not_table;
+  const char* forward_not_table;
+  const char* placement_examples;
+};
+
+const PlanSyntax kJsonSyntax = {"'parameter' must map FQN patterns to placements",
+                                "'forward' must map module .input/.output keys to placements",
+                                "\"S(0)\" or \"R\""};
+const PlanSyntax kTomlSyntax = {"[parameter] must be a table", "[forward] must be a table",
+                                "\"S(0)\""};
+
+PlanNode from_json(const nlohmann::ordered_json& value) {
+  PlanNode node;
+  if (value.is_string()) {
+    node.kind = PlanNode::Kind::kString;
+    node.text = value.get<std::string>();
+  } else if (value.is_array()) {
+    node.kind = PlanNode::Kind::kList;
+    for (const auto& item : value)
+      node.items.push_back(from_json(item));
+  } else if (value.is_object()) {
+    node.kind = PlanNode::Kind::kTable;
+    for (const auto& [k, v] : value.items())
+      node.entries.emplace_back(k, from_json(v));
+  }
+  return node;
+}
+
+PlanNode from_toml(const toml::node& value) {
+  PlanNode node;
+  node.line = static_cast<int>(value.source().begin.line);
+  if (auto str = value.value<std::string>()) {
+    node.kind = PlanNode::Kind::kString;
+    node.text = *str;
+  } else if (const toml::array* list = value.as_array()) {
+    node.kind = PlanNode::Kind::kList;
+    for (const auto& item : *list)
+      node.items.push_back(from_toml(item));
+  } else if (const toml::table* table = value.as_table()) {
+    node.kind = PlanNode::Kind::kTable;
+    // Tables are unordered in toml++: keep the file's order (later keys override earlier ones).
+    std::vector<std::pair<std::string, const toml::node*>> entries;
+    for (const auto& [k, v] : *table)
+      entries.emplace_back(std::string(k.str()), &v);
+    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+      return a.second->source().begin.line < b.second->source().begin.line;
+    });
+    for (const auto& [k, v] : entries)
+      node.entries.emplace_back(k, from_toml(*v));
+  }
+  return node;
+}
+
+/// ["S(0)", "R"]: the placements of `key`, whose line is `line`.
+Placements placement_list(const PlanNode& value, const std::string& key, int line,
+                          const std::string& source, const PlanSyntax& syntax) {
+  const std::string at = plan_location(source, line);
+  VS_USER_CHECK(value.kind == PlanNode::Kind::kList && !value.items.empty(),
+                "plan {}: key '{}' needs a list of placements like [\"S(0)\"]", at, key);
+  Placements out;
+  for (const auto& item : value.items) {
+    VS_USER_CHECK(item.kind == PlanNode::Kind::kString,
+                  "plan {}: key '{}': placements are strings like {}", at, key,
+                  syntax.placement_examples);
+    out.push_back(Placement::parse(item.text, fmt::format("plan {}: key '{}'", at, key)));
+  }
+  return out;
+}
+
 /// "transformer.h.*.attn.input" -> module "transformer.h.*.attn", input.
-PlanForwardRule forward_rule(const std::string& key, const std::string& source, int line) {
+PlanForwardRule forward_rule_target(const std::string& key, const std::string& source, int line) {
   PlanForwardRule rule;
   rule.key = key;
   rule.line = line;
@@ -54,8 +136,44 @@ PlanForwardRule forward_rule(const std::string& key, const std::string& source, 
   return rule;
 }
 
-std::string where(const std::string& source, int line) {
-  return line > 0 ? fmt::format("{}:{}", source, line) : source;
+/// "fc1.input" = [["R"]]: one placement list per tensor.
+PlanForwardRule forward_rule(const std::string& key, const PlanNode& value,
+                             const std::string& source, const PlanSyntax& syntax) {
+  PlanForwardRule rule = forward_rule_target(key, source, value.line);
+  VS_USER_CHECK(value.kind == PlanNode::Kind::kList && !value.items.empty() &&
+                    value.items.front().kind == PlanNode::Kind::kList,
+                "plan {}: forward key '{}' needs one placement list per tensor, e.g. [[\"R\"]]",
+                plan_location(source, value.line), key);
+  for (const auto& per_tensor : value.items)
+    rule.placements.push_back(placement_list(per_tensor, key, value.line, source, syntax));
+  return rule;
+}
+
+/// The plan a document of either syntax describes.
+Plan plan_from_tree(const PlanNode& doc, const std::string& source, const PlanSyntax& syntax) {
+  Plan plan;
+  plan.source = source;
+  for (const auto& [key, node] : doc.entries) {
+    check_top_key(key, source);
+    if (key == "model" || key == "description") {
+      VS_USER_CHECK(node.kind == PlanNode::Kind::kString, "plan {}: '{}' must be a string",
+                    plan_location(source, node.line), key);
+      (key == "model" ? plan.model : plan.description) = node.text;
+      continue;
+    }
+    const bool parameter = key == "parameter";
+    VS_USER_CHECK(node.kind == PlanNode::Kind::kTable, "plan {}: {}",
+                  plan_location(source, node.line),
+                  parameter ? syntax.parameter_not_table : syntax.forward_not_table);
+    for (const auto& [k, v] : node.entries) {
+      if (parameter) {
+        plan.parameter.push_back({k, placement_list(v, k, v.line, source, syntax), v.line});
+      } else {
+        plan.forward.push_back(forward_rule(k, v, source, syntax));
+      }
+    }
+  }
+  return plan;
 }
 
 }  // namespace
@@ -68,47 +186,7 @@ Plan Plan::parse_json(const std::string& text, const std::string& source) {
     throw UserError(fmt::format("plan {}: not valid JSON: {}", source, e.what()));
   }
   VS_USER_CHECK(doc.is_object(), "plan {}: the top level must be an object", source);
-  Plan plan;
-  plan.source = source;
-  auto placement_list = [&](const nlohmann::ordered_json& v, const std::string& key) {
-    VS_USER_CHECK(v.is_array() && !v.empty(),
-                  "plan {}: key '{}' needs a list of placements like [\"S(0)\"]", source, key);
-    Placements out;
-    for (const auto& item : v) {
-      VS_USER_CHECK(item.is_string(),
-                    "plan {}: key '{}': placements are strings like \"S(0)\" or \"R\"", source,
-                    key);
-      out.push_back(
-          Placement::parse(item.get<std::string>(), fmt::format("plan {}: key '{}'", source, key)));
-    }
-    return out;
-  };
-  for (const auto& [key, value] : doc.items()) {
-    check_top_key(key, source);
-    if (key == "model" || key == "description") {
-      VS_USER_CHECK(value.is_string(), "plan {}: '{}' must be a string", source, key);
-      (key == "model" ? plan.model : plan.description) = value.get<std::string>();
-    } else if (key == "parameter") {
-      VS_USER_CHECK(value.is_object(), "plan {}: 'parameter' must map FQN patterns to placements",
-                    source);
-      for (const auto& [k, v] : value.items())
-        plan.parameter.push_back({k, placement_list(v, k), 0});
-    } else {
-      VS_USER_CHECK(value.is_object(),
-                    "plan {}: 'forward' must map module .input/.output keys to placements", source);
-      for (const auto& [k, v] : value.items()) {
-        PlanForwardRule rule = forward_rule(k, source, 0);
-        VS_USER_CHECK(
-            v.is_array() && !v.empty() && v[0].is_array(),
-            "plan {}: forward key '{}' needs one placement list per tensor, e.g. [[\"R\"]]", source,
-            k);
-        for (const auto& per_tensor : v)
-          rule.placements.push_back(placement_list(per_tensor, k));
-        plan.forward.push_back(rule);
-      }
-    }
-  }
-  return plan;
+  return plan_from_tree(from_json(doc), source, kJsonSyntax);
 }
 
 Plan Plan::parse_toml(const std::string& text, const std::string& source) {
@@ -119,62 +197,11 @@ Plan Plan::parse_toml(const std::string& text, const std::string& source) {
     throw UserError(fmt::format("plan {}:{}: not valid TOML: {}", source, e.source().begin.line,
                                 e.description()));
   }
-  Plan plan;
-  plan.source = source;
-  auto placement_list = [&](const toml::node& v, const std::string& key, int line) {
-    const toml::array* list = v.as_array();
-    VS_USER_CHECK(list && !list->empty(),
-                  "plan {}: key '{}' needs a list of placements like [\"S(0)\"]",
-                  where(source, line), key);
-    Placements out;
-    for (const auto& item : *list) {
-      auto str = item.value<std::string>();
-      VS_USER_CHECK(str.has_value(), "plan {}: key '{}': placements are strings like \"S(0)\"",
-                    where(source, line), key);
-      out.push_back(
-          Placement::parse(*str, fmt::format("plan {}: key '{}'", where(source, line), key)));
-    }
-    return out;
-  };
-  // Tables are unordered in toml++: keep the file's order (later keys override earlier ones).
-  auto in_file_order = [](const toml::table& table) {
-    std::vector<std::pair<std::string, const toml::node*>> entries;
-    for (const auto& [k, v] : table)
-      entries.emplace_back(std::string(k.str()), &v);
-    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
-      return a.second->source().begin.line < b.second->source().begin.line;
-    });
-    return entries;
-  };
-  for (const auto& [key, node] : in_file_order(doc)) {
-    check_top_key(key, source);
-    const int line = static_cast<int>(node->source().begin.line);
-    if (key == "model" || key == "description") {
-      auto str = node->value<std::string>();
-      VS_USER_CHECK(str.has_value(), "plan {}: '{}' must be a string", where(source, line), key);
-      (key == "model" ? plan.model : plan.description) = *str;
-      continue;
-    }
-    const toml::table* table = node->as_table();
-    VS_USER_CHECK(table != nullptr, "plan {}: [{}] must be a table", where(source, line), key);
-    for (const auto& [k, v] : in_file_order(*table)) {
-      const int kline = static_cast<int>(v->source().begin.line);
-      if (key == "parameter") {
-        plan.parameter.push_back({k, placement_list(*v, k, kline), kline});
-      } else {
-        PlanForwardRule rule = forward_rule(k, source, kline);
-        const toml::array* lists = v->as_array();
-        VS_USER_CHECK(
-            lists && !lists->empty() && lists->front().is_array(),
-            "plan {}: forward key '{}' needs one placement list per tensor, e.g. [[\"R\"]]",
-            where(source, kline), k);
-        for (const auto& per_tensor : *lists)
-          rule.placements.push_back(placement_list(per_tensor, k, kline));
-        plan.forward.push_back(rule);
-      }
-    }
-  }
-  return plan;
+  return plan_from_tree(from_toml(doc), source, kTomlSyntax);
+}
+
+std::string plan_location(const std::string& source, int line) {
+  return line > 0 ? fmt::format("{}:{}", source, line) : source;
 }
 
 std::string plan_zoo_dir() {

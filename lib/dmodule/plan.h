@@ -37,6 +37,10 @@ struct Plan {
   static Plan parse_toml(const std::string& text, const std::string& source);
 };
 
+/// Where a plan rule stands for messages: "plan.toml:12", or the source alone when its line is
+/// unknown (0: JSON).
+std::string plan_location(const std::string& source, int line);
+
 /// The folder of the plan zoo: $VESCALE_PLANS_DIR, else the plans/ folder of this build.
 std::string plan_zoo_dir();
 /// Zoo plan names ("gpt/megatron-sp", ...), sorted.

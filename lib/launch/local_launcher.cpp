@@ -13,7 +13,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "core/error.h"
@@ -179,21 +181,41 @@ void signal_all(std::vector<Worker>& workers, int sig) {
   }
 }
 
-}  // namespace
+/// While it lives, SIGINT and SIGTERM to the launcher are recorded in g_forward_signal (for the
+/// workers) instead of ending it.
+class SignalForwarding {
+ public:
+  SignalForwarding() {
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGINT, &action, &old_int_);
+    ::sigaction(SIGTERM, &action, &old_term_);
+    g_forward_signal = 0;
+  }
+  ~SignalForwarding() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  SignalForwarding(const SignalForwarding&) = delete;
+  SignalForwarding& operator=(const SignalForwarding&) = delete;
 
-LaunchOutcome run_local_workers(const LocalLaunchOptions& options) {
-  VS_CHECK(options.nproc >= 1, "[launch] need at least one worker, got {}", options.nproc);
-  VS_CHECK(!options.argv.empty(), "[launch] no worker command");
-  const int port = options.master_port > 0 ? options.master_port : find_free_port();
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
 
-  struct sigaction action {
-  }, old_int{}, old_term{};
-  action.sa_handler = on_signal;
-  sigemptyset(&action.sa_mask);
-  ::sigaction(SIGINT, &action, &old_int);
-  ::sigaction(SIGTERM, &action, &old_term);
-  g_forward_signal = 0;
+using Clock = std::chrono::steady_clock;
 
+/// The workers and what supervising them has found so far.
+struct Supervision {
+  std::vector<Worker> workers;
+  int alive = 0;
+  LaunchOutcome outcome;
+  std::optional<Clock::time_point> kill_deadline;  ///< when SIGTERM'd workers get SIGKILL
+};
+
+std::vector<Worker> spawn_all(const LocalLaunchOptions& options, int port) {
   std::vector<Worker> workers;
   for (int rank = 0; rank < options.nproc; ++rank)
     workers.push_back(spawn(options, rank, port));
@@ -201,80 +223,115 @@ LaunchOutcome run_local_workers(const LocalLaunchOptions& options) {
     write_all(STDERR_FILENO, fmt::format("[launch] rank {} pid {} (rendezvous {}:{})\n", w.rank,
                                          w.pid, options.master_addr, port));
   }
+  return workers;
+}
 
-  LaunchOutcome outcome;
-  using Clock = std::chrono::steady_clock;
-  std::optional<Clock::time_point> kill_deadline;
-  int alive = options.nproc;
-  while (true) {
-    std::vector<pollfd> fds;
-    std::vector<std::pair<size_t, bool>> owners;  // worker index, is stderr
-    for (size_t i = 0; i < workers.size(); ++i) {
-      if (workers[i].out_fd >= 0) {
-        fds.push_back({workers[i].out_fd, POLLIN, 0});
-        owners.push_back({i, false});
-      }
-      if (workers[i].err_fd >= 0) {
-        fds.push_back({workers[i].err_fd, POLLIN, 0});
-        owners.push_back({i, true});
-      }
+/// The open output pipes of the workers, to poll.
+struct Pipes {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<size_t, bool>> owners;  // worker index, is stderr
+};
+
+Pipes open_pipes(const std::vector<Worker>& workers) {
+  Pipes pipes;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (workers[i].out_fd >= 0) {
+      pipes.fds.push_back({workers[i].out_fd, POLLIN, 0});
+      pipes.owners.push_back({i, false});
     }
-    if (fds.empty() && alive == 0) break;
-    if (!fds.empty()) {
-      ::poll(fds.data(), fds.size(), 100);
+    if (workers[i].err_fd >= 0) {
+      pipes.fds.push_back({workers[i].err_fd, POLLIN, 0});
+      pipes.owners.push_back({i, true});
+    }
+  }
+  return pipes;
+}
+
+/// Waits up to 100 ms for output and forwards it. False once every pipe is closed and every
+/// worker has ended.
+bool forward_output(Supervision& s, const LocalLaunchOptions& options) {
+  Pipes pipes = open_pipes(s.workers);
+  if (pipes.fds.empty() && s.alive == 0) return false;
+  if (!pipes.fds.empty()) {
+    ::poll(pipes.fds.data(), pipes.fds.size(), 100);
+  } else {
+    ::usleep(100 * 1000);
+  }
+  for (size_t k = 0; k < pipes.fds.size(); ++k) {
+    if (pipes.fds[k].revents == 0) continue;
+    Worker& w = s.workers[pipes.owners[k].first];
+    if (pipes.owners[k].second) {
+      pump(w, w.err_fd, w.err_partial, STDERR_FILENO, options.prefix_output);
     } else {
-      ::usleep(100 * 1000);
-    }
-    for (size_t k = 0; k < fds.size(); ++k) {
-      if (fds[k].revents == 0) continue;
-      Worker& w = workers[owners[k].first];
-      if (owners[k].second) {
-        pump(w, w.err_fd, w.err_partial, STDERR_FILENO, options.prefix_output);
-      } else {
-        // Rank 0's stdout is the command's result (a table, a report): forwarded as it is.
-        pump(w, w.out_fd, w.out_partial, STDOUT_FILENO, options.prefix_output && w.rank != 0);
-      }
-    }
-
-    // Reap workers that ended; the first failure stops the rest.
-    for (auto& w : workers) {
-      if (!w.running) continue;
-      int status = 0;
-      if (::waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
-      w.running = false;
-      w.status = status;
-      --alive;
-      if (failed(status) && outcome.failed_rank < 0) {
-        outcome.failed_rank = w.rank;
-        outcome.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-        outcome.failure =
-            fmt::format("rank {} (pid {}) {}", w.rank, w.pid, describe_status(status));
-        signal_all(workers, SIGTERM);
-        kill_deadline = Clock::now() + options.grace;
-      }
-    }
-    if (const int sig = g_forward_signal.exchange(0); sig != 0) {
-      signal_all(workers, sig);
-      if (!kill_deadline) kill_deadline = Clock::now() + options.grace;
-    }
-    if (kill_deadline && Clock::now() > *kill_deadline) {
-      signal_all(workers, SIGKILL);
-      kill_deadline.reset();
+      // Rank 0's stdout is the command's result (a table, a report): forwarded as it is.
+      pump(w, w.out_fd, w.out_partial, STDOUT_FILENO, options.prefix_output && w.rank != 0);
     }
   }
+  return true;
+}
 
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
-
-  if (outcome.failed_rank >= 0) {
-    const Worker& w = workers[outcome.failed_rank];
-    if (!w.last_line.empty()) outcome.failure += fmt::format("; its last line: {}", w.last_line);
-    int stopped = 0;
-    for (const auto& other : workers)
-      stopped += other.rank != w.rank && failed(other.status);
-    if (stopped > 0) outcome.failure += fmt::format(" ({} other workers were stopped)", stopped);
+/// Reaps workers that ended; the first failure is the outcome and stops the rest.
+void reap_ended(Supervision& s, const LocalLaunchOptions& options) {
+  for (auto& w : s.workers) {
+    if (!w.running) continue;
+    int status = 0;
+    if (::waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
+    w.running = false;
+    w.status = status;
+    --s.alive;
+    if (failed(status) && s.outcome.failed_rank < 0) {
+      s.outcome.failed_rank = w.rank;
+      s.outcome.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+      s.outcome.failure =
+          fmt::format("rank {} (pid {}) {}", w.rank, w.pid, describe_status(status));
+      signal_all(s.workers, SIGTERM);
+      s.kill_deadline = Clock::now() + options.grace;
+    }
   }
-  return outcome;
+}
+
+/// Passes a signal the launcher got on to the workers, and SIGKILLs those still running once
+/// the grace time after a stop is over.
+void stop_others(Supervision& s, const LocalLaunchOptions& options) {
+  if (const int sig = g_forward_signal.exchange(0); sig != 0) {
+    signal_all(s.workers, sig);
+    if (!s.kill_deadline) s.kill_deadline = Clock::now() + options.grace;
+  }
+  if (s.kill_deadline && Clock::now() > *s.kill_deadline) {
+    signal_all(s.workers, SIGKILL);
+    s.kill_deadline.reset();
+  }
+}
+
+/// The failure with the failed worker's last line and how many others were stopped.
+void report_failure(Supervision& s) {
+  if (s.outcome.failed_rank < 0) return;
+  const Worker& w = s.workers[s.outcome.failed_rank];
+  if (!w.last_line.empty()) s.outcome.failure += fmt::format("; its last line: {}", w.last_line);
+  int stopped = 0;
+  for (const auto& other : s.workers)
+    stopped += other.rank != w.rank && failed(other.status);
+  if (stopped > 0) s.outcome.failure += fmt::format(" ({} other workers were stopped)", stopped);
+}
+
+}  // namespace
+
+LaunchOutcome run_local_workers(const LocalLaunchOptions& options) {
+  VS_CHECK(options.nproc >= 1, "[launch] need at least one worker, got {}", options.nproc);
+  VS_CHECK(!options.argv.empty(), "[launch] no worker command");
+  const int port = options.master_port > 0 ? options.master_port : find_free_port();
+  Supervision s;
+  {
+    SignalForwarding forwarding;
+    s.workers = spawn_all(options, port);
+    s.alive = options.nproc;
+    while (forward_output(s, options)) {
+      reap_ended(s, options);
+      stop_others(s, options);
+    }
+  }
+  report_failure(s);
+  return s.outcome;
 }
 
 }  // namespace vescale

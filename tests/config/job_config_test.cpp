@@ -1,6 +1,9 @@
 #include "config/job_config.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <type_traits>
 
 #include "core/error.h"
 
@@ -54,6 +57,54 @@ TEST(JobConfig, ErrorsNameFileLineAndKey) {
             std::string::npos);
   EXPECT_NE(error_of("[data]\nsource = \"text\"\n").find("needs data.path"), std::string::npos);
   EXPECT_NE(error_of("steps = 3\n").find("must be a [section]"), std::string::npos);
+}
+
+bool same_field(const JobConfig& a, const JobConfig& b, const ConfigField& field) {
+  return std::visit([&](auto f) { return a.*f == b.*f; }, field);
+}
+
+/// A command-line value other than `v`, of its type.
+std::string changed_value(const ConfigValue& v) {
+  switch (v.index()) {
+    case 0:
+      return std::to_string(std::get<int64_t>(v) + 1);
+    case 1:
+      return fmt::format("{}", std::get<double>(v) + 0.25);
+    case 2:
+      return std::get<bool>(v) ? "false" : "true";
+    default:
+      return "changed";
+  }
+}
+
+TEST(JobConfig, EveryKeyFillsItsOwnField) {
+  const JobConfig defaults = JobConfig::parse("", "j");
+  const auto& schema = config_schema();
+  for (size_t i = 0; i < schema.size(); ++i) {
+    std::visit(
+        [&](auto field) {
+          using T = std::decay_t<decltype(defaults.*field)>;
+          EXPECT_EQ(defaults.*field, std::get<T>(schema[i].default_value)) << schema[i].name;
+        },
+        schema[i].field);
+    for (size_t j = 0; j < i; ++j)
+      EXPECT_FALSE(schema[i].field == schema[j].field) << schema[i].name << " " << schema[j].name;
+  }
+  // Each key set away from its default changes its own field and no other (keys whose rules
+  // reject the changed value are skipped).
+  size_t checked = 0;
+  for (const auto& k : schema) {
+    JobConfig c;
+    try {
+      c = JobConfig::parse("", "j", {k.name + "=" + changed_value(k.default_value)});
+    } catch (const UserError&) {
+      continue;
+    }
+    ++checked;
+    for (const auto& other : schema)
+      EXPECT_EQ(same_field(c, defaults, other.field), other.name != k.name) << k.name;
+  }
+  EXPECT_GE(checked, 40u);
 }
 
 }  // namespace
