@@ -119,6 +119,13 @@ struct Group::Impl {
 
   void record(CommKind kind, int64_t bytes) const { stats->record(options.label, kind, bytes); }
 
+  /// Tensors handed to the group must live on its device.
+  void check_device(const at::Tensor& tensor, const char* what) const {
+    VS_CHECK(tensor.device() == options.device,
+             "[comm] {} over {}: the tensor is on {}, but the group works on {}", what, describe(),
+             tensor.device().str(), options.device.str());
+  }
+
   /// Runs a c10d call and turns its failures into our errors, naming the collective and group.
   template <typename F>
   auto guarded(const char* what, F&& f) const {
@@ -248,6 +255,9 @@ Backend Group::backend() const {
 std::chrono::milliseconds Group::timeout() const {
   return impl_->options.timeout;
 }
+Device Group::device() const {
+  return impl_->options.device;
+}
 const std::vector<int>& Group::root_ranks() const {
   return impl_->root_ranks;
 }
@@ -274,6 +284,7 @@ Work Group::all_reduce_async(at::Tensor& tensor, ReduceOp op) const {
   VS_CHECK(op != ReduceOp::kAvg || at::isFloatingType(tensor.scalar_type()),
            "[comm] all_reduce avg needs a floating tensor, got {}",
            c10::toString(tensor.scalar_type()));
+  impl_->check_device(tensor, "all_reduce");
   if (n == 1) return Work();
   at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
   std::vector<at::Tensor> tensors{buffer};
@@ -295,12 +306,13 @@ Work Group::all_reduce_async(at::Tensor& tensor, ReduceOp op) const {
 at::Tensor Group::all_gather(const at::Tensor& local, int64_t dim,
                              std::vector<int64_t> sizes) const {
   const int n = impl_->size;
+  impl_->check_device(local, "all_gather");
   if (n == 1) return local;
   VS_CHECK(local.dim() > 0, "[comm] all_gather needs a tensor with at least one dim");
   dim = c10::maybe_wrap_dim(dim, local.dim());
   if (sizes.empty()) {
-    at::Tensor mine = at::full({1}, local.size(dim), at::kLong);
-    at::Tensor all = all_gather(mine, 0, std::vector<int64_t>(n, 1));
+    at::Tensor mine = at::full({1}, local.size(dim), at::dtype(at::kLong).device(device()));
+    at::Tensor all = all_gather(mine, 0, std::vector<int64_t>(n, 1)).cpu();
     sizes.assign(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + n);
   }
   VS_CHECK(static_cast<int>(sizes.size()) == n && sizes[impl_->rank] == local.size(dim),
@@ -351,6 +363,7 @@ at::Tensor Group::reduce_scatter(const at::Tensor& input, int64_t dim, ReduceOp 
   VS_CHECK(op != ReduceOp::kAvg || at::isFloatingType(input.scalar_type()),
            "[comm] reduce_scatter avg needs a floating tensor, got {}",
            c10::toString(input.scalar_type()));
+  impl_->check_device(input, "reduce_scatter");
   if (n == 1) return input;
   VS_CHECK(input.dim() > 0, "[comm] reduce_scatter needs a tensor with at least one dim");
   dim = c10::maybe_wrap_dim(dim, input.dim());
@@ -395,6 +408,8 @@ std::vector<at::Tensor> Group::all_to_all(
   VS_CHECK(static_cast<int>(inputs.size()) == n && static_cast<int>(output_shapes.size()) == n,
            "[comm] all_to_all over {}: need one input and one output shape per rank, got {} and {}",
            impl_->describe(), inputs.size(), output_shapes.size());
+  for (const at::Tensor& input : inputs)
+    impl_->check_device(input, "all_to_all");
   if (n == 1) {
     VS_CHECK(inputs[0].sizes().vec() == output_shapes[0],
              "[comm] all_to_all on one rank: output shape must equal the input's");
@@ -429,6 +444,7 @@ void Group::broadcast(at::Tensor& tensor, int root) const {
   const int n = impl_->size;
   VS_CHECK(root >= 0 && root < n, "[comm] broadcast over {}: root {} out of range",
            impl_->describe(), root);
+  impl_->check_device(tensor, "broadcast");
   if (n == 1) return;
   at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
   std::vector<at::Tensor> tensors{buffer};

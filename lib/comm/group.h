@@ -4,7 +4,8 @@
 // Every collective waits at most the group's timeout and then throws TimeoutError. Every
 // collective counts its bytes in the rank's CommStats under the group's label
 // (see NOTE [Communication volume]). A group of size 1 is a real group whose collectives return
-// at once, move nothing and count nothing.
+// at once, move nothing and count nothing. A group works on one device (the rank's): the tensors
+// given to it must live there, and the tensors it makes are made there.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -17,6 +18,7 @@
 #include "comm/comm_stats.h"
 #include "comm/reduce_op.h"
 #include "comm/store.h"
+#include "core/device.h"
 
 namespace vescale::comm {
 
@@ -36,6 +38,8 @@ struct GroupOptions {
   std::string label = "world";
   /// Address Gloo binds to; empty: from GLOO_SOCKET_IFNAME, else this host's name.
   std::string gloo_host = "127.0.0.1";
+  /// Where the group's tensors live: the rank's device (NCCL needs its GPU).
+  Device device = kCpu;
 };
 
 /// A pending asynchronous collective. wait() finishes it (and any post-processing).
@@ -69,6 +73,8 @@ class Group {
   const std::string& label() const;
   Backend backend() const;
   std::chrono::milliseconds timeout() const;
+  /// The device of the tensors this group moves and makes.
+  Device device() const;
   /// Ranks of this group's members in the root group it was split from.
   const std::vector<int>& root_ranks() const;
   /// The byte counters of this rank, shared by every group it is in.
