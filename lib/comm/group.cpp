@@ -458,38 +458,71 @@ void Group::broadcast(at::Tensor& tensor, int root) const {
                 impl_->rank == root ? (n - 1) * static_cast<int64_t>(tensor.nbytes()) : 0);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Point-to-point
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+/// Posts one transfer; its Work copies a received non-contiguous tensor back and counts the bytes
+/// (NOTE [Communication volume]) once the transfer is done.
+Work post(const std::shared_ptr<const Group::Impl>& group, const P2POp& op) {
+  const bool sending = op.kind == P2POp::Kind::kSend;
+  const char* what = sending ? "send" : "recv";
+  VS_CHECK(op.peer >= 0 && op.peer < group->size && op.peer != group->rank,
+           "[comm] {} over {}: bad peer {}", what, group->describe(), op.peer);
+  group->check_device(op.tensor, what);
+  at::Tensor buffer = op.tensor.is_contiguous() ? op.tensor : op.tensor.contiguous();
+  std::vector<at::Tensor> tensors{buffer};
+  auto work = std::make_shared<Work::Impl>();
+  work->keep_alive = group;
+  work->what = what;
+  work->work = group->guarded(what, [&] {
+    return sending ? group->pg->send(tensors, op.peer, op.tag)
+                   : group->pg->recv(tensors, op.peer, op.tag);
+  });
+  const CommKind kind = sending ? CommKind::kSend : CommKind::kRecv;
+  const int64_t bytes = sending ? static_cast<int64_t>(op.tensor.nbytes()) : 0;
+  work->finish = [group, buffer, target = op.tensor, kind, bytes]() mutable {
+    if (kind == CommKind::kRecv && !buffer.is_same(target)) target.copy_(buffer);
+    group->record(kind, bytes);
+  };
+  return Work(std::move(work));
+}
+
+}  // namespace
+
+Work Group::isend(const at::Tensor& tensor, int dst, int tag) const {
+  return post(impl_, {P2POp::Kind::kSend, tensor, dst, tag});
+}
+
+Work Group::irecv(at::Tensor& tensor, int src, int tag) const {
+  return post(impl_, {P2POp::Kind::kRecv, tensor, src, tag});
+}
+
+std::vector<Work> Group::batch_isend_irecv(const std::vector<P2POp>& ops) const {
+  // Gloo posts each transfer without blocking, so any order of posts is safe. NCCL needs them in
+  // one ncclGroupStart/End (c10d's coalescing API, which changes across LibTorch 2.x releases) to
+  // be safe when a pair both sends and receives; that is not done yet (README, Limits).
+  std::vector<Work> works;
+  works.reserve(ops.size());
+  for (const P2POp& op : ops)
+    works.push_back(post(impl_, op));
+  return works;
+}
+
 void Group::send(const at::Tensor& tensor, int dst, int tag) const {
-  VS_CHECK(dst >= 0 && dst < impl_->size && dst != impl_->rank, "[comm] send over {}: bad peer {}",
-           impl_->describe(), dst);
-  std::vector<at::Tensor> tensors{tensor.contiguous()};
-  impl_->wait(impl_->guarded("send", [&] { return impl_->pg->send(tensors, dst, tag); }), "send");
-  impl_->record(CommKind::kSend, static_cast<int64_t>(tensor.nbytes()));
+  isend(tensor, dst, tag).wait();
 }
 
 void Group::recv(at::Tensor& tensor, int src, int tag) const {
-  VS_CHECK(src >= 0 && src < impl_->size && src != impl_->rank, "[comm] recv over {}: bad peer {}",
-           impl_->describe(), src);
-  at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
-  std::vector<at::Tensor> tensors{buffer};
-  impl_->wait(impl_->guarded("recv", [&] { return impl_->pg->recv(tensors, src, tag); }), "recv");
-  if (!buffer.is_same(tensor)) tensor.copy_(buffer);
-  impl_->record(CommKind::kRecv, 0);
+  irecv(tensor, src, tag).wait();
 }
 
 void Group::send_recv(const at::Tensor& out, int dst, at::Tensor& in, int src, int tag) const {
-  VS_CHECK(dst >= 0 && dst < impl_->size && src >= 0 && src < impl_->size && dst != impl_->rank &&
-               src != impl_->rank,
-           "[comm] send_recv over {}: bad peers {} and {}", impl_->describe(), dst, src);
-  std::vector<at::Tensor> outgoing{out.contiguous()};
-  at::Tensor buffer = in.is_contiguous() ? in : in.contiguous();
-  std::vector<at::Tensor> incoming{buffer};
-  auto sent = impl_->guarded("send", [&] { return impl_->pg->send(outgoing, dst, tag); });
-  auto received = impl_->guarded("recv", [&] { return impl_->pg->recv(incoming, src, tag); });
-  impl_->wait(sent, "send");
-  impl_->wait(received, "recv");
-  if (!buffer.is_same(in)) in.copy_(buffer);
-  impl_->record(CommKind::kSend, static_cast<int64_t>(out.nbytes()));
-  impl_->record(CommKind::kRecv, 0);
+  for (Work& work :
+       batch_isend_irecv({{P2POp::Kind::kSend, out, dst, tag}, {P2POp::Kind::kRecv, in, src, tag}}))
+    work.wait();
 }
 
 void Group::barrier() const {
