@@ -8,12 +8,9 @@
 #include <numeric>
 
 #include "comm/c10d_compat.h"
+#include "comm/nccl_backend.h"
 #include "core/chunking.h"
 #include "core/error.h"
-
-#ifdef VESCALE_WITH_NCCL
-#include <torch/cuda.h>
-#endif
 
 namespace vescale::comm {
 
@@ -42,14 +39,6 @@ Backend parse_backend(const std::string& text) {
   throw UserError(fmt::format("[comm] unknown backend '{}': use auto, gloo or nccl", text));
 }
 
-bool nccl_available() {
-#ifdef VESCALE_WITH_NCCL
-  return torch::cuda::is_available();
-#else
-  return false;
-#endif
-}
-
 namespace {
 
 std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& host) {
@@ -68,15 +57,7 @@ c10::intrusive_ptr<BackendBase> make_backend(const c10::intrusive_ptr<::c10d::St
     gloo_options->devices.push_back(gloo_device(options.gloo_host));
     return c10::make_intrusive<::c10d::ProcessGroupGloo>(store, rank, size, gloo_options);
   }
-#ifdef VESCALE_WITH_NCCL
-  auto nccl_options = ::c10d::ProcessGroupNCCL::Options::create();
-  nccl_options->timeout = options.timeout;
-  return c10::make_intrusive<::c10d::ProcessGroupNCCL>(store, rank, size, nccl_options);
-#else
-  throw UserError(
-      "[comm] backend 'nccl' needs a CUDA LibTorch build; this one is CPU-only: "
-      "use comm.backend = \"gloo\"");
-#endif
+  return detail::make_nccl_process_group(store, rank, size, options.timeout);
 }
 
 Backend resolve(Backend backend) {

@@ -373,6 +373,21 @@ TEST(PointToPoint, WaitTimesOutWhenThePeerNeverPosts) {
   }
 }
 
+TEST(Collectives, NcclStubOnABuildWithoutIt) {
+  // NOTE [No-NCCL stub]: a CPU build links no_nccl.cpp, whose groups say why they cannot exist.
+  if (nccl_available()) GTEST_SKIP() << "this build has NCCL and a GPU";
+  GroupOptions options;
+  options.backend = Backend::kNccl;
+  try {
+    Group::create(Store::in_memory(), 0, 2, options);
+    FAIL() << "expected an error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("this build has no NCCL"), std::string::npos) << e.what();
+  }
+  options.backend = Backend::kAuto;
+  EXPECT_EQ(Group::create(Store::in_memory(), 0, 1, options).backend(), Backend::kGloo);
+}
+
 TEST(Collectives, SplitLabelsCountSeparately) {
   run_ranks(4, [](const Group& world) {
     Group pair = world.split({{0, 1}, {2, 3}}, "pair");
