@@ -85,21 +85,6 @@ RngKey derive(RngKey key, uint64_t salt) {
   return {key.seed, (uint64_t{mixed[0]} << 32) | mixed[1]};
 }
 
-Box Box::whole(std::vector<int64_t> shape) {
-  Box box;
-  box.sizes = shape;
-  box.offsets.assign(shape.size(), 0);
-  box.shape = std::move(shape);
-  return box;
-}
-
-Box Box::local(const DTensorSpec& spec) {
-  Box box;
-  box.shape = spec.shape;
-  spec.local_box(spec.mesh.coordinate(), box.sizes, box.offsets);
-  return box;
-}
-
 at::Tensor normal(const RngKey& key, const Box& box, double mean, double std,
                   at::ScalarType dtype) {
   constexpr double kTwoPi = 6.283185307179586476925286766559;

@@ -25,17 +25,6 @@ uint64_t stream_id(std::string_view name);
 /// The key of a sub-stream, e.g. the dropout mask of one layer at one step.
 RngKey derive(RngKey key, uint64_t salt);
 
-/// The region of a tensor of global `shape` that one rank holds: extents and offsets per dim.
-struct Box {
-  std::vector<int64_t> shape;  ///< global
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> offsets;
-  /// The whole tensor.
-  static Box whole(std::vector<int64_t> shape);
-  /// This rank's piece under a spec (Partial dims hold the whole).
-  static Box local(const DTensorSpec& spec);
-};
-
 /// Normal(mean, std) values of the box's elements, computed in float64 and cast to `dtype`.
 at::Tensor normal(const RngKey& key, const Box& box, double mean, double std, at::ScalarType dtype);
 /// Uniform[low, high) values of the box's elements.
