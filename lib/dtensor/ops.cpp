@@ -120,7 +120,8 @@ DTensor dropout(const DTensor& x, double p, const RngKey& key, bool training, in
                    Box box = Box::local(*s[0]);
                    box.offsets[0] += row_offset;
                    if (global_rows > 0) box.shape[0] = global_rows;
-                   at::Tensor mask = keep_mask(key, box, keep).to(l[0].scalar_type());
+                   at::Tensor mask =
+                       keep_mask(key, box, keep, l[0].device()).to(l[0].scalar_type());
                    return l[0] * mask / keep;
                  }});
 }
@@ -159,7 +160,8 @@ DTensor causal_attention(const DTensor& q, const DTensor& k, const DTensor& v) {
                  q.shape(),
                  [t, scale_factor](const Locals& l, const Specs&, const DTensorSpec&) {
                    at::Tensor scores = at::matmul(l[0], l[1].transpose(-2, -1)) * scale_factor;
-                   at::Tensor future = at::ones({t, t}, at::kBool).triu(1);
+                   at::Tensor future =
+                       at::ones({t, t}, at::dtype(at::kBool).device(l[0].device())).triu(1);
                    scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
                    return at::matmul(at::softmax(scores, -1), l[2]);
                  }});
