@@ -32,8 +32,10 @@ DTensor vocab_mask(const DTensorSpec& embedding, int64_t vocab, at::ScalarType d
     placements.push_back(p.is_shard(0) ? p : Placement::replicate());
   DTensorSpec spec(embedding.mesh, placements, {embedding.shape[0]});
   const Box box = Box::local(spec);
-  at::Tensor index = at::arange(box.offsets[0], box.offsets[0] + box.sizes[0], at::kLong);
-  at::Tensor mask = at::zeros(box.sizes, dtype)
+  const Device device = spec.mesh.device();
+  at::Tensor index = at::arange(box.offsets[0], box.offsets[0] + box.sizes[0],
+                                at::dtype(at::kLong).device(device));
+  at::Tensor mask = at::zeros(box.sizes, at::dtype(dtype).device(device))
                         .masked_fill(index >= vocab, -std::numeric_limits<double>::infinity());
   return DTensor(mask, spec);
 }
@@ -152,7 +154,7 @@ Tensors GPT::forward(const Tensors& inputs) {
                 "[model] sequence of {} tokens is longer than block_size {}", t,
                 config_.block_size);
   const DeviceMesh& mesh = idx.mesh();
-  DTensor pos = distribute_tensor(at::arange(t, at::kLong), mesh,
+  DTensor pos = distribute_tensor(at::arange(t, at::dtype(at::kLong).device(mesh.device())), mesh,
                                   Placements(mesh.ndim(), Placement::replicate()));
   DTensor x = ops::add((*wte_)(idx), (*wpe_)(pos));
   x = (*drop_)(x);

@@ -11,11 +11,6 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#ifdef VESCALE_WITH_NCCL
-// Not compiled on the CPU build machine: the CUDA path is written against LibTorch 2.x.
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
-
 #include "comm/store.h"
 
 namespace vescale::comm::detail {

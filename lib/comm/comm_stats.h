@@ -10,6 +10,7 @@
 //   all_to_all      every piece but its own (input T)    T - c_own
 //   broadcast       the root sends S to each peer        root: (n-1)·S, others 0
 //   send / recv     the sender counts S                  send: S, recv: 0
+//                   (isend / irecv / batches too, counted when their wait() completes)
 //   barrier         no payload                           0 (the call is counted)
 // Size-1 groups move nothing and count nothing.
 #pragma once

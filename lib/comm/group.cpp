@@ -8,12 +8,9 @@
 #include <numeric>
 
 #include "comm/c10d_compat.h"
+#include "comm/nccl_backend.h"
 #include "core/chunking.h"
 #include "core/error.h"
-
-#ifdef VESCALE_WITH_NCCL
-#include <torch/cuda.h>
-#endif
 
 namespace vescale::comm {
 
@@ -42,14 +39,6 @@ Backend parse_backend(const std::string& text) {
   throw UserError(fmt::format("[comm] unknown backend '{}': use auto, gloo or nccl", text));
 }
 
-bool nccl_available() {
-#ifdef VESCALE_WITH_NCCL
-  return torch::cuda::is_available();
-#else
-  return false;
-#endif
-}
-
 namespace {
 
 std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& host) {
@@ -68,15 +57,7 @@ c10::intrusive_ptr<BackendBase> make_backend(const c10::intrusive_ptr<::c10d::St
     gloo_options->devices.push_back(gloo_device(options.gloo_host));
     return c10::make_intrusive<::c10d::ProcessGroupGloo>(store, rank, size, gloo_options);
   }
-#ifdef VESCALE_WITH_NCCL
-  auto nccl_options = ::c10d::ProcessGroupNCCL::Options::create();
-  nccl_options->timeout = options.timeout;
-  return c10::make_intrusive<::c10d::ProcessGroupNCCL>(store, rank, size, nccl_options);
-#else
-  throw UserError(
-      "[comm] backend 'nccl' needs a CUDA LibTorch build; this one is CPU-only: "
-      "use comm.backend = \"gloo\"");
-#endif
+  return detail::make_nccl_process_group(store, rank, size, options.timeout);
 }
 
 Backend resolve(Backend backend) {
@@ -118,6 +99,13 @@ struct Group::Impl {
   }
 
   void record(CommKind kind, int64_t bytes) const { stats->record(options.label, kind, bytes); }
+
+  /// Tensors handed to the group must live on its device.
+  void check_device(const at::Tensor& tensor, const char* what) const {
+    VS_CHECK(tensor.device() == options.device,
+             "[comm] {} over {}: the tensor is on {}, but the group works on {}", what, describe(),
+             tensor.device().str(), options.device.str());
+  }
 
   /// Runs a c10d call and turns its failures into our errors, naming the collective and group.
   template <typename F>
@@ -248,6 +236,9 @@ Backend Group::backend() const {
 std::chrono::milliseconds Group::timeout() const {
   return impl_->options.timeout;
 }
+Device Group::device() const {
+  return impl_->options.device;
+}
 const std::vector<int>& Group::root_ranks() const {
   return impl_->root_ranks;
 }
@@ -274,6 +265,7 @@ Work Group::all_reduce_async(at::Tensor& tensor, ReduceOp op) const {
   VS_CHECK(op != ReduceOp::kAvg || at::isFloatingType(tensor.scalar_type()),
            "[comm] all_reduce avg needs a floating tensor, got {}",
            c10::toString(tensor.scalar_type()));
+  impl_->check_device(tensor, "all_reduce");
   if (n == 1) return Work();
   at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
   std::vector<at::Tensor> tensors{buffer};
@@ -295,12 +287,13 @@ Work Group::all_reduce_async(at::Tensor& tensor, ReduceOp op) const {
 at::Tensor Group::all_gather(const at::Tensor& local, int64_t dim,
                              std::vector<int64_t> sizes) const {
   const int n = impl_->size;
+  impl_->check_device(local, "all_gather");
   if (n == 1) return local;
   VS_CHECK(local.dim() > 0, "[comm] all_gather needs a tensor with at least one dim");
   dim = c10::maybe_wrap_dim(dim, local.dim());
   if (sizes.empty()) {
-    at::Tensor mine = at::full({1}, local.size(dim), at::kLong);
-    at::Tensor all = all_gather(mine, 0, std::vector<int64_t>(n, 1));
+    at::Tensor mine = at::full({1}, local.size(dim), at::dtype(at::kLong).device(device()));
+    at::Tensor all = all_gather(mine, 0, std::vector<int64_t>(n, 1)).cpu();
     sizes.assign(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + n);
   }
   VS_CHECK(static_cast<int>(sizes.size()) == n && sizes[impl_->rank] == local.size(dim),
@@ -351,6 +344,7 @@ at::Tensor Group::reduce_scatter(const at::Tensor& input, int64_t dim, ReduceOp 
   VS_CHECK(op != ReduceOp::kAvg || at::isFloatingType(input.scalar_type()),
            "[comm] reduce_scatter avg needs a floating tensor, got {}",
            c10::toString(input.scalar_type()));
+  impl_->check_device(input, "reduce_scatter");
   if (n == 1) return input;
   VS_CHECK(input.dim() > 0, "[comm] reduce_scatter needs a tensor with at least one dim");
   dim = c10::maybe_wrap_dim(dim, input.dim());
@@ -395,6 +389,8 @@ std::vector<at::Tensor> Group::all_to_all(
   VS_CHECK(static_cast<int>(inputs.size()) == n && static_cast<int>(output_shapes.size()) == n,
            "[comm] all_to_all over {}: need one input and one output shape per rank, got {} and {}",
            impl_->describe(), inputs.size(), output_shapes.size());
+  for (const at::Tensor& input : inputs)
+    impl_->check_device(input, "all_to_all");
   if (n == 1) {
     VS_CHECK(inputs[0].sizes().vec() == output_shapes[0],
              "[comm] all_to_all on one rank: output shape must equal the input's");
@@ -429,6 +425,7 @@ void Group::broadcast(at::Tensor& tensor, int root) const {
   const int n = impl_->size;
   VS_CHECK(root >= 0 && root < n, "[comm] broadcast over {}: root {} out of range",
            impl_->describe(), root);
+  impl_->check_device(tensor, "broadcast");
   if (n == 1) return;
   at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
   std::vector<at::Tensor> tensors{buffer};
@@ -442,38 +439,71 @@ void Group::broadcast(at::Tensor& tensor, int root) const {
                 impl_->rank == root ? (n - 1) * static_cast<int64_t>(tensor.nbytes()) : 0);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Point-to-point
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+/// Posts one transfer; its Work copies a received non-contiguous tensor back and counts the bytes
+/// (NOTE [Communication volume]) once the transfer is done.
+Work post(const std::shared_ptr<const Group::Impl>& group, const P2POp& op) {
+  const bool sending = op.kind == P2POp::Kind::kSend;
+  const char* what = sending ? "send" : "recv";
+  VS_CHECK(op.peer >= 0 && op.peer < group->size && op.peer != group->rank,
+           "[comm] {} over {}: bad peer {}", what, group->describe(), op.peer);
+  group->check_device(op.tensor, what);
+  at::Tensor buffer = op.tensor.is_contiguous() ? op.tensor : op.tensor.contiguous();
+  std::vector<at::Tensor> tensors{buffer};
+  auto work = std::make_shared<Work::Impl>();
+  work->keep_alive = group;
+  work->what = what;
+  work->work = group->guarded(what, [&] {
+    return sending ? group->pg->send(tensors, op.peer, op.tag)
+                   : group->pg->recv(tensors, op.peer, op.tag);
+  });
+  const CommKind kind = sending ? CommKind::kSend : CommKind::kRecv;
+  const int64_t bytes = sending ? static_cast<int64_t>(op.tensor.nbytes()) : 0;
+  work->finish = [group, buffer, target = op.tensor, kind, bytes]() mutable {
+    if (kind == CommKind::kRecv && !buffer.is_same(target)) target.copy_(buffer);
+    group->record(kind, bytes);
+  };
+  return Work(std::move(work));
+}
+
+}  // namespace
+
+Work Group::isend(const at::Tensor& tensor, int dst, int tag) const {
+  return post(impl_, {P2POp::Kind::kSend, tensor, dst, tag});
+}
+
+Work Group::irecv(at::Tensor& tensor, int src, int tag) const {
+  return post(impl_, {P2POp::Kind::kRecv, tensor, src, tag});
+}
+
+std::vector<Work> Group::batch_isend_irecv(const std::vector<P2POp>& ops) const {
+  // Gloo posts each transfer without blocking, so any order of posts is safe. NCCL needs them in
+  // one ncclGroupStart/End (c10d's coalescing API, which changes across LibTorch 2.x releases) to
+  // be safe when a pair both sends and receives; that is not done yet (README, Limits).
+  std::vector<Work> works;
+  works.reserve(ops.size());
+  for (const P2POp& op : ops)
+    works.push_back(post(impl_, op));
+  return works;
+}
+
 void Group::send(const at::Tensor& tensor, int dst, int tag) const {
-  VS_CHECK(dst >= 0 && dst < impl_->size && dst != impl_->rank, "[comm] send over {}: bad peer {}",
-           impl_->describe(), dst);
-  std::vector<at::Tensor> tensors{tensor.contiguous()};
-  impl_->wait(impl_->guarded("send", [&] { return impl_->pg->send(tensors, dst, tag); }), "send");
-  impl_->record(CommKind::kSend, static_cast<int64_t>(tensor.nbytes()));
+  isend(tensor, dst, tag).wait();
 }
 
 void Group::recv(at::Tensor& tensor, int src, int tag) const {
-  VS_CHECK(src >= 0 && src < impl_->size && src != impl_->rank, "[comm] recv over {}: bad peer {}",
-           impl_->describe(), src);
-  at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
-  std::vector<at::Tensor> tensors{buffer};
-  impl_->wait(impl_->guarded("recv", [&] { return impl_->pg->recv(tensors, src, tag); }), "recv");
-  if (!buffer.is_same(tensor)) tensor.copy_(buffer);
-  impl_->record(CommKind::kRecv, 0);
+  irecv(tensor, src, tag).wait();
 }
 
 void Group::send_recv(const at::Tensor& out, int dst, at::Tensor& in, int src, int tag) const {
-  VS_CHECK(dst >= 0 && dst < impl_->size && src >= 0 && src < impl_->size && dst != impl_->rank &&
-               src != impl_->rank,
-           "[comm] send_recv over {}: bad peers {} and {}", impl_->describe(), dst, src);
-  std::vector<at::Tensor> outgoing{out.contiguous()};
-  at::Tensor buffer = in.is_contiguous() ? in : in.contiguous();
-  std::vector<at::Tensor> incoming{buffer};
-  auto sent = impl_->guarded("send", [&] { return impl_->pg->send(outgoing, dst, tag); });
-  auto received = impl_->guarded("recv", [&] { return impl_->pg->recv(incoming, src, tag); });
-  impl_->wait(sent, "send");
-  impl_->wait(received, "recv");
-  if (!buffer.is_same(in)) in.copy_(buffer);
-  impl_->record(CommKind::kSend, static_cast<int64_t>(out.nbytes()));
-  impl_->record(CommKind::kRecv, 0);
+  for (Work& work :
+       batch_isend_irecv({{P2POp::Kind::kSend, out, dst, tag}, {P2POp::Kind::kRecv, in, src, tag}}))
+    work.wait();
 }
 
 void Group::barrier() const {

@@ -1,10 +1,11 @@
 // A group of ranks and its collectives: the only door to c10d (Gloo on CPU, NCCL on CUDA).
 //
 // Every method marked *collective* must be called by every rank of the group, in the same order.
-// Every collective waits at most the group's timeout and then throws TimeoutError. Every
-// collective counts its bytes in the rank's CommStats under the group's label
+// Every collective and point-to-point transfer waits at most the group's timeout and then throws
+// TimeoutError. Each counts its bytes in the rank's CommStats under the group's label
 // (see NOTE [Communication volume]). A group of size 1 is a real group whose collectives return
-// at once, move nothing and count nothing.
+// at once, move nothing and count nothing. A group works on one device (the rank's): the tensors
+// given to it must live there, and the tensors it makes are made there.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -17,6 +18,7 @@
 #include "comm/comm_stats.h"
 #include "comm/reduce_op.h"
 #include "comm/store.h"
+#include "core/device.h"
 
 namespace vescale::comm {
 
@@ -36,9 +38,11 @@ struct GroupOptions {
   std::string label = "world";
   /// Address Gloo binds to; empty: from GLOO_SOCKET_IFNAME, else this host's name.
   std::string gloo_host = "127.0.0.1";
+  /// Where the group's tensors live: the rank's device (NCCL needs its GPU).
+  Device device = kCpu;
 };
 
-/// A pending asynchronous collective. wait() finishes it (and any post-processing).
+/// A pending asynchronous collective or transfer. wait() finishes it (and any post-processing).
 class Work {
  public:
   Work() = default;
@@ -51,6 +55,15 @@ class Work {
 
  private:
   std::shared_ptr<Impl> impl_;
+};
+
+/// One transfer of a batch_isend_irecv (group ranks).
+struct P2POp {
+  enum class Kind { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  at::Tensor tensor;  ///< what is sent, or where it is received (in place)
+  int peer = 0;
+  int tag = 0;
 };
 
 class Group {
@@ -69,6 +82,8 @@ class Group {
   const std::string& label() const;
   Backend backend() const;
   std::chrono::milliseconds timeout() const;
+  /// The device of the tensors this group moves and makes.
+  Device device() const;
   /// Ranks of this group's members in the root group it was split from.
   const std::vector<int>& root_ranks() const;
   /// The byte counters of this rank, shared by every group it is in.
@@ -103,7 +118,15 @@ class Group {
   /// Copies `tensor` of group rank `root` into `tensor` on every rank. *Collective.*
   void broadcast(at::Tensor& tensor, int root) const;
 
-  /// Point-to-point (group ranks). Blocking; the peer must post the matching call.
+  /// Point-to-point (group ranks): the peer must post the matching call with the same tag.
+  /// The non-blocking forms return at once; `tensor` must stay untouched until Work::wait(),
+  /// which waits at most the group's timeout. Bytes count when wait() completes.
+  Work isend(const at::Tensor& tensor, int dst, int tag = 0) const;
+  Work irecv(at::Tensor& tensor, int src, int tag = 0) const;
+  /// Posts every transfer before any completes (no deadlock whatever the order); one Work each,
+  /// in the order of `ops`.
+  std::vector<Work> batch_isend_irecv(const std::vector<P2POp>& ops) const;
+  /// Blocking forms of isend and irecv.
   void send(const at::Tensor& tensor, int dst, int tag = 0) const;
   void recv(at::Tensor& tensor, int src, int tag = 0) const;
   /// Sends `out` to `dst` and receives `in` from `src` at once (a ring shift without deadlock).

@@ -11,11 +11,17 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "dtensor/random.h"
 
 namespace vescale {
 namespace {
+
+/// Token tensors are filled through host pointers (NOTE [Host data]).
+at::TensorOptions host_long() {
+  return at::dtype(at::kLong).device(kCpu);
+}
 
 /// Tokens held in memory as int64.
 class MemoryTokens : public TokenArray {
@@ -50,7 +56,7 @@ class MappedTokens : public TokenArray {
   at::Tensor slice(int64_t begin, int64_t count) const override {
     VS_CHECK(begin >= 0 && begin + count <= size(), "[data] slice out of range of {}", path_);
     const auto* tokens = static_cast<const uint16_t*>(data_) + begin;
-    at::Tensor out = at::empty({count}, at::kLong);
+    at::Tensor out = at::empty({count}, host_long());
     int64_t* dst = out.data_ptr<int64_t>();
     for (int64_t i = 0; i < count; ++i)
       dst[i] = tokens[i];
@@ -73,7 +79,7 @@ TokenData load_text_tokens(const std::string& path, double val_fraction) {
   std::ifstream in(path, std::ios::binary);
   VS_USER_CHECK(in.good(), "data.path {}: cannot read the file", path);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  at::Tensor all = at::empty({static_cast<int64_t>(bytes.size())}, at::kLong);
+  at::Tensor all = at::empty({static_cast<int64_t>(bytes.size())}, host_long());
   int64_t* dst = all.data_ptr<int64_t>();
   for (size_t i = 0; i < bytes.size(); ++i)
     dst[i] = static_cast<unsigned char>(bytes[i]);
@@ -109,7 +115,7 @@ TokenData synthetic_tokens(int64_t vocab_size, uint64_t seed) {
     at::Tensor noise =
         keep_mask(derive({seed, stream_id("synthetic-tokens")}, salt), Box::whole({n}), 0.1);
     const bool* bump = noise.data_ptr<bool>();
-    at::Tensor out = at::empty({n}, at::kLong);
+    at::Tensor out = at::empty({n}, host_long());
     int64_t* t = out.data_ptr<int64_t>();
     t[0] = static_cast<int64_t>(seed % static_cast<uint64_t>(vocab_size));
     for (int64_t i = 1; i < n; ++i)
@@ -144,8 +150,8 @@ std::pair<at::Tensor, at::Tensor> token_batch(const TokenArray& train, uint64_t 
   rows.offsets = {slice.row_offset};
   const at::Tensor u = uniform(derive({seed, stream_id("batches")}, static_cast<uint64_t>(step)),
                                rows, 0.0, 1.0, at::kDouble);
-  at::Tensor x = at::empty({slice.rows, seq_len}, at::kLong);
-  at::Tensor y = at::empty({slice.rows, seq_len}, at::kLong);
+  at::Tensor x = at::empty({slice.rows, seq_len}, host_long());
+  at::Tensor y = at::empty({slice.rows, seq_len}, host_long());
   for (int64_t r = 0; r < slice.rows; ++r) {
     const int64_t start =
         std::min<int64_t>(span - 1, static_cast<int64_t>(u[r].item<double>() * span));

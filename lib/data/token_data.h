@@ -1,6 +1,10 @@
 // Token streams for GPT: the bytes of a text file, nanoGPT-style uint16 .bin files
 // (memory-mapped), or a synthetic learnable sequence; with batches that are a pure function of
 // (seed, step), so every layout sees the same samples and a resume continues exactly.
+//
+// NOTE [Host data]
+// Every tensor data/ returns is on the CPU: it is filled through host pointers (files, memory
+// maps, the counter-based generator). The caller moves a batch to the rank's device.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -16,7 +20,7 @@ class TokenArray {
  public:
   virtual ~TokenArray() = default;
   virtual int64_t size() const = 0;
-  /// tokens [begin, begin + count) as int64.
+  /// tokens [begin, begin + count) as int64, on the CPU.
   virtual at::Tensor slice(int64_t begin, int64_t count) const = 0;
 };
 

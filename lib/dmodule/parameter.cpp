@@ -8,13 +8,14 @@ namespace vescale {
 
 at::Tensor ParamInit::make(const RngKey& key, const DTensorSpec& spec, at::ScalarType dtype) const {
   const Box box = Box::local(spec);
+  const Device device = spec.mesh.device();
   switch (kind) {
     case Kind::kNormal:
-      return vescale::normal(key, box, 0.0, std, dtype);
+      return vescale::normal(key, box, 0.0, std, dtype, device);
     case Kind::kZeros:
-      return at::zeros(box.sizes, dtype);
+      return at::zeros(box.sizes, at::dtype(dtype).device(device));
     case Kind::kOnes:
-      return at::ones(box.sizes, dtype);
+      return at::ones(box.sizes, at::dtype(dtype).device(device));
   }
   return {};
 }

@@ -22,7 +22,8 @@ struct ParamInit {
   static ParamInit normal(double std) { return {Kind::kNormal, std}; }
   static ParamInit zeros() { return {Kind::kZeros, 0}; }
   static ParamInit ones() { return {Kind::kOnes, 0}; }
-  /// This rank's piece under `spec`, from the layout-free generator (stream = the FQN).
+  /// This rank's piece under `spec`, from the layout-free generator (stream = the FQN), on the
+  /// mesh's device.
   at::Tensor make(const RngKey& key, const DTensorSpec& spec, at::ScalarType dtype) const;
 };
 

@@ -78,7 +78,7 @@ DTensor DTensor::from_local(at::Tensor local, const DeviceMesh& mesh, Placements
   for (int i = mesh.ndim() - 1; i >= 0; --i) {
     if (!placements[i].is_shard()) continue;
     const int64_t d = placements[i].dim;
-    at::Tensor extent = at::full({1}, global[d], at::kLong);
+    at::Tensor extent = at::full({1}, global[d], at::dtype(at::kLong).device(mesh.device()));
     mesh.group(i).all_reduce(extent, comm::ReduceOp::kSum);
     global[d] = extent.item<int64_t>();
   }

@@ -21,29 +21,36 @@ DTensorSpec::DTensorSpec(DeviceMesh mesh_, Placements placements_, std::vector<i
   }
 }
 
-void DTensorSpec::local_box(const std::vector<int64_t>& coordinate, std::vector<int64_t>& sizes,
-                            std::vector<int64_t>& offsets) const {
-  sizes = shape;
-  offsets.assign(shape.size(), 0);
+Box Box::whole(std::vector<int64_t> shape) {
+  Box box;
+  box.sizes = shape;
+  box.offsets.assign(shape.size(), 0);
+  box.shape = std::move(shape);
+  return box;
+}
+
+Box Box::local(const DTensorSpec& spec) {
+  return spec.local_box(spec.mesh.coordinate());
+}
+
+Box DTensorSpec::local_box(const std::vector<int64_t>& coordinate) const {
+  Box box = Box::whole(shape);
   for (int i = 0; i < mesh.ndim(); ++i) {
     const Placement& p = placements[i];
     if (!p.is_shard()) continue;
     const int64_t n = mesh.size(i);
-    offsets[p.dim] += chunk_offsets(sizes[p.dim], n)[coordinate[i]];
-    sizes[p.dim] = chunk_sizes(sizes[p.dim], n)[coordinate[i]];
+    box.offsets[p.dim] += chunk_offsets(box.sizes[p.dim], n)[coordinate[i]];
+    box.sizes[p.dim] = chunk_sizes(box.sizes[p.dim], n)[coordinate[i]];
   }
+  return box;
 }
 
 std::vector<int64_t> DTensorSpec::local_shape() const {
-  std::vector<int64_t> sizes, offsets;
-  local_box(mesh.coordinate(), sizes, offsets);
-  return sizes;
+  return Box::local(*this).sizes;
 }
 
 std::vector<int64_t> DTensorSpec::local_offset() const {
-  std::vector<int64_t> sizes, offsets;
-  local_box(mesh.coordinate(), sizes, offsets);
-  return offsets;
+  return Box::local(*this).offsets;
 }
 
 std::vector<int64_t> DTensorSpec::group_piece_sizes(int mesh_dim, int64_t tensor_dim) const {

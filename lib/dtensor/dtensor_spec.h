@@ -12,6 +12,19 @@
 
 namespace vescale {
 
+struct DTensorSpec;
+
+/// The region of a tensor of global `shape` that one rank holds: extents and offsets per dim.
+struct Box {
+  std::vector<int64_t> shape;  ///< global
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> offsets;
+  /// The whole tensor.
+  static Box whole(std::vector<int64_t> shape);
+  /// This rank's piece under a spec (Partial dims hold the whole).
+  static Box local(const DTensorSpec& spec);
+};
+
 struct DTensorSpec {
   DeviceMesh mesh;
   Placements placements;       ///< one per mesh dim; shard dims non-negative
@@ -21,9 +34,9 @@ struct DTensorSpec {
   DTensorSpec(DeviceMesh mesh, Placements placements, std::vector<int64_t> shape);
 
   int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
-  /// The extent and offset, per tensor dim, of the piece at a mesh coordinate.
-  void local_box(const std::vector<int64_t>& coordinate, std::vector<int64_t>& sizes,
-                 std::vector<int64_t>& offsets) const;
+  /// The piece at a mesh coordinate (Box::local: this rank's).
+  Box local_box(const std::vector<int64_t>& coordinate) const;
+  /// Box::local(*this).sizes and .offsets.
   std::vector<int64_t> local_shape() const;
   std::vector<int64_t> local_offset() const;
   /// Extents along `tensor_dim` of the pieces held by the ranks of mesh dim `mesh_dim`'s group

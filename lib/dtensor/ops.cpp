@@ -120,7 +120,8 @@ DTensor dropout(const DTensor& x, double p, const RngKey& key, bool training, in
                    Box box = Box::local(*s[0]);
                    box.offsets[0] += row_offset;
                    if (global_rows > 0) box.shape[0] = global_rows;
-                   at::Tensor mask = keep_mask(key, box, keep).to(l[0].scalar_type());
+                   at::Tensor mask =
+                       keep_mask(key, box, keep, l[0].device()).to(l[0].scalar_type());
                    return l[0] * mask / keep;
                  }});
 }
@@ -153,16 +154,17 @@ DTensor causal_attention(const DTensor& q, const DTensor& k, const DTensor& v) {
            "[dtensor] causal_attention: q, k, v must share one [B, H, T, D] shape");
   const int64_t t = q.size(2);
   const double scale_factor = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  return run_op({"causal_attention",
-                 {&q, &k, &v},
-                 fixed(detail::attention_rule()),
-                 q.shape(),
-                 [t, scale_factor](const Locals& l, const Specs&, const DTensorSpec&) {
-                   at::Tensor scores = at::matmul(l[0], l[1].transpose(-2, -1)) * scale_factor;
-                   at::Tensor future = at::ones({t, t}, at::kBool).triu(1);
-                   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
-                   return at::matmul(at::softmax(scores, -1), l[2]);
-                 }});
+  return run_op(
+      {"causal_attention",
+       {&q, &k, &v},
+       fixed(detail::attention_rule()),
+       q.shape(),
+       [t, scale_factor](const Locals& l, const Specs&, const DTensorSpec&) {
+         at::Tensor scores = at::matmul(l[0], l[1].transpose(-2, -1)) * scale_factor;
+         at::Tensor future = at::ones({t, t}, at::dtype(at::kBool).device(l[0].device())).triu(1);
+         scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+         return at::matmul(at::softmax(scores, -1), l[2]);
+       }});
 }
 
 DTensor embedding(const DTensor& ids, const DTensor& weight) {
@@ -191,52 +193,44 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& targets) {
   VS_CHECK(logits.ndim() == 2 && targets.ndim() == 1 && targets.size(0) == logits.size(0),
            "[dtensor] cross_entropy: logits [N, V] and targets [N], got [{}] and [{}]",
            fmt::join(logits.shape(), ", "), fmt::join(targets.shape(), ", "));
-  const DeviceMesh& mesh = logits.mesh();
-  const int mesh_ndim = mesh.ndim();
-  Placements want_logits, want_targets, output;
-  std::vector<int> vocab_dims;
-  for (int i = 0; i < mesh_ndim; ++i) {
-    const Placement& p = logits.placements()[i];
-    const bool rows = p.is_shard(0), classes = p.is_shard(1);
-    want_logits.push_back(rows || classes ? p : Placement::replicate());
-    want_targets.push_back(rows ? Placement::shard(0) : Placement::replicate());
-    output.push_back(rows ? Placement::partial() : Placement::replicate());
-    if (classes) vocab_dims.push_back(i);
-  }
-  const DTensor lg = logits.placements() == want_logits ? logits : logits.redistribute(want_logits);
-  const DTensor tg =
-      targets.placements() == want_targets ? targets : targets.redistribute(want_targets);
-  const at::Tensor& x = lg.to_local();
-  const at::Tensor& t = tg.to_local();
   const double n_global = static_cast<double>(logits.size(0));
-  at::Tensor loss;
-  if (vocab_dims.empty()) {
-    loss = at::cross_entropy_loss(x, t, {}, at::Reduction::Sum) / n_global;
-  } else {
-    // NOTE [Vocab-parallel cross entropy]: the max is only for stability (it cancels exactly), so
-    // it needs no gradient; the sum of exponentials and the target logit are partial sums over
-    // the vocab shards, reduced with autograd (their backward is the identity).
-    at::Tensor max = std::get<0>(x.detach().max(-1, true));
-    for (int i : vocab_dims)
-      mesh.group(i).all_reduce(max, comm::ReduceOp::kMax);
-    at::Tensor z = x - max;
-    at::Tensor sum_exp = z.exp().sum(-1);
-    const int64_t offset = lg.spec().local_offset()[1];
-    const int64_t width = x.size(1);
-    at::Tensor mine = (t >= offset) & (t < offset + width);
-    at::Tensor target_logit =
-        width == 0
-            ? z.sum(-1) * 0
-            : z.gather(1, (t - offset).clamp(0, std::max<int64_t>(width - 1, 0)).unsqueeze(1))
-                      .squeeze(1) *
-                  mine.to(z.scalar_type());
-    for (int i : vocab_dims) {
-      sum_exp = detail::reduce_partial(sum_exp, mesh.group(i), comm::ReduceOp::kSum);
-      target_logit = detail::reduce_partial(target_logit, mesh.group(i), comm::ReduceOp::kSum);
-    }
-    loss = (sum_exp.log() - target_logit).sum() / n_global;
-  }
-  return DTensor(loss, DTensorSpec(mesh, output, {}));
+  return run_op(
+      {"cross_entropy",
+       {&logits, &targets},
+       fixed(detail::cross_entropy_rule()),
+       {},
+       [n_global](const Locals& l, const Specs& s, const DTensorSpec&) {
+         const at::Tensor& x = l[0];
+         const at::Tensor& t = l[1];
+         const std::vector<int> vocab_dims = s[0]->mesh_dims_sharding(1);
+         if (vocab_dims.empty()) {
+           return at::cross_entropy_loss(x, t, {}, at::Reduction::Sum) / n_global;
+         }
+         // NOTE [Vocab-parallel cross entropy]: the max is only for stability (it cancels
+         // exactly), so it needs no gradient; the sum of exponentials and the target logit are
+         // partial sums over the vocab shards, reduced with autograd (their backward is the
+         // identity).
+         const DeviceMesh& mesh = s[0]->mesh;
+         at::Tensor max = std::get<0>(x.detach().max(-1, true));
+         for (int i : vocab_dims)
+           mesh.group(i).all_reduce(max, comm::ReduceOp::kMax);
+         at::Tensor z = x - max;
+         at::Tensor sum_exp = z.exp().sum(-1);
+         const int64_t offset = s[0]->local_offset()[1];
+         const int64_t width = x.size(1);
+         at::Tensor mine = (t >= offset) & (t < offset + width);
+         at::Tensor target_logit =
+             width == 0
+                 ? z.sum(-1) * 0
+                 : z.gather(1, (t - offset).clamp(0, std::max<int64_t>(width - 1, 0)).unsqueeze(1))
+                           .squeeze(1) *
+                       mine.to(z.scalar_type());
+         for (int i : vocab_dims) {
+           sum_exp = detail::reduce_partial(sum_exp, mesh.group(i), comm::ReduceOp::kSum);
+           target_logit = detail::reduce_partial(target_logit, mesh.group(i), comm::ReduceOp::kSum);
+         }
+         return (sum_exp.log() - target_logit).sum() / n_global;
+       }});
 }
 
 DTensor reshape(const DTensor& x, std::vector<int64_t> shape) {

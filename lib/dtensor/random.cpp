@@ -40,10 +40,10 @@ std::pair<double, double> uniforms(const RngKey& key, uint64_t index) {
   return {to_unit(out[0], out[1]), to_unit(out[2], out[3])};
 }
 
-/// Fills a float64 tensor with f(global index) over the box's elements.
+/// Fills a float64 CPU tensor with f(global index) over the box's elements.
 template <typename F>
 at::Tensor generate(const Box& box, F f) {
-  at::Tensor out = at::empty(box.sizes, at::kDouble);
+  at::Tensor out = at::empty(box.sizes, at::dtype(at::kDouble).device(kCpu));
   const int64_t numel = out.numel();
   if (numel == 0) return out;
   const int64_t ndim = static_cast<int64_t>(box.shape.size());
@@ -85,43 +85,28 @@ RngKey derive(RngKey key, uint64_t salt) {
   return {key.seed, (uint64_t{mixed[0]} << 32) | mixed[1]};
 }
 
-Box Box::whole(std::vector<int64_t> shape) {
-  Box box;
-  box.sizes = shape;
-  box.offsets.assign(shape.size(), 0);
-  box.shape = std::move(shape);
-  return box;
-}
-
-Box Box::local(const DTensorSpec& spec) {
-  Box box;
-  box.shape = spec.shape;
-  spec.local_box(spec.mesh.coordinate(), box.sizes, box.offsets);
-  return box;
-}
-
-at::Tensor normal(const RngKey& key, const Box& box, double mean, double std,
-                  at::ScalarType dtype) {
+at::Tensor normal(const RngKey& key, const Box& box, double mean, double std, at::ScalarType dtype,
+                  Device device) {
   constexpr double kTwoPi = 6.283185307179586476925286766559;
   return generate(box,
                   [&](uint64_t i) {
                     const auto [u1, u2] = uniforms(key, i);
                     return mean + std * std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
                   })
-      .to(dtype);
+      .to(device, dtype);
 }
 
-at::Tensor uniform(const RngKey& key, const Box& box, double low, double high,
-                   at::ScalarType dtype) {
+at::Tensor uniform(const RngKey& key, const Box& box, double low, double high, at::ScalarType dtype,
+                   Device device) {
   return generate(box,
                   [&](uint64_t i) { return low + (high - low) * (1.0 - uniforms(key, i).first); })
-      .to(dtype);
+      .to(device, dtype);
 }
 
-at::Tensor keep_mask(const RngKey& key, const Box& box, double keep) {
+at::Tensor keep_mask(const RngKey& key, const Box& box, double keep, Device device) {
   VS_CHECK(keep >= 0 && keep <= 1, "[random] keep probability {} is not in [0, 1]", keep);
   return generate(box, [&](uint64_t i) { return uniforms(key, i).first <= keep ? 1.0 : 0.0; })
-      .to(at::kBool);
+      .to(device, at::kBool);
 }
 
 }  // namespace vescale

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/device.h"
 #include "dtensor/dtensor_spec.h"
 
 namespace vescale {
@@ -25,23 +26,15 @@ uint64_t stream_id(std::string_view name);
 /// The key of a sub-stream, e.g. the dropout mask of one layer at one step.
 RngKey derive(RngKey key, uint64_t salt);
 
-/// The region of a tensor of global `shape` that one rank holds: extents and offsets per dim.
-struct Box {
-  std::vector<int64_t> shape;  ///< global
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> offsets;
-  /// The whole tensor.
-  static Box whole(std::vector<int64_t> shape);
-  /// This rank's piece under a spec (Partial dims hold the whole).
-  static Box local(const DTensorSpec& spec);
-};
+// Values are computed on the CPU in float64, then cast to `dtype` and moved to `device`.
 
-/// Normal(mean, std) values of the box's elements, computed in float64 and cast to `dtype`.
-at::Tensor normal(const RngKey& key, const Box& box, double mean, double std, at::ScalarType dtype);
+/// Normal(mean, std) values of the box's elements.
+at::Tensor normal(const RngKey& key, const Box& box, double mean, double std, at::ScalarType dtype,
+                  Device device = kCpu);
 /// Uniform[low, high) values of the box's elements.
-at::Tensor uniform(const RngKey& key, const Box& box, double low, double high,
-                   at::ScalarType dtype);
+at::Tensor uniform(const RngKey& key, const Box& box, double low, double high, at::ScalarType dtype,
+                   Device device = kCpu);
 /// A keep-mask (true with probability keep) of the box's elements.
-at::Tensor keep_mask(const RngKey& key, const Box& box, double keep);
+at::Tensor keep_mask(const RngKey& key, const Box& box, double keep, Device device = kCpu);
 
 }  // namespace vescale

@@ -137,6 +137,15 @@ DimRule embedding_rule(int64_t ids_ndim) {
   };
 }
 
+DimRule cross_entropy_rule() {
+  return [](const Placements& in) -> DimStrategy {
+    const Placement& logits = in[0];
+    if (logits.is_shard(0)) return {{logits, Placement::shard(0)}, kP};  // rows
+    if (logits.is_shard(1)) return {{logits, kR}, kR};                   // vocab-parallel
+    return all_replicate(2, !all_r(in));
+  };
+}
+
 DimRule transpose_rule(int64_t ndim, int64_t d0, int64_t d1) {
   d0 = d0 < 0 ? d0 + ndim : d0;
   d1 = d1 < 0 ? d1 + ndim : d1;

@@ -44,6 +44,10 @@ DimRule softmax_rule(int64_t x_ndim, int64_t dim);
 DimRule attention_rule();
 /// embedding(ids, w[V, C]): w S(0) (vocab) -> Partial; w S(1) -> S(-1); ids sharded with w R.
 DimRule embedding_rule(int64_t ids_ndim);
+/// cross_entropy(logits[N, V], targets[N]) summed over rows: rows sharded (logits S(0), targets
+/// S(0) -> Partial), or classes (vocab-parallel: logits S(1), targets R -> Replicate, the logits
+/// never gathered: NOTE [Vocab-parallel cross entropy]).
+DimRule cross_entropy_rule();
 /// transpose of dims d0, d1.
 DimRule transpose_rule(int64_t ndim, int64_t d0, int64_t d1);
 /// sum over `dims` (keepdim or not): a shard of a reduced dim becomes Partial.

@@ -232,6 +232,10 @@ const comm::Group& DeviceMesh::world() const {
   return *state_->world;
 }
 
+Device DeviceMesh::device() const {
+  return has_groups() ? state_->world->device() : kCpu;
+}
+
 std::optional<int> DeviceMesh::neighbor(const std::string& dim, int offset, bool wrap) const {
   const int i = dim_index(dim);
   auto coord = coordinate();

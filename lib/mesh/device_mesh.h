@@ -78,6 +78,8 @@ class DeviceMesh {
   const comm::Group& group(int dim) const;
   /// The world group the mesh was built from.
   const comm::Group& world() const;
+  /// The device of this rank's tensors: the world group's (the CPU for a layout-only mesh).
+  Device device() const;
 
   /// World rank of the neighbour `offset` steps along `dim` (e.g. -1: previous pipeline stage);
   /// nullopt past the edge unless `wrap`.

@@ -1,5 +1,5 @@
-// Every collective on 1, 2, 3 and 4 ranks: values, and counted bytes against the analytic volume
-// of NOTE [Communication volume].
+// Every collective on 1, 2, 3 and 4 ranks, and point-to-point transfers on 2, 3 and 4: values,
+// and counted bytes against the analytic volume of NOTE [Communication volume].
 #include "comm/group.h"
 
 #include <ATen/ATen.h>
@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <thread>
 
 #include "core/chunking.h"
@@ -209,35 +210,182 @@ TEST(Collectives, SizeOneGroupIsFree) {
   });
 }
 
-TEST(Collectives, TimeoutThrowsInsteadOfHanging) {
-  // Rank 1 never joins rank 0's all-reduce: rank 0 must fail within its timeout, not hang.
+/// What rank 0 saw when rank 1 of its 2-rank group (timeout 1.5 s) called nothing for 4 s.
+struct Abandoned {
+  double seconds = 0;  ///< how long rank 0's call took
+  bool timed_out = false;
+  int64_t bytes = 0;  ///< counted by rank 0
+};
+
+Abandoned run_abandoned(const std::function<void(const Group&)>& rank0_call) {
   GroupOptions options;
   options.backend = Backend::kGloo;
   options.timeout = std::chrono::milliseconds(1500);
   const Store store = Store::in_memory();
-  double seconds = 0;
-  bool timed_out = false;
+  Abandoned out;
   std::thread rank1([&] {
     Group g = Group::create(store, 1, 2, options);
     std::this_thread::sleep_for(std::chrono::milliseconds(4000));
   });
   {
     Group g = Group::create(store, 0, 2, options);
-    at::Tensor t = at::ones({4});
     const auto start = std::chrono::steady_clock::now();
     try {
-      g.all_reduce(t);
+      rank0_call(g);
     } catch (const TimeoutError& e) {
-      timed_out = true;
+      out.timed_out = true;
       std::printf("rank 0: %s\n", e.what());
     }
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out.bytes = g.stats().total_bytes();
     rank1.join();
   }
+  return out;
+}
+
+TEST(Collectives, TimeoutThrowsInsteadOfHanging) {
+  // Rank 1 never joins rank 0's all-reduce: rank 0 must fail within its timeout, not hang.
+  const Abandoned run = run_abandoned([](const Group& g) {
+    at::Tensor t = at::ones({4});
+    g.all_reduce(t);
+  });
+  const double seconds = run.seconds;
   std::printf("all_reduce gave up after %.2fs (timeout 1.5s)\n", seconds);
-  EXPECT_TRUE(timed_out);
+  EXPECT_TRUE(run.timed_out);
   EXPECT_GE(seconds, 1.4);
   EXPECT_LT(seconds, 10.0);
+}
+
+// Non-blocking point-to-point: every transfer is posted before any is waited for.
+class PointToPoint : public ::testing::TestWithParam<int> {};
+
+TEST_P(PointToPoint, RingShiftPostedBeforeAnyWait) {
+  const int n = GetParam();
+  run_ranks(n, [n](const Group& g) {
+    const int next = (g.rank() + 1) % n, prev = (g.rank() + n - 1) % n;
+    at::Tensor base = at::zeros({5, 3}, at::kDouble);
+    at::Tensor in = base.t();  // non-contiguous: the values must land in `base`
+    Work received = g.irecv(in, prev, 3);
+    Work sent = g.isend(tagged(g.rank(), {3, 5}), next, 3);
+    // Nothing is counted until the transfers are waited for.
+    EXPECT_EQ(g.stats().total_bytes(), 0);
+    received.wait();
+    sent.wait();
+    EXPECT_TRUE(at::equal(in, tagged(prev, {3, 5})));
+    EXPECT_TRUE(at::equal(base, tagged(prev, {3, 5}).t()));
+    const auto counts = g.stats().snapshot();
+    EXPECT_EQ(g.stats().bytes("world", CommKind::kSend), 15 * kF64);
+    EXPECT_EQ(g.stats().bytes("world", CommKind::kRecv), 0);
+    EXPECT_EQ(counts.at({"world", CommKind::kSend}).calls, 1);
+    EXPECT_EQ(counts.at({"world", CommKind::kRecv}).calls, 1);
+    sent.wait();  // a second wait is a no-op: nothing counted twice
+    EXPECT_EQ(g.stats().bytes("world", CommKind::kSend), 15 * kF64);
+  });
+}
+
+TEST_P(PointToPoint, BatchWithSeveralTensorsPerPeerAndDistinctTags) {
+  // Three tensors of three dtypes to every peer, told apart by their tags; receives are posted in
+  // the reverse order of the sends, so only the tags can match them.
+  const int n = GetParam();
+  const std::vector<std::pair<std::vector<int64_t>, at::ScalarType>> kinds{
+      {{4}, at::kDouble}, {{2, 3}, at::kFloat}, {{5}, at::kLong}};
+  const int64_t bytes_per_peer = 4 * kF64 + 6 * kF32 + 5 * 8;  // 96
+  auto payload = [&](int src, int dst, int tag) {
+    const auto& [shape, dtype] = kinds[tag];
+    const int64_t numel = c10::multiply_integers(shape);
+    return (at::arange(numel, at::kDouble) + 1000 * src + 100 * dst + 10 * tag)
+        .to(dtype)
+        .view(shape);
+  };
+  run_ranks(n, [&](const Group& g) {
+    std::vector<P2POp> ops;
+    std::vector<at::Tensor> inbox;
+    for (int peer = 0; peer < n; ++peer) {
+      if (peer == g.rank()) continue;
+      for (int tag = 2; tag >= 0; --tag) {
+        inbox.push_back(at::zeros(kinds[tag].first, kinds[tag].second));
+        ops.push_back({P2POp::Kind::kRecv, inbox.back(), peer, tag});
+      }
+      for (int tag = 0; tag < 3; ++tag)
+        ops.push_back({P2POp::Kind::kSend, payload(g.rank(), peer, tag), peer, tag});
+    }
+    std::vector<Work> works = g.batch_isend_irecv(ops);
+    ASSERT_EQ(works.size(), ops.size());
+    for (Work& work : works)
+      work.wait();
+    for (const P2POp& op : ops) {
+      if (op.kind == P2POp::Kind::kRecv) {
+        EXPECT_TRUE(at::equal(op.tensor, payload(op.peer, g.rank(), op.tag)))
+            << "from " << op.peer << " tag " << op.tag;
+      }
+    }
+    const auto counts = g.stats().snapshot();
+    EXPECT_EQ(g.stats().bytes("world", CommKind::kSend), (n - 1) * bytes_per_peer);
+    EXPECT_EQ(g.stats().bytes("world", CommKind::kRecv), 0);
+    EXPECT_EQ(counts.at({"world", CommKind::kSend}).calls, 3 * (n - 1));
+    EXPECT_EQ(counts.at({"world", CommKind::kRecv}).calls, 3 * (n - 1));
+    if (g.rank() == 0) {
+      std::printf("batch on %d ranks: %lld bytes sent per rank ((n-1) x 96)\n", n,
+                  static_cast<long long>(g.stats().bytes("world", CommKind::kSend)));
+    }
+  });
+}
+
+TEST_P(PointToPoint, RejectsSelfOutOfRangeAndForeignDevice) {
+  const int n = GetParam();
+  run_ranks(n, [n](const Group& g) {
+    at::Tensor t = at::zeros({2}, at::kDouble);
+    EXPECT_THROW(g.isend(t, g.rank()), Error);
+    EXPECT_THROW(g.irecv(t, n), Error);
+    EXPECT_THROW(g.irecv(t, -1), Error);
+    // The group works on the CPU: a tensor elsewhere (here: meta) is refused before any transfer.
+    at::Tensor elsewhere = at::empty({2}, at::TensorOptions().dtype(at::kDouble).device(at::kMeta));
+    EXPECT_THROW(g.isend(elsewhere, (g.rank() + 1) % n), Error);
+    EXPECT_THROW(g.all_reduce(elsewhere), Error);
+    EXPECT_EQ(g.stats().total_bytes(), 0);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, PointToPoint, ::testing::Values(2, 3, 4),
+                         [](const auto& info) { return "world" + std::to_string(info.param); });
+
+TEST(PointToPoint, WaitTimesOutWhenThePeerNeverPosts) {
+  // Rank 1 never posts the matching transfer: rank 0's isend or irecv returns at once, and its
+  // wait fails within the group's timeout instead of hanging, counting nothing.
+  for (const P2POp::Kind kind : {P2POp::Kind::kRecv, P2POp::Kind::kSend}) {
+    const char* name = kind == P2POp::Kind::kSend ? "isend" : "irecv";
+    double post_seconds = 0;
+    const Abandoned run = run_abandoned([&](const Group& g) {
+      at::Tensor t = at::zeros({4});
+      const auto start = std::chrono::steady_clock::now();
+      Work work = kind == P2POp::Kind::kSend ? g.isend(t, 1) : g.irecv(t, 1);
+      post_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      work.wait();
+    });
+    std::printf("%s posted in %.3fs, wait gave up after %.2fs (timeout 1.5s)\n", name, post_seconds,
+                run.seconds);
+    EXPECT_TRUE(run.timed_out) << name;
+    EXPECT_EQ(run.bytes, 0) << name;
+    EXPECT_LT(post_seconds, 0.5) << name;
+    EXPECT_GE(run.seconds, 1.4) << name;
+    EXPECT_LT(run.seconds, 10.0) << name;
+  }
+}
+
+TEST(Collectives, NcclStubOnABuildWithoutIt) {
+  // NOTE [No-NCCL stub]: a CPU build links no_nccl.cpp, whose groups say why they cannot exist.
+  if (nccl_available()) GTEST_SKIP() << "this build has NCCL and a GPU";
+  GroupOptions options;
+  options.backend = Backend::kNccl;
+  try {
+    Group::create(Store::in_memory(), 0, 2, options);
+    FAIL() << "expected an error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("this build has no NCCL"), std::string::npos) << e.what();
+  }
+  options.backend = Backend::kAuto;
+  EXPECT_EQ(Group::create(Store::in_memory(), 0, 1, options).backend(), Backend::kGloo);
 }
 
 TEST(Collectives, SplitLabelsCountSeparately) {

@@ -383,6 +383,10 @@ TEST(OpRules, OutputPlacementsFollowTheRules) {
     EXPECT_EQ(out(ops::sum(d({4, 3}, "S(0)"), {0})), "P");
     EXPECT_EQ(out(ops::reshape(d({2, 4, 6}, "S(2)"), {2, 4, 2, 3})), "S(2)");
     EXPECT_EQ(out(ops::transpose(d({2, 4, 6}, "S(2)"), 1, 2)), "S(1)");
+    auto targets = distribute_tensor(at::arange(6, at::kLong) % 5, mesh, {Placement::replicate()});
+    EXPECT_EQ(out(ops::cross_entropy(d({6, 5}, "S(0)"), targets)), "P");  // rows
+    EXPECT_EQ(out(ops::cross_entropy(d({6, 5}, "S(1)"), targets)), "R");  // vocab-parallel
+    EXPECT_EQ(out(ops::cross_entropy(d({6, 5}, "R"), targets)), "R");
   });
 }
 

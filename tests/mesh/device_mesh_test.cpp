@@ -101,6 +101,18 @@ TEST(DeviceMesh, SizeOneDimsAreRealAndFree) {
   });
 }
 
+TEST(DeviceMesh, DeviceIsTheWorldGroupsOnEveryDimAndSubMesh) {
+  run_ranks(4, [](const comm::Group& world) {
+    DeviceMesh mesh(world, MeshSpec::parse("dp=2,tp=2"));
+    EXPECT_EQ(world.device(), kCpu);
+    EXPECT_EQ(mesh.device(), world.device());
+    EXPECT_EQ(mesh["tp"].device(), world.device());
+    EXPECT_EQ(mesh.group("dp").device(), world.device());
+    EXPECT_EQ(mesh.group("tp").device(), world.device());
+  });
+  EXPECT_EQ(DeviceMesh::layout(MeshSpec::parse("dp=2,tp=2"), 3).device(), kCpu);
+}
+
 TEST(DeviceMesh, RejectsMeshThatIsNotTheWorld) {
   run_ranks(2, [](const comm::Group& world) {
     try {

@@ -10,11 +10,10 @@ at::Tensor pattern(const std::vector<int64_t>& shape, double phase) {
 }
 
 at::Tensor box_of(const at::Tensor& full, const DTensorSpec& spec) {
-  std::vector<int64_t> sizes, offsets;
-  spec.local_box(spec.mesh.coordinate(), sizes, offsets);
+  const Box box = Box::local(spec);
   at::Tensor out = full;
-  for (size_t d = 0; d < sizes.size(); ++d)
-    out = out.narrow(static_cast<int64_t>(d), offsets[d], sizes[d]);
+  for (size_t d = 0; d < box.sizes.size(); ++d)
+    out = out.narrow(static_cast<int64_t>(d), box.offsets[d], box.sizes[d]);
   return out.contiguous();
 }
 

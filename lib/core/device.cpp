@@ -1,0 +1,39 @@
+#include "core/device.h"
+
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "core/suggest.h"
+
+namespace vescale {
+
+int cuda_device_count() {
+  return static_cast<int>(torch::cuda::device_count());
+}
+
+Device resolve_device(const std::string& setting, int local_rank, int gpus) {
+  const std::vector<std::string> valid{"auto", "cpu", "cuda"};
+  if (std::find(valid.begin(), valid.end(), setting) == valid.end()) {
+    const auto near = near_matches(setting, valid, 1);
+    throw UserError(fmt::format("training.device = '{}' is not one of auto, cpu, cuda{}", setting,
+                                near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near[0])));
+  }
+  if (setting == "cpu" || (setting == "auto" && gpus == 0)) return kCpu;
+  VS_USER_CHECK(gpus > 0,
+                "training.device = 'cuda', but this process sees no GPU (a CPU-only LibTorch, or "
+                "no visible CUDA device): use 'cpu' or 'auto'");
+  VS_USER_CHECK(local_rank >= 0 && local_rank < gpus,
+                "training.device = '{}': local rank {} needs GPU cuda:{}, but this process sees "
+                "{} GPU(s): start at most {} processes per node",
+                setting, local_rank, local_rank, gpus, gpus);
+  return Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+}
+
+Device parse_device(const std::string& setting, int local_rank) {
+  return resolve_device(setting, local_rank, cuda_device_count());
+}
+
+}  // namespace vescale
