@@ -4,6 +4,7 @@
 
 #include "commands/commands.h"
 #include "config/job_config.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "dmodule/plan.h"
 #include "train/trainer.h"
@@ -29,6 +30,16 @@ void precheck(const JobConfig& c) {
                   c.source, c.data_path);
   }
   if (!c.plan.empty()) Plan::load(c.plan);
+}
+
+/// The world group of a job: its timeout and backend; the device tensors live on (the CPU
+/// until training.device arrives with the GPU path).
+comm::GroupOptions world_options(const JobConfig& config) {
+  comm::GroupOptions group;
+  group.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
+  group.backend = comm::parse_backend(config.backend);
+  group.device = kCpu;
+  return group;
 }
 
 }  // namespace
@@ -67,10 +78,7 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
                         "processes, but {} started {}",
                         config.source, config.pp, config.dp, config.tp, config.world_size(),
                         env.source, env.world);
-          comm::GroupOptions group;
-          group.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
-          group.backend = comm::parse_backend(config.backend);
-          run_training(config, connect_world(env, group));
+          run_training(config, connect_world(env, world_options(config)));
           return 0;
         });
     if (code != 0) throw CLI::RuntimeError(code);
@@ -93,10 +101,8 @@ void add_eval_command(CLI::App& app, const Invocation& invocation) {
     precheck(config);
     const int code =
         run_on_ranks(static_cast<int>(config.world_size()), invocation, [&](const LaunchEnv& env) {
-          comm::GroupOptions group;
-          group.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
-          group.backend = comm::parse_backend(config.backend);
-          const double val_loss = run_evaluation(config, connect_world(env, group), *checkpoint);
+          const double val_loss =
+              run_evaluation(config, connect_world(env, world_options(config)), *checkpoint);
           if (env.rank == 0) std::printf("val_loss %.17g\n", val_loss);
           return 0;
         });

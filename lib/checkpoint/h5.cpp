@@ -82,7 +82,7 @@ Handle File::open_object(const std::string& name) const {
 }
 
 void File::write(const std::string& name, const at::Tensor& tensor) {
-  const at::Tensor t = tensor.detach().contiguous();
+  const at::Tensor t = tensor.detach().to(at::kCPU).contiguous();  // HDF5 reads host memory
   std::vector<hsize_t> dims(t.sizes().begin(), t.sizes().end());
   Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
   const Handle lcpl = link_props();

@@ -35,12 +35,14 @@ double global_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh& 
     for (size_t subset = 0; subset < by_subset.size(); ++subset) {
       if (subset & (size_t{1} << i)) members.push_back(subset);
     }
-    at::Tensor sums = at::empty({static_cast<int64_t>(members.size())}, at::kDouble);
-    for (size_t m = 0; m < members.size(); ++m)
-      sums[static_cast<int64_t>(m)] = by_subset[members[m]];
+    std::vector<double> values;
+    for (size_t subset : members)
+      values.push_back(by_subset[subset]);
+    at::Tensor sums = at::tensor(values, at::kDouble).to(mesh.device());
     mesh.group(reduce_dims[i]).all_reduce(sums, comm::ReduceOp::kSum);
+    const at::Tensor host = sums.cpu();
     for (size_t m = 0; m < members.size(); ++m)
-      by_subset[members[m]] = sums[static_cast<int64_t>(m)].item<double>();
+      by_subset[members[m]] = host[static_cast<int64_t>(m)].item<double>();
   }
   double total = 0;
   for (double s : by_subset)

@@ -15,7 +15,8 @@ double evaluate(Task& task, const JobMesh& mesh, int64_t limit) {
     sum += task.forward_loss(task.val_batch(w), mesh.param_mesh()).to_local().item<double>();
     count += 1;
   }
-  at::Tensor totals = at::tensor({sum, count}, at::kDouble);
+  at::Tensor totals =
+      at::tensor({sum, count}, at::TensorOptions(at::kDouble).device(mesh.mesh().device()));
   mesh.group("dp").all_reduce(totals, comm::ReduceOp::kSum);
   return totals[0].item<double>() / std::max(1.0, totals[1].item<double>());
 }

@@ -45,12 +45,13 @@ Batch LMTask::val_batch(int64_t index) {
 }
 
 Tensors LMTask::inputs(const Batch& batch, const DeviceMesh& mesh) const {
-  return {distribute_tensor(batch.inputs, mesh, Placements(mesh.ndim(), Placement::replicate()))};
+  return {distribute_tensor(batch.inputs.to(mesh.device()), mesh,
+                            Placements(mesh.ndim(), Placement::replicate()))};
 }
 
 DTensor LMTask::loss(const Tensors& outputs, const Batch& batch, const DeviceMesh& mesh) const {
-  const DTensor targets =
-      distribute_tensor(batch.targets, mesh, Placements(mesh.ndim(), Placement::replicate()));
+  const DTensor targets = distribute_tensor(batch.targets.to(mesh.device()), mesh,
+                                            Placements(mesh.ndim(), Placement::replicate()));
   return models::lm_loss(outputs.at(0), targets);
 }
 

@@ -27,14 +27,15 @@ Batch RegressionTask::val_batch(int64_t index) {
 }
 
 Tensors RegressionTask::inputs(const Batch& batch, const DeviceMesh& mesh) const {
-  return {distribute_tensor(batch.inputs.to(dtype_), mesh,
+  return {distribute_tensor(batch.inputs.to(mesh.device(), dtype_), mesh,
                             Placements(mesh.ndim(), Placement::replicate()))};
 }
 
 DTensor RegressionTask::loss(const Tensors& outputs, const Batch& batch,
                              const DeviceMesh& mesh) const {
   const Placements r(mesh.ndim(), Placement::replicate());
-  DTensor d = ops::sub(outputs.at(0), distribute_tensor(batch.targets.to(dtype_), mesh, r));
+  DTensor d =
+      ops::sub(outputs.at(0), distribute_tensor(batch.targets.to(mesh.device(), dtype_), mesh, r));
   return ops::mean(ops::mul(d, d)).redistribute(r);
 }
 

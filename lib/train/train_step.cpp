@@ -35,7 +35,8 @@ StepResult TrainStep::run(const MicroBatchLoss& forward, double lr) {
   double sum = 0;
   for (double l : losses)
     sum += l;
-  at::Tensor loss = at::full({1}, sum / static_cast<double>(schedule_.microbatches()), at::kDouble);
+  at::Tensor loss = at::full({1}, sum / static_cast<double>(schedule_.microbatches()),
+                             at::TensorOptions(at::kDouble).device(mesh_.mesh().device()));
   mesh_.group("dp").all_reduce(loss, comm::ReduceOp::kAvg);
   result.loss = loss.item<double>();
   return result;
