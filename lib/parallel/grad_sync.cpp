@@ -16,6 +16,11 @@ GradSync::GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp,
       bucket_bytes_(bucket_bytes),
       where_(params_.size(), {kNoBucket, 0}),
       filled_(params_.size()) {
+  // Nothing to reduce where every group is a single rank: no hooks, no buckets.
+  bool any_group = dp_ && dp_->size() > 1;
+  for (DTensor* p : params_)
+    any_group = any_group || p->mesh().numel() > 1;
+  if (!any_group) return;
   for (size_t k = 0; k < params_.size(); ++k) {
     params_[k]->to_local().register_hook([this, k](const at::Tensor& grad) { on_grad(k, grad); });
   }
@@ -27,8 +32,10 @@ std::vector<GradSync::Reduction> GradSync::reductions_of(size_t k) const {
   if (dp_ && dp_->size() > 1) out.push_back({&*dp_, comm::ReduceOp::kAvg});
   std::vector<int> dims = params_[k]->partial_grad_dims();
   std::sort(dims.begin(), dims.end());
-  for (int i : dims)
-    out.push_back({&params_[k]->mesh().group(i), comm::ReduceOp::kSum});
+  for (int i : dims) {
+    const comm::Group& group = params_[k]->mesh().group(i);
+    if (group.size() > 1) out.push_back({&group, comm::ReduceOp::kSum});
+  }
   return out;
 }
 
@@ -169,12 +176,13 @@ int GradSync::finish() {
   for (auto& b : buckets_) {
     b.work.wait();
     for (size_t slot = 0; slot < b.params.size(); ++slot) {
-      DTensor& param = *params_[b.params[slot]];
-      const at::Tensor& p = param.to_local();
+      const at::Tensor& p = params_[b.params[slot]]->to_local();
       p.mutable_grad() = b.flat.narrow(0, b.offsets[slot], p.numel()).view_as(p).clone();
-      param.mark_grad_reduced();
     }
   }
+  // Every gradient now has its parameter's placements (a partial sum over one rank is whole).
+  for (DTensor* p : params_)
+    p->mark_grad_reduced();
   armed_ = false;
   return overlapped;
 }
