@@ -18,6 +18,13 @@ MLP::MLP(const MLPConfig& config) : Module("MLP"), config_(config) {
   assign_names();
 }
 
+std::vector<std::string> MLP::layer_names() const {
+  std::vector<std::string> names;
+  for (const auto& layer : layers_)
+    names.push_back(layer->fqn());
+  return names;
+}
+
 Tensors MLP::forward(const Tensors& inputs) {
   DTensor x = inputs.at(0);
   for (size_t i = 0; i < layers_.size(); ++i) {

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "dmodule/module.h"
 
@@ -20,6 +22,8 @@ class MLP : public Module {
  public:
   explicit MLP(const MLPConfig& config);
   const MLPConfig& config() const { return config_; }
+  /// FQNs of its linears in forward order: fc1, fc2, or layers.{i}.
+  std::vector<std::string> layer_names() const;
 
  protected:
   /// inputs: {x [N, d_in]} -> {y [N, d_out]}.

@@ -1,4 +1,4 @@
-// `vescale-train plan list | show NAME [--tp N] | lint CONFIG.toml`.
+// `vescale-train plan list | show NAME [--tp N] | lint CONFIG.toml | schedule CONFIG.toml`.
 #include <cstdio>
 
 #include "commands/commands.h"
@@ -6,7 +6,10 @@
 #include "core/error.h"
 #include "dmodule/parallelize.h"
 #include "mesh/job_mesh.h"
+#include "parallel/pipeline/schedule.h"
+#include "parallel/pipeline/stage_split.h"
 #include "train/model_factory.h"
+#include "train/task.h"
 
 namespace vescale::app {
 namespace {
@@ -32,12 +35,61 @@ std::string resolved_table(const JobConfig& config, const Plan& plan,
   return describe_plan(resolved, job.param_mesh(), job_dtype(config));
 }
 
+/// `config`'s pipeline: its stage split, the schedule's per-rank timeline and its bubble. Builds
+/// the model without allocating it and loads no data.
+std::string schedule_report(const JobConfig& config) {
+  const pipeline::PipelineSchedule schedule = pipeline::make_schedule(
+      config.pp_schedule, static_cast<int>(config.pp), static_cast<int>(config.pp_virtual),
+      static_cast<int>(config.microbatches));
+  auto model = build_model(config);
+  const std::vector<Layer> layers = model_layers(config, *model);
+  const std::vector<pipeline::Stage> stages =
+      pipeline::split_stages(stage_layers(layers), schedule.stages(), config.pp_split);
+  const pipeline::Simulation sim = pipeline::simulate(schedule);
+
+  double total = 0;
+  for (const auto& st : stages)
+    total += st.cost;
+  std::string out = fmt::format("{}: {} over pp = {} x {} stage(s) per rank, split {}\n\n",
+                                config.source, config.model, config.pp, config.pp_virtual,
+                                config.pp_split == std::vector<std::string>{"balanced"}
+                                    ? "balanced"
+                                    : fmt::format("at {}", fmt::join(config.pp_split, ", ")));
+  out += fmt::format("{:<6} {:<5} {:<40} {:>11} {:>14} {:>6} {:>9}\n", "stage", "rank", "layers",
+                     "parameters", "MFLOP/sample", "share", "in flight");
+  for (size_t k = 0; k < stages.size(); ++k) {
+    const pipeline::Stage& st = stages[k];
+    std::vector<std::string> modules;
+    for (int i = st.begin; i < st.end; ++i)
+      modules.insert(modules.end(), layers[i].modules.begin(), layers[i].modules.end());
+    const std::string names =
+        st.names.size() == 1 ? st.names[0] : st.names.front() + " .. " + st.names.back();
+    out +=
+        fmt::format("{:<6} {:<5} {:<40} {:>11} {:>14.1f} {:>5.1f}% {:>9}\n", k,
+                    schedule.stage_rank[k], names, parameters_under(*model, modules), st.cost / 1e6,
+                    total > 0 ? 100.0 * st.cost / total : 0.0, sim.peak_stashed[k]);
+  }
+  out += "(parameters: each counted once, where first used; GPT's lm_head is transformer.wte)\n";
+  out += fmt::format(
+      "\nschedule {}: {} micro-batches; time units: F = 1, B = 2 (I = W = 1) per stage\n",
+      schedule.name, schedule.microbatches);
+  out += pipeline::timeline(schedule, sim);
+  out += fmt::format(
+      "\nbubble {:.6f} (simulated: idle / (pp x makespan) = idle / ({} x {})); formula {} = "
+      "{:.6f}\n",
+      sim.bubble, schedule.pp, sim.makespan, pipeline::bubble_formula(schedule.name),
+      pipeline::analytic_bubble(schedule.name, schedule.pp, schedule.virtual_stages,
+                                schedule.microbatches));
+  return out;
+}
+
 }  // namespace
 
 void add_plan_command(CLI::App& app, const Invocation&) {
   auto options = std::make_shared<PlanOptions>();
-  CLI::App* plan =
-      app.add_subcommand("plan", "The sharding plan zoo: list plans, show one, lint a job's plan");
+  CLI::App* plan = app.add_subcommand(
+      "plan",
+      "The sharding plan zoo: list plans, show one, lint a job's plan; a job's pipeline schedule");
   plan->require_subcommand(1);
 
   plan->add_subcommand("list", "List the zoo plans with their descriptions")->callback([] {
@@ -93,6 +145,17 @@ void add_plan_command(CLI::App& app, const Invocation&) {
     print(fmt::format("ok: {} on {} with plan {} ({} warnings)\n", config.model,
                       fmt::format("tp={}", config.tp),
                       config.plan.empty() ? "(replicate)" : config.plan, warnings.size()));
+  });
+
+  CLI::App* schedule = plan->add_subcommand(
+      "schedule",
+      "Show a job's pipeline: the stage split (parallel.pp_split), the per-rank timeline of "
+      "parallel.pp_schedule over parallel.microbatches micro-batches, and its bubble");
+  schedule->add_option("config", options->config, "Job config (TOML)")->required();
+  schedule->allow_extras();
+  schedule->callback([options, schedule] {
+    print(schedule_report(
+        JobConfig::load(options->config, collect_overrides(schedule->remaining()))));
   });
 }
 

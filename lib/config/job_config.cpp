@@ -27,8 +27,10 @@ const char* type_name(const ConfigValue& v) {
       return "a number";
     case 2:
       return "true or false";
-    default:
+    case 3:
       return "a string";
+    default:
+      return "a string or a list of strings";
   }
 }
 
@@ -61,18 +63,34 @@ std::optional<ConfigValue> from_node(const toml::node& node, const ConfigValue& 
     case 2:
       if (auto v = node.value_exact<bool>()) return ConfigValue(*v);
       return std::nullopt;
-    default:
+    case 3:
       if (auto v = node.value_exact<std::string>()) return ConfigValue(*v);
       return std::nullopt;
+    default: {
+      if (auto v = node.value_exact<std::string>())
+        return ConfigValue(std::vector<std::string>{*v});
+      const toml::array* array = node.as_array();
+      if (array == nullptr) return std::nullopt;
+      std::vector<std::string> items;
+      for (const toml::node& item : *array) {
+        auto v = item.value_exact<std::string>();
+        if (!v) return std::nullopt;
+        items.push_back(*v);
+      }
+      return ConfigValue(items);
+    }
   }
 }
 
 /// A command-line value as the schema's type, or nullopt.
 std::optional<ConfigValue> from_text(const std::string& text, const ConfigValue& like) {
-  if (like.index() == 3) {
+  const bool list = like.index() == 4;
+  if (like.index() == 3 || (list && text.rfind('[', 0) != 0)) {
     const bool quoted = text.size() >= 2 && (text.front() == '"' || text.front() == '\'') &&
                         text.back() == text.front();
-    return ConfigValue(quoted ? text.substr(1, text.size() - 2) : text);
+    std::string value = quoted ? text.substr(1, text.size() - 2) : text;
+    if (list) return ConfigValue(std::vector<std::string>{std::move(value)});
+    return ConfigValue(std::move(value));
   }
   try {
     auto table = toml::parse("v = " + text);
@@ -80,6 +98,12 @@ std::optional<ConfigValue> from_text(const std::string& text, const ConfigValue&
   } catch (const toml::parse_error&) {
   }
   return std::nullopt;
+}
+
+std::string toml_string(const std::string& text) {
+  std::ostringstream out;
+  out << toml::value<std::string>(text);
+  return out.str();
 }
 
 std::string toml_literal(const ConfigValue& v) {
@@ -93,10 +117,15 @@ std::string toml_literal(const ConfigValue& v) {
     }
     case 2:
       return std::get<bool>(v) ? "true" : "false";
+    case 3:
+      return toml_string(std::get<std::string>(v));
     default: {
-      std::ostringstream out;
-      out << toml::value<std::string>(std::get<std::string>(v));
-      return out.str();
+      const auto& items = std::get<std::vector<std::string>>(v);
+      if (items.size() == 1) return toml_string(items[0]);
+      std::vector<std::string> literals;
+      for (const auto& item : items)
+        literals.push_back(toml_string(item));
+      return fmt::format("[{}]", fmt::join(literals, ", "));
     }
   }
 }
@@ -198,6 +227,7 @@ void check_values(const JobConfig& c) {
   one_of("lr_scheduler.decay", c.decay, {"cosine", "constant"});
   one_of("comm.backend", c.backend, {"auto", "gloo", "nccl"});
   one_of("checkpoint.format", c.checkpoint_format, {"sharded", "deduped", "merged"});
+  one_of("parallel.pp_schedule", c.pp_schedule, {"gpipe", "1f1b", "interleaved-1f1b", "zbv", "zb-h1"});
   auto positive = [&](const std::string& key, int64_t v) {
     VS_USER_CHECK(v >= 1, "config {}: {} = {} must be at least 1", c.source, key, v);
   };
@@ -205,6 +235,7 @@ void check_values(const JobConfig& c) {
   positive("parallel.dp", c.dp);
   positive("parallel.tp", c.tp);
   positive("parallel.microbatches", c.microbatches);
+  positive("parallel.pp_virtual", c.pp_virtual);
   positive("training.steps", c.steps);
   positive("training.global_batch_size", c.global_batch_size);
   positive("training.seq_len", c.seq_len);
@@ -213,9 +244,6 @@ void check_values(const JobConfig& c) {
 
 /// Rules across keys.
 void check_combinations(const JobConfig& c) {
-  VS_USER_CHECK(c.pp == 1,
-                "config {}: parallel.pp = {}: pipeline parallelism is not available yet; use 1",
-                c.source, c.pp);
   VS_USER_CHECK(c.global_batch_size % (c.dp * c.microbatches) == 0,
                 "config {}: training.global_batch_size = {} is not divisible by parallel.dp x "
                 "parallel.microbatches "
@@ -266,13 +294,20 @@ const std::vector<ConfigKey>& config_schema() {
       key("model.d_hidden", &C::d_hidden, 256, "MLP hidden size"),
       key("model.d_out", &C::d_out, 64, "MLP output size"),
       key("model.n_layers", &C::n_layers, 2, "MLP linear layers (2: fc1, fc2)"),
-      key("parallel.pp", &C::pp, 1, "Pipeline stages (only 1 today)"),
+      key("parallel.pp", &C::pp, 1, "Pipeline-parallel ranks (train: only 1 today)"),
       key("parallel.dp", &C::dp, 1, "Data-parallel replicas"),
       key("parallel.tp", &C::tp, 1, "Tensor-parallel degree"),
       key("parallel.plan", &C::plan, "",
           "Sharding plan: a zoo name (gpt/megatron-sp) or a file; empty: replicate"),
       key("parallel.microbatches", &C::microbatches, 1,
-          "Gradient-accumulation micro-batches per step"),
+          "Micro-batches per step (gradient accumulation; the pipeline's micro-batches)"),
+      key("parallel.pp_schedule", &C::pp_schedule, "1f1b",
+          "Pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zbv or zb-h1"),
+      key("parallel.pp_virtual", &C::pp_virtual, 1,
+          "Pipeline stages per pp rank (interleaved-1f1b: 2 or more; zbv: 2)"),
+      key("parallel.pp_split", &C::pp_split, {"balanced"},
+          "Stages: balanced (by estimated cost), or the layers that start stages 2, 3, ... "
+          "([\"transformer.h.2\"])"),
       key("data.source", &C::data_source, "synthetic",
           "synthetic, text (UTF-8 bytes) or tokens (nanoGPT uint16 .bin)"),
       key("data.path", &C::data_path, "",

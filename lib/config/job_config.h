@@ -12,7 +12,9 @@
 
 namespace vescale {
 
-using ConfigValue = std::variant<int64_t, double, bool, std::string>;
+/// A key's value. A list of strings is written as a TOML array (`["a", "b"]`, also on the
+/// command line); a plain string is accepted as a list of one and a list of one prints as a string.
+using ConfigValue = std::variant<int64_t, double, bool, std::string, std::vector<std::string>>;
 
 struct JobConfig {
   // [job]
@@ -24,8 +26,9 @@ struct JobConfig {
   double dropout;
   int64_t d_in, d_hidden, d_out, n_layers;
   // [parallel]
-  int64_t pp, dp, tp, microbatches;
-  std::string plan;
+  int64_t pp, dp, tp, microbatches, pp_virtual;
+  std::string plan, pp_schedule;
+  std::vector<std::string> pp_split;  ///< {"balanced"} or the FQNs that start stages 2, 3, ...
   // [data]
   std::string data_source, data_path;
   double val_fraction;
@@ -71,7 +74,7 @@ struct JobConfig {
 
 /// The JobConfig field a key is stored in, of the type of its value.
 using ConfigField = std::variant<int64_t JobConfig::*, double JobConfig::*, bool JobConfig::*,
-                                 std::string JobConfig::*>;
+                                 std::string JobConfig::*, std::vector<std::string> JobConfig::*>;
 
 /// One config key, declared once: everything else (parsing, overrides, the effective text and
 /// the README table) iterates config_schema().

@@ -56,12 +56,16 @@ DTensor LMTask::loss(const Tensors& outputs, const Batch& batch, const DeviceMes
 }
 
 std::vector<Layer> LMTask::layers() const {
+  return gpt_layers(*model_, seq_len_);
+}
+
+std::vector<Layer> gpt_layers(models::GPT& model, int64_t seq_len) {
   // 6 FLOPs per parameter per token for the matmuls forward and backward, plus attention's
   // 12 C T per token and block. The tied wte/lm_head weight is the head's matmul.
-  const models::GPTConfig& g = model_->config();
-  const double t = static_cast<double>(seq_len_), c = static_cast<double>(g.n_embd);
+  const models::GPTConfig& g = model.config();
+  const double t = static_cast<double>(seq_len), c = static_cast<double>(g.n_embd);
   auto params = [&](const std::vector<std::string>& modules) {
-    return static_cast<double>(parameters_under(*model_, modules));
+    return static_cast<double>(parameters_under(model, modules));
   };
   std::vector<Layer> out;
   const std::vector<std::string> embedding{"transformer.wte", "transformer.wpe",

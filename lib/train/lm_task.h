@@ -30,4 +30,8 @@ class LMTask : public Task {
   int64_t seq_len_;
 };
 
+/// The GPT's layers for sequences of `seq_len` tokens: the embeddings, each block, the head with
+/// the loss (LMTask::layers(), also without a task).
+std::vector<Layer> gpt_layers(models::GPT& model, int64_t seq_len);
+
 }  // namespace vescale

@@ -1,20 +1,15 @@
 #include "train/regression_task.h"
 
-#include <fmt/format.h>
-
 #include "dtensor/ops.h"
 #include "train/model_factory.h"
 
 namespace vescale {
 
 RegressionTask::RegressionTask(const JobConfig& c)
-    : model_(build_model(c)),
+    : model_(std::static_pointer_cast<models::MLP>(build_model(c))),
       teacher_(c.d_in, c.d_out, static_cast<uint64_t>(c.seed)),
       dtype_(job_dtype(c)),
-      val_rows_(c.micro_batch_size()) {
-  for (int64_t i = 0; i < c.n_layers; ++i)
-    linears_.push_back(c.n_layers == 2 ? fmt::format("fc{}", i + 1) : fmt::format("layers.{}", i));
-}
+      val_rows_(c.micro_batch_size()) {}
 
 Batch RegressionTask::train_batch(int64_t step, const BatchSlice& slice) {
   auto [x, y] = teacher_.batch(step, slice);
@@ -40,9 +35,13 @@ DTensor RegressionTask::loss(const Tensors& outputs, const Batch& batch,
 }
 
 std::vector<Layer> RegressionTask::layers() const {
+  return mlp_layers(*model_);
+}
+
+std::vector<Layer> mlp_layers(models::MLP& model) {
   std::vector<Layer> out;
-  for (const auto& fqn : linears_)
-    out.push_back({fqn, {fqn}, 6.0 * static_cast<double>(parameters_under(*model_, {fqn}))});
+  for (const auto& fqn : model.layer_names())
+    out.push_back({fqn, {fqn}, 6.0 * static_cast<double>(parameters_under(model, {fqn}))});
   return out;
 }
 

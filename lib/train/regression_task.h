@@ -2,6 +2,7 @@
 #pragma once
 
 #include "data/regression_data.h"
+#include "models/mlp.h"
 #include "train/task.h"
 
 namespace vescale {
@@ -22,11 +23,13 @@ class RegressionTask : public Task {
   std::vector<Layer> layers() const override;
 
  private:
-  std::shared_ptr<Module> model_;
+  std::shared_ptr<models::MLP> model_;
   TeacherRegression teacher_;
   at::ScalarType dtype_;
   int64_t val_rows_;
-  std::vector<std::string> linears_;
 };
+
+/// The MLP's layers: each linear (RegressionTask::layers(), also without a task).
+std::vector<Layer> mlp_layers(models::MLP& model);
 
 }  // namespace vescale

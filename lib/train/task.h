@@ -13,6 +13,7 @@
 #include "config/job_config.h"
 #include "data/token_data.h"
 #include "dmodule/module.h"
+#include "parallel/pipeline/stage_split.h"
 
 namespace vescale {
 
@@ -66,5 +67,11 @@ class Task {
 /// The task of the job's model: a GPT language model on the job's token data, or the MLP on
 /// teacher-student regression. Loads (or makes) the data; throws UserError on bad data.
 std::unique_ptr<Task> make_task(const JobConfig& config);
+
+/// The layers of `model`, the model build_model(config) made: the list make_task(config)->layers()
+/// gives, without loading any data (and with deferred init, without allocating the model).
+std::vector<Layer> model_layers(const JobConfig& config, Module& model);
+/// The layers as the pipeline's stage split takes them (cost: FLOPs per sample).
+std::vector<pipeline::StageLayer> stage_layers(const std::vector<Layer>& layers);
 
 }  // namespace vescale

@@ -51,12 +51,47 @@ TEST(JobConfig, ErrorsNameFileLineAndKey) {
   EXPECT_NE(
       error_of("[model]\nname = \"bert\"\n").find("model.name = \"bert\" is not one of gpt, mlp"),
       std::string::npos);
-  EXPECT_NE(error_of("[parallel]\npp = 2\n").find("pipeline parallelism is not available yet"),
+  EXPECT_NE(error_of("[parallel]\npp_schedule = \"1f1f\"\n")
+                .find("parallel.pp_schedule = \"1f1f\" is not one of gpipe, 1f1b"),
+            std::string::npos);
+  EXPECT_NE(error_of("[parallel]\npp_split = [\"a\", 2]\n")
+                .find("key 'parallel.pp_split' must be a string or a list of strings"),
             std::string::npos);
   EXPECT_NE(error_of("[training]\nseq_len = 128\n").find("longer than model.block_size = 64"),
             std::string::npos);
   EXPECT_NE(error_of("[data]\nsource = \"text\"\n").find("needs data.path"), std::string::npos);
   EXPECT_NE(error_of("steps = 3\n").find("must be a [section]"), std::string::npos);
+}
+
+TEST(JobConfig, PipelineKeysAndStringLists) {
+  // The config reads pp > 1 (train refuses it until the executor lands; plan schedule reads it).
+  const JobConfig defaults = JobConfig::parse("[parallel]\npp = 2\n", "job.toml");
+  EXPECT_EQ(defaults.pp, 2);
+  EXPECT_EQ(defaults.pp_schedule, "1f1b");
+  EXPECT_EQ(defaults.pp_virtual, 1);
+  EXPECT_EQ(defaults.pp_split, std::vector<std::string>{"balanced"});
+  EXPECT_NE(defaults.text.find("pp_split = 'balanced'\n"), std::string::npos) << defaults.text;
+
+  const std::vector<std::string> two{"transformer.h.2", "head"};
+  const JobConfig file = JobConfig::parse(
+      "[parallel]\npp_split = [\"transformer.h.2\", \"head\"]\npp_virtual = 2\n", "job.toml");
+  EXPECT_EQ(file.pp_split, two);
+  EXPECT_EQ(file.pp_virtual, 2);
+  // The effective text reads back to the same value.
+  EXPECT_NE(file.text.find("pp_split = ['transformer.h.2', 'head']\n"), std::string::npos)
+      << file.text;
+  EXPECT_EQ(JobConfig::parse(file.text, "again").pp_split, two);
+  // On the command line: an array, a quoted string, a bare word.
+  EXPECT_EQ(
+      JobConfig::parse("", "j", {"parallel.pp_split=[\"transformer.h.2\", \"head\"]"}).pp_split,
+      two);
+  EXPECT_EQ(JobConfig::parse("", "j", {"parallel.pp_split=\"transformer.h.1\""}).pp_split,
+            std::vector<std::string>{"transformer.h.1"});
+  EXPECT_EQ(JobConfig::parse("", "j", {"parallel.pp_split=balanced"}).pp_split,
+            std::vector<std::string>{"balanced"});
+  EXPECT_EQ(JobConfig::parse("", "j", {"parallel.pp_split=[]"}).pp_split,
+            std::vector<std::string>{});
+  EXPECT_EQ(JobConfig::parse("", "j", {"parallel.pp_schedule=zbv"}).pp_schedule, "zbv");
 }
 
 bool same_field(const JobConfig& a, const JobConfig& b, const ConfigField& field) {
