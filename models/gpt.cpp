@@ -148,7 +148,28 @@ GPT::GPT(const GPTConfig& config, int64_t tp)
 }
 
 Tensors GPT::forward(const Tensors& inputs) {
-  const DTensor& idx = inputs.at(0);
+  const Tensors logits = run_layers(0, layer_count(), {inputs.at(0)});
+  if (inputs.size() < 2) return logits;
+  return {lm_loss(logits.at(0), inputs[1])};
+}
+
+Tensors GPT::run_layers(int64_t first, int64_t end, const Tensors& inputs) {
+  VS_CHECK(0 <= first && first < end && end <= layer_count(), "[model] GPT layers [{}, {}) of {}",
+           first, end, layer_count());
+  DTensor x = inputs.at(0);
+  for (int64_t layer = first; layer < end; ++layer) {
+    if (layer == 0) {
+      x = embed(x);
+    } else if (layer <= config_.n_layer) {
+      x = (*blocks_[static_cast<size_t>(layer - 1)])(x);
+    } else {
+      x = head(x);
+    }
+  }
+  return {x};
+}
+
+DTensor GPT::embed(const DTensor& idx) {
   const int64_t t = idx.size(1);
   VS_USER_CHECK(t <= config_.block_size,
                 "[model] sequence of {} tokens is longer than block_size {}", t,
@@ -156,18 +177,16 @@ Tensors GPT::forward(const Tensors& inputs) {
   const DeviceMesh& mesh = idx.mesh();
   DTensor pos = distribute_tensor(at::arange(t, at::dtype(at::kLong).device(mesh.device())), mesh,
                                   Placements(mesh.ndim(), Placement::replicate()));
-  DTensor x = ops::add((*wte_)(idx), (*wpe_)(pos));
-  x = (*drop_)(x);
-  for (auto& block : blocks_)
-    x = (*block)(x);
-  x = (*ln_f_)(x);
-  DTensor logits = (*lm_head_)(x);
+  return (*drop_)(ops::add((*wte_)(idx), (*wpe_)(pos)));
+}
+
+DTensor GPT::head(const DTensor& x) {
+  DTensor logits = (*lm_head_)((*ln_f_)(x));
   if (padded_vocab_ > config_.vocab_size) {
     const DTensor& wte = wte_->param("weight");
     logits = ops::add(logits, vocab_mask(wte.spec(), config_.vocab_size, wte.dtype()));
   }
-  if (inputs.size() < 2) return {logits};
-  return {lm_loss(logits, inputs[1])};
+  return logits;
 }
 
 DTensor lm_loss(const DTensor& logits, const DTensor& targets) {

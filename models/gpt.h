@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dmodule/module.h"
+#include "models/layered_model.h"
 #include "models/layers.h"
 
 namespace vescale::models {
@@ -63,7 +64,7 @@ class Block : public Module {
   std::shared_ptr<Module> ln_1_, attn_, ln_2_, mlp_;
 };
 
-class GPT : public Module {
+class GPT : public Module, public LayeredModel {
  public:
   /// `tp` only sets the vocabulary padding (DESIGN §8).
   GPT(const GPTConfig& config, int64_t tp = 1);
@@ -72,11 +73,19 @@ class GPT : public Module {
   /// Dropout masks follow this state's seed and counter (advance it once per micro-batch).
   DropoutState& dropout_state() { return *dropout_; }
 
+  /// 0: the embeddings (idx [B, T] -> x [B, T, C]); 1..n_layer: the blocks; n_layer + 1: the
+  /// head (x -> logits [B, T, V_padded]).
+  int64_t layer_count() const override { return config_.n_layer + 2; }
+  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs) override;
+
  protected:
   /// inputs: {idx [B, T]} -> {logits [B, T, V_padded]}; {idx, targets [B, T]} -> {loss}.
   Tensors forward(const Tensors& inputs) override;
 
  private:
+  DTensor embed(const DTensor& idx);
+  DTensor head(const DTensor& x);
+
   GPTConfig config_;
   int64_t padded_vocab_;
   std::shared_ptr<DropoutState> dropout_;

@@ -26,10 +26,16 @@ std::vector<std::string> MLP::layer_names() const {
 }
 
 Tensors MLP::forward(const Tensors& inputs) {
+  return run_layers(0, layer_count(), inputs);
+}
+
+Tensors MLP::run_layers(int64_t first, int64_t end, const Tensors& inputs) {
+  VS_CHECK(0 <= first && first < end && end <= layer_count(), "[model] MLP layers [{}, {}) of {}",
+           first, end, layer_count());
   DTensor x = inputs.at(0);
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    x = (*layers_[i])(x);
-    if (i + 1 < layers_.size()) x = ops::gelu(x);
+  for (int64_t i = first; i < end; ++i) {
+    x = (*layers_[static_cast<size_t>(i)])(x);
+    if (i + 1 < layer_count()) x = ops::gelu(x);
   }
   return {x};
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dmodule/module.h"
+#include "models/layered_model.h"
 
 namespace vescale::models {
 
@@ -18,12 +19,16 @@ struct MLPConfig {
   int64_t n_layers = 2;
 };
 
-class MLP : public Module {
+class MLP : public Module, public LayeredModel {
  public:
   explicit MLP(const MLPConfig& config);
   const MLPConfig& config() const { return config_; }
   /// FQNs of its linears in forward order: fc1, fc2, or layers.{i}.
   std::vector<std::string> layer_names() const;
+
+  /// Layer i: linear i, followed by GELU except for the last.
+  int64_t layer_count() const override { return static_cast<int64_t>(layers_.size()); }
+  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs) override;
 
  protected:
   /// inputs: {x [N, d_in]} -> {y [N, d_out]}.

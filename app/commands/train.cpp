@@ -7,6 +7,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "dmodule/plan.h"
+#include "train/job.h"
 #include "train/trainer.h"
 
 namespace vescale::app {
@@ -21,11 +22,7 @@ struct TrainOptions {
 /// Checks what can be checked before any process starts, so a mistake writes nothing.
 void precheck(const JobConfig& c) {
   namespace fs = std::filesystem;
-  // The config reads pp > 1 (plan schedule shows such jobs); running them waits for the
-  // pipeline executor.
-  VS_USER_CHECK(c.pp == 1,
-                "config {}: parallel.pp = {}: pipeline parallelism is not available yet; use 1",
-                c.source, c.pp);
+  check_pipeline(c);
   if (c.data_source == "text") {
     VS_USER_CHECK(fs::is_regular_file(c.data_path), "config {}: data.path = \"{}\": no such file",
                   c.source, c.data_path);

@@ -215,11 +215,27 @@ std::string save_checkpoint(const std::string& dir, CheckpointFormat format,
     std::vector<at::Tensor> full;
     for (const auto& t : state)
       full.push_back(DTensor(t.local, t.spec).full_tensor());
-    if (world.rank() == 0) {
-      write_file("model.h5", [&](h5::File& file) {
+    // The writers: the first replica of each set of tensors (rank 0 alone without a pipeline),
+    // in rank order, each adding its tensors to the one file.
+    const bool writer =
+        state.empty() || state.front().spec.mesh.replica(state.front().held_along).index == 0;
+    const fs::path final_path = folder / "model.h5";
+    const std::string tmp = final_path.string() + ".tmp";
+    for (int turn = 0; turn < world.size(); ++turn) {
+      if (turn == world.rank() && writer) {
+        h5::File file = turn == 0 ? h5::File::create(tmp) : h5::File::open_for_append(tmp);
+        if (turn == 0) write_meta(file, meta);
         for (size_t k = 0; k < state.size(); ++k)
           write_full(file, state[k].name, full[k]);
-      });
+      }
+      world.barrier();
+    }
+    if (world.rank() == 0) {
+      {
+        h5::File file = h5::File::open_for_append(tmp);
+        link_aliases(file, aliases);
+      }
+      fs::rename(tmp, final_path);
     }
   } else {
     write_file(fmt::format("rank-{:05d}.h5", world.rank()), [&](h5::File& file) {
@@ -227,7 +243,9 @@ std::string save_checkpoint(const std::string& dir, CheckpointFormat format,
       for (const auto& t : state) {
         VS_CHECK(!t.spec.has_partial(), "[checkpoint] {} is Partial ({}): reduce it first", t.name,
                  t.spec.str());
-        const Replica replica = t.spec.mesh.replica(t.spec.split_dims());
+        std::vector<int> split = t.spec.split_dims();
+        split.insert(split.end(), t.held_along.begin(), t.held_along.end());
+        const Replica replica = t.spec.mesh.replica(split);
         if (format == CheckpointFormat::kDeduped) {
           // One writer per unique piece, spread over its replicas by name.
           const int64_t writer =

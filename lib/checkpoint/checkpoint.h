@@ -44,13 +44,17 @@ struct StateTensor {
   std::string name;  ///< path under the file root, e.g. "model/transformer.wte.weight"
   at::Tensor local;
   DTensorSpec spec;  ///< on the full (pp, dp, tp) mesh
+  /// Mesh dims along which ranks hold different tensors, not replicas, besides the dims that
+  /// shard this one (pp: each pipeline stage its own parameters).
+  std::vector<int> held_along = {};
 };
 
 /// Writes the state of step `meta.step` to <dir>/step-XXXXXX/ (temporary files renamed, COMMIT
 /// last, then <dir>/latest), and prunes all but the newest `keep` committed steps (keep <= 0: all).
 /// `aliases` maps tied names to their targets ("model/lm_head.weight" ->
-/// "model/transformer.wte.weight"). Merged gathers full tensors to rank 0. *Collective* over
-/// `world`. Returns the step folder.
+/// "model/transformer.wte.weight"). Merged gathers full tensors on the first rank of each group
+/// of ranks holding the same tensors (of `held_along`), which write one file in turn. *Collective*
+/// over `world`. Returns the step folder.
 std::string save_checkpoint(const std::string& dir, CheckpointFormat format,
                             const std::vector<StateTensor>& state,
                             const std::map<std::string, std::string>& aliases,

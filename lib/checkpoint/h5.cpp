@@ -75,6 +75,13 @@ File File::open(const std::string& path) {
   return File(path, std::move(h));
 }
 
+File File::open_for_append(const std::string& path) {
+  quiet_hdf5();
+  Handle h(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  VS_USER_CHECK(h.valid(), "[checkpoint] cannot open {} to add to it", path);
+  return File(path, std::move(h));
+}
+
 Handle File::open_object(const std::string& name) const {
   Handle o(H5Oopen(id(), name.c_str(), H5P_DEFAULT), H5Oclose);
   VS_USER_CHECK(o.valid(), "[checkpoint] {}: no object '{}'", path_, name);

@@ -36,6 +36,8 @@ class File {
   static File create(const std::string& path);
   /// Opens an existing file read-only; a file that is not HDF5 or is damaged is a UserError.
   static File open(const std::string& path);
+  /// Opens an existing file to add to it.
+  static File open_for_append(const std::string& path);
 
   const std::string& path() const { return path_; }
   hid_t id() const { return handle_.get(); }

@@ -208,12 +208,24 @@ std::unique_ptr<ParallelizedModule> parallelize_module(std::shared_ptr<Module> m
     for (const auto& w : pm->plan_.warnings)
       spdlog::warn("{}", w);
   }
-  pm->params_ = module->named_parameters();
+  // This rank's parameters: all, or those the caller's predicate picks by any of their names.
+  std::map<const Parameter*, bool> picked;
+  for (const auto& [fqn, param] : module->all_parameter_names()) {
+    picked[param.get()] = picked[param.get()] || !options.materialize || options.materialize(fqn);
+  }
+  std::vector<const ParamPlacement*> placements;
+  size_t index = 0;
+  for (auto& named : module->named_parameters()) {
+    const ParamPlacement& placement = pm->plan_.parameters[index++];
+    if (!picked.at(named.second.get())) continue;
+    pm->params_.push_back(named);
+    placements.push_back(&placement);
+  }
 
   // Deferred init: each rank makes only its shard, from the layout-free generator.
   size_t k = 0;
   for (auto& [fqn, param] : pm->params_) {
-    const ParamPlacement& placement = pm->plan_.parameters[k++];
+    const ParamPlacement& placement = *placements[k++];
     DTensorSpec spec(mesh, placement.placements, param->shape);
     if (param->materialized()) {
       at::Tensor full = param->get().full_tensor().detach();

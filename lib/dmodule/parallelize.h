@@ -7,6 +7,7 @@
 #include <ATen/core/ScalarType.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ struct ParallelizeOptions {
   at::ScalarType dtype = at::kFloat;
   uint64_t seed = 0;  ///< init stream: (seed, FQN)
   std::vector<Patch> patches;
+  /// Which parameters this rank materialises, by any of their FQNs (a pipeline stage's own);
+  /// empty: all. The others stay declared only.
+  std::function<bool(const std::string& fqn)> materialize;
 };
 
 /// What a plan decides for one parameter.
@@ -56,7 +60,7 @@ class ParallelizedModule {
  public:
   Module& module() { return *module_; }
   const DeviceMesh& mesh() const { return mesh_; }
-  /// Parameters (each once, tied ones under their first name).
+  /// Parameters this rank materialised (each once, tied ones under their first name).
   const std::vector<std::pair<std::string, ParameterPtr>>& parameters() const { return params_; }
   const ResolvedPlan& plan() const { return plan_; }
 

@@ -24,6 +24,14 @@ int64_t JobMesh::coordinate(const std::string& dim) const {
   return mesh_.coordinate()[mesh_.dim_index(dim)];
 }
 
+comm::Group JobMesh::pp_subgroup(const std::vector<int>& members, const std::string& label) const {
+  std::vector<std::vector<int>> partition{members};
+  for (int r = 0; r < static_cast<int>(pp()); ++r) {
+    if (std::find(members.begin(), members.end(), r) == members.end()) partition.push_back({r});
+  }
+  return group("pp").split(partition, label);
+}
+
 std::vector<int> JobMesh::param_mesh_dims() const {
   std::vector<int> dims;
   for (const auto& name : param_mesh_.dim_names())

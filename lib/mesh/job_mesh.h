@@ -36,6 +36,11 @@ class JobMesh {
   /// This rank's group along a dim ("dp": data parallel peers). Needs groups.
   const comm::Group& group(const std::string& dim) const { return mesh_.group(dim); }
 
+  /// The group of the pp ranks `members` of this rank's pipeline (this rank must be one of them):
+  /// e.g. the first and last stage's ranks that share a tied weight. *Collective* over the pp
+  /// group (every pp rank passes the same members).
+  comm::Group pp_subgroup(const std::vector<int>& members, const std::string& label) const;
+
   /// Index in mesh() of each dim of param_mesh(), in order.
   std::vector<int> param_mesh_dims() const;
   /// Mesh dims (of mesh()) that split a piece, given which dims of param_mesh() shard it and

@@ -17,7 +17,7 @@ double global_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh& 
   const size_t n = reduce_dims.size();
   std::vector<double> by_subset(size_t{1} << n, 0.0);
   for (const GradPiece& piece : pieces) {
-    if (!piece.grad.defined()) continue;
+    if (!piece.grad.defined() || !piece.counted) continue;
     size_t subset = 0;
     for (int d : piece.split_dims) {
       const auto it = std::find(reduce_dims.begin(), reduce_dims.end(), d);

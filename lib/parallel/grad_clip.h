@@ -17,6 +17,9 @@ namespace vescale {
 struct GradPiece {
   at::Tensor grad;  ///< undefined: no gradient (counts as zero)
   std::vector<int> split_dims;
+  /// False for a copy another rank counts (a weight tied across pipeline stages): clipping
+  /// scales it but the norm leaves it out.
+  bool counted = true;
 };
 
 /// The global gradient norm. `reduce_dims` are the mesh dims that may split some gradient

@@ -14,16 +14,33 @@ GradSync::GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp,
     : params_(std::move(params)),
       dp_(std::move(dp)),
       bucket_bytes_(bucket_bytes),
+      extra_sums_(params_.size()),
       where_(params_.size(), {kNoBucket, 0}),
       filled_(params_.size()) {
   // Nothing to reduce where every group is a single rank: no hooks, no buckets.
   bool any_group = dp_ && dp_->size() > 1;
   for (DTensor* p : params_)
     any_group = any_group || p->mesh().numel() > 1;
-  if (!any_group) return;
+  if (any_group) install_hooks();
+}
+
+void GradSync::install_hooks() {
+  if (hooked_) return;
+  hooked_ = true;
   for (size_t k = 0; k < params_.size(); ++k) {
     params_[k]->to_local().register_hook([this, k](const at::Tensor& grad) { on_grad(k, grad); });
   }
+}
+
+void GradSync::add_sum(DTensor* param, comm::Group group) {
+  const auto it = std::find(params_.begin(), params_.end(), param);
+  VS_CHECK(it != params_.end(), "[parallel] add_sum: {} is not a parameter of this grad sync",
+           param->str());
+  if (group.size() == 1) return;
+  extra_groups_.push_back(std::move(group));
+  extra_sums_[static_cast<size_t>(it - params_.begin())].push_back(&extra_groups_.back());
+  planned_ = false;
+  install_hooks();
 }
 
 std::vector<GradSync::Reduction> GradSync::reductions_of(size_t k) const {
@@ -36,6 +53,8 @@ std::vector<GradSync::Reduction> GradSync::reductions_of(size_t k) const {
     const comm::Group& group = params_[k]->mesh().group(i);
     if (group.size() > 1) out.push_back({&group, comm::ReduceOp::kSum});
   }
+  for (const comm::Group* group : extra_sums_[k])
+    out.push_back({group, comm::ReduceOp::kSum});
   return out;
 }
 

@@ -21,6 +21,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -37,6 +38,11 @@ class GradSync {
   GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp, int64_t bucket_bytes);
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
+
+  /// Adds a sum of `param`'s gradient over `group` after its other reductions: a weight tied
+  /// across pipeline stages (GPT's wte / lm_head) summed over the ranks that hold it. Before
+  /// the first backward.
+  void add_sum(DTensor* param, comm::Group group);
 
   /// Called by the schedule after this rank's last forward of the step and before its last
   /// backward: the hooks of that backward fill and launch buckets.
@@ -72,6 +78,7 @@ class GradSync {
   std::vector<Reduction> reductions_of(size_t k) const;
   /// (Re)builds the buckets if the parameters' reductions changed since the last layout.
   void plan_buckets();
+  void install_hooks();
   void on_grad(size_t k, const at::Tensor& grad);
   void fill(size_t k, const at::Tensor& grad);
   void launch_ready();
@@ -80,6 +87,9 @@ class GradSync {
   std::vector<DTensor*> params_;
   std::optional<comm::Group> dp_;
   int64_t bucket_bytes_;
+  std::vector<std::vector<const comm::Group*>> extra_sums_;  // per parameter
+  std::list<comm::Group> extra_groups_;                      // owns what extra_sums_ points to
+  bool hooked_ = false;
   bool planned_ = false;
   std::vector<std::vector<int>>
       layout_key_;  // partial dims per parameter the buckets were made for

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -28,12 +29,16 @@ std::vector<StateTensor> job_state(Job& job) {
   std::map<std::string, std::vector<OptimizerStateTensor>> by_param;
   for (auto& s : job.optimizer->state_tensors())
     by_param[s.param].push_back(s);
+  // Under a pipeline each stage holds its own tensors: ranks along pp are not replicas.
+  std::vector<int> held_along;
+  if (job.mesh.pp() > 1) held_along.push_back(job.mesh.mesh().dim_index("pp"));
   std::vector<StateTensor> state;
   for (const auto& [fqn, param] : job.params) {
-    state.push_back(
-        {"model/" + fqn, param->to_local().detach(), param->spec().on_mesh(job.mesh.mesh())});
+    if (job.not_saved.count(fqn)) continue;
+    state.push_back({"model/" + fqn, param->to_local().detach(),
+                     param->spec().on_mesh(job.mesh.mesh()), held_along});
     for (const auto& s : by_param[fqn])
-      state.push_back({state_name(s), s.local, s.spec});
+      state.push_back({state_name(s), s.local, s.spec, held_along});
   }
   return state;
 }
@@ -64,11 +69,12 @@ CheckpointMeta job_meta(const Job& job, int64_t step, const comm::Group& world) 
 
 /// Every model/ tensor of the checkpoint must be a parameter of this model.
 void check_no_strangers(const Job& job, const CheckpointReader& reader) {
+  std::set<std::string> names;  // every parameter of the model, on any pipeline stage
+  for (const auto& [fqn, p] : job.task->model()->named_parameters())
+    names.insert(fqn);
   for (const auto& name : reader.names()) {
     if (name.rfind("model/", 0) != 0) continue;
-    const std::string fqn = name.substr(6);
-    const bool known = std::any_of(job.params.begin(), job.params.end(),
-                                   [&](const auto& p) { return p.first == fqn; });
+    const bool known = names.count(name.substr(6)) > 0;
     VS_USER_CHECK(
         known,
         "[checkpoint] {}: tensor {} is not a parameter of this model (a different model config?)",

@@ -7,18 +7,26 @@
 
 namespace vescale {
 
-double evaluate(Task& task, const JobMesh& mesh, int64_t limit) {
+double evaluate(Job& job) {
   torch::autograd::AutoGradMode no_grad(false);
+  const JobMesh& mesh = job.mesh;
   double sum = 0, count = 0;
-  const int64_t batches = task.val_batches(limit);
+  const int64_t batches = job.task->val_batches(job.config.eval_windows);
   for (int64_t w = mesh.dp_rank(); w < batches; w += mesh.dp()) {
-    sum += task.forward_loss(task.val_batch(w), mesh.param_mesh()).to_local().item<double>();
+    sum += job.forward_loss(job.task->val_batch(w));
     count += 1;
   }
   at::Tensor totals =
       at::tensor({sum, count}, at::TensorOptions(at::kDouble).device(mesh.mesh().device()));
   mesh.group("dp").all_reduce(totals, comm::ReduceOp::kSum);
-  return totals[0].item<double>() / std::max(1.0, totals[1].item<double>());
+  // Under a pipeline only the last stage's rank has the losses: the others add 0.
+  if (mesh.pp() > 1) {
+    at::Tensor losses = totals.narrow(0, 0, 1).clone();
+    mesh.group("pp").all_reduce(losses, comm::ReduceOp::kSum);
+    totals[0] = losses[0];
+  }
+  const at::Tensor host = totals.cpu();
+  return host[0].item<double>() / std::max(1.0, host[1].item<double>());
 }
 
 }  // namespace vescale

@@ -1,14 +1,13 @@
 // Evaluation: the validation loss, with the batches spread over dp ranks.
 #pragma once
 
-#include "mesh/job_mesh.h"
-#include "train/task.h"
+#include "train/job.h"
 
 namespace vescale {
 
-/// The mean loss over the task's first `limit` validation batches (GPT: windows of the val
-/// split, mean token cross entropy; MLP: validation batches); batch w runs on dp rank w mod dp.
-/// *Collective* over the job mesh.
-double evaluate(Task& task, const JobMesh& mesh, int64_t limit);
+/// The mean loss over the task's first eval.windows validation batches (GPT: windows of the val
+/// split, mean token cross entropy; MLP: validation batches); batch w runs on dp rank w mod dp,
+/// through the pipeline when there is one. *Collective* over the job mesh.
+double evaluate(Job& job);
 
 }  // namespace vescale

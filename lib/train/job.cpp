@@ -2,10 +2,15 @@
 
 #include <c10/util/accumulate.h>
 
+#include <algorithm>
+#include <map>
+#include <set>
+
 #include "core/error.h"
 #include "core/logging.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
+#include "parallel/pipeline/stage_split.h"
 #include "train/model_factory.h"
 
 namespace vescale {
@@ -29,36 +34,159 @@ void check_world(const JobConfig& c, const comm::Group& world) {
                 c.source, c.pp, c.dp, c.tp, c.world_size(), world.size());
 }
 
+bool under(const std::string& fqn, const std::vector<std::string>& modules) {
+  return std::any_of(modules.begin(), modules.end(),
+                     [&](const std::string& m) { return fqn.rfind(m + ".", 0) == 0; });
+}
+
+/// The pipeline's cut of the task's layers: the schedule, and per stage its layers and modules.
+struct PipelinePlan {
+  pipeline::PipelineSchedule schedule;
+  std::vector<pipeline::Stage> stages;
+  std::vector<std::vector<std::string>> modules;  ///< per stage
+};
+
+PipelinePlan plan_pipeline(const JobConfig& c, const std::vector<Layer>& layers) {
+  PipelinePlan plan;
+  plan.schedule =
+      pipeline::make_schedule(c.pp_schedule, static_cast<int>(c.pp), static_cast<int>(c.pp_virtual),
+                              static_cast<int>(c.microbatches));
+  plan.stages = pipeline::split_stages(stage_layers(layers), plan.schedule.stages(), c.pp_split);
+  for (const pipeline::Stage& stage : plan.stages) {
+    std::vector<std::string> modules;
+    for (int i = stage.begin; i < stage.end; ++i) {
+      const auto& m = layers[static_cast<size_t>(i)].modules;
+      modules.insert(modules.end(), m.begin(), m.end());
+    }
+    plan.modules.push_back(modules);
+  }
+  return plan;
+}
+
+/// Under a pipeline: the runner, each local parameter's per-stage use, and the tied weights
+/// (held by several pp ranks) summed over their holders by grad sync.
+void setup_pipeline(Job& job, const PipelinePlan& plan, std::vector<StepParam>& step_params) {
+  const int rank = static_cast<int>(job.mesh.pp_rank());
+  Module& model = *job.task->model();
+  // Which pp ranks hold each parameter (by any of its names), in the model's order.
+  std::map<const Parameter*, std::set<int>> holders;
+  std::map<const Parameter*, int> first_stage;
+  for (const auto& [fqn, p] : model.all_parameter_names()) {
+    for (int s = 0; s < plan.schedule.stages(); ++s) {
+      if (!under(fqn, plan.modules[static_cast<size_t>(s)])) continue;
+      holders[p.get()].insert(plan.schedule.stage_rank[static_cast<size_t>(s)]);
+      if (!first_stage.count(p.get())) first_stage[p.get()] = s;
+      first_stage[p.get()] = std::min(first_stage[p.get()], s);
+    }
+  }
+  std::map<const Parameter*, DTensor*> local;
+  for (auto& [fqn, p] : job.model->parameters())
+    local[p.get()] = &p->get();
+  for (const auto& [fqn, p] : model.named_parameters()) {
+    const std::set<int>& ranks = holders[p.get()];
+    if (ranks.size() < 2) continue;
+    // Collective over the pp group: every pp rank makes the same groups in the same order.
+    comm::Group tied = job.mesh.pp_subgroup(std::vector<int>(ranks.begin(), ranks.end()), "pp");
+    if (!ranks.count(rank)) continue;
+    job.grad_sync->add_sum(local.at(p.get()), tied);
+    const int owner = plan.schedule.stage_rank[static_cast<size_t>(first_stage.at(p.get()))];
+    if (owner != rank) {
+      job.not_saved.insert(fqn);
+      for (StepParam& sp : step_params) {
+        if (sp.param == local.at(p.get())) sp.in_norm = false;
+      }
+    }
+  }
+  std::vector<StageLayers> stages;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    StageLayers stage{plan.stages[s].begin, plan.stages[s].end, {}};
+    if (plan.schedule.stage_rank[s] == rank) {
+      std::set<const Parameter*> seen;
+      for (const auto& [fqn, p] : model.all_parameter_names()) {
+        if (under(fqn, plan.modules[s]) && seen.insert(p.get()).second)
+          stage.params.push_back(local.at(p.get())->to_local());
+      }
+    }
+    stages.push_back(stage);
+  }
+  job.pipeline = std::make_unique<PipelineRunner>(*job.task, job.mesh, plan.schedule, stages,
+                                                  job.micro_batch(0, 0));
+}
+
 }  // namespace
 
-DTensor Job::micro_batch_loss(int64_t step, int64_t micro) {
+void check_pipeline(const JobConfig& config) {
+  if (config.pp == 1) return;
+  const auto model = build_model(config);
+  plan_pipeline(config, model_layers(config, *model));
+}
+
+Batch Job::micro_batch(int64_t step, int64_t micro) {
   const BatchSlice slice =
       batch_slice(config.global_batch_size, config.dp, mesh.dp_rank(), config.microbatches, micro);
-  return task->forward_loss(task->train_batch(step, slice), mesh.param_mesh());
+  return task->train_batch(step, slice);
+}
+
+double Job::forward_loss(const Batch& batch) {
+  if (pipeline) return pipeline->forward_loss(batch);
+  return task->forward_loss(batch, mesh.param_mesh()).to_local().item<double>();
 }
 
 std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
   check_world(c, world);
   auto job = std::make_unique<Job>(c, JobMesh(world, c.pp, c.dp, c.tp));
   job->task = make_task(c);
+  for (const auto& [fqn, p] : job->task->model()->named_parameters())
+    job->n_params += c10::multiply_integers(p->shape);
 
+  std::optional<PipelinePlan> pipeline;
   ParallelizeOptions options;
   options.dtype = job_dtype(c);
   options.seed = static_cast<uint64_t>(c.seed);
+  if (c.pp > 1) {
+    // Deferred init materialises only this rank's stages.
+    pipeline = plan_pipeline(c, job->task->layers());
+    std::vector<std::string> mine;
+    for (size_t s = 0; s < pipeline->modules.size(); ++s) {
+      if (pipeline->schedule.stage_rank[s] != job->mesh.pp_rank()) continue;
+      mine.insert(mine.end(), pipeline->modules[s].begin(), pipeline->modules[s].end());
+    }
+    options.materialize = [mine](const std::string& fqn) { return under(fqn, mine); };
+  }
   job->model = parallelize_module(job->task->model(), job->mesh.param_mesh(), job_plan(c), options);
   std::vector<DTensor*> params;
+  std::vector<StepParam> step_params;
+  // Pieces on different pp ranks are different parameters: disjoint over pp too.
+  const std::vector<std::string> across =
+      c.pp > 1 ? std::vector<std::string>{"pp"} : std::vector<std::string>{};
   for (auto& [fqn, p] : job->model->parameters()) {
-    job->params.emplace_back(fqn, &p->get());
-    params.push_back(&p->get());
-    job->n_params += c10::multiply_integers(p->shape);
+    DTensor* value = &p->get();
+    job->params.emplace_back(fqn, value);
+    params.push_back(value);
+    std::vector<bool> sharded;
+    for (const Placement& pl : value->placements())
+      sharded.push_back(pl.is_shard());
+    step_params.push_back({value, job->mesh.split_dims(sharded, across), true});
   }
 
   const auto bucket_bytes = static_cast<int64_t>(c.bucket_mb * (1 << 20));
   job->grad_sync = std::make_unique<GradSync>(params, job->mesh.group("dp"), bucket_bytes);
   job->optimizer = make_optimizer(c, *job);
-  job->schedule = std::make_unique<GradientAccumulation>(c.microbatches);
-  job->train_step = std::make_unique<TrainStep>(job->mesh, params, *job->schedule, *job->grad_sync,
-                                                *job->optimizer, c.grad_clip);
+  if (pipeline) {
+    setup_pipeline(*job, *pipeline, step_params);
+  } else {
+    Task& task = *job->task;
+    const DeviceMesh& param_mesh = job->mesh.param_mesh();
+    job->accumulation = std::make_unique<GradientAccumulation>(
+        c.microbatches,
+        [&task, param_mesh](const Batch& b) { return task.forward_loss(b, param_mesh); });
+  }
+  Schedule& schedule = job->pipeline ? static_cast<Schedule&>(*job->pipeline)
+                                     : static_cast<Schedule&>(*job->accumulation);
+  std::vector<int> norm_dims = job->mesh.param_mesh_dims();
+  if (c.pp > 1) norm_dims.push_back(job->mesh.mesh().dim_index("pp"));
+  job->train_step = std::make_unique<TrainStep>(job->mesh, step_params, norm_dims, schedule,
+                                                *job->grad_sync, *job->optimizer, c.grad_clip);
   log_rank0("{}: {} with {} parameters on {} ({} plan), {}, {}", c.name, job->task->model()->type(),
             job->n_params, job->mesh.str(), c.plan.empty() ? "replicate" : c.plan, c.dtype,
             job->task->data_description());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "mesh/job_mesh.h"
 #include "optim/optimizer.h"
 #include "parallel/grad_sync.h"
+#include "train/pipeline_runner.h"
 #include "train/schedule.h"
 #include "train/task.h"
 #include "train/train_step.h"
@@ -28,14 +30,25 @@ struct Job {
   int64_t n_params = 0;                                  ///< global elements
   std::unique_ptr<GradSync> grad_sync;
   std::unique_ptr<Optimizer> optimizer;
-  std::unique_ptr<Schedule> schedule;
+  std::unique_ptr<GradientAccumulation> accumulation;  ///< the schedule without a pipeline
+  std::unique_ptr<PipelineRunner> pipeline;            ///< the schedule with one (pp > 1)
   std::unique_ptr<TrainStep> train_step;
+  /// Parameters this rank holds but does not save: copies of a weight tied across pipeline
+  /// stages whose first stage is on another rank (that rank saves it).
+  std::set<std::string> not_saved;
 
   Job(JobConfig c, JobMesh m) : config(std::move(c)), mesh(std::move(m)) {}
 
-  /// The loss of micro-batch `micro` of step `step` on this rank (dp slice, micro-batch rows).
-  DTensor micro_batch_loss(int64_t step, int64_t micro);
+  /// Micro-batch `micro` of step `step` on this rank (its dp slice, the micro-batch's rows).
+  Batch micro_batch(int64_t step, int64_t micro);
+  /// The mean loss of `batch` without gradients (under a pipeline: on the last stage's rank,
+  /// 0 on the others). *Collective* over the parameter mesh (and the pp group).
+  double forward_loss(const Batch& batch);
 };
+
+/// Checks a pipeline job's schedule and stage split (UserError saying what would work); builds
+/// the model without allocating it. Not collective: for checks before any process starts.
+void check_pipeline(const JobConfig& config);
 
 /// Builds the job of `config` on the ranks of `world` (its size must be the config's mesh
 /// size): mesh, task, plan, deferred init of this rank's shards, grad sync, optimizer, schedule.

@@ -21,6 +21,9 @@ class RegressionTask : public Task {
   DTensor loss(const Tensors& outputs, const Batch& batch, const DeviceMesh& mesh) const override;
   double tokens_per_sample() const override { return 1.0; }
   std::vector<Layer> layers() const override;
+  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs) const override {
+    return model_->run_layers(first, end, inputs);
+  }
 
  private:
   std::shared_ptr<models::MLP> model_;

@@ -13,14 +13,15 @@ void Schedule::notify_last_backward() const {
     listener();
 }
 
-GradientAccumulation::GradientAccumulation(int64_t microbatches) : microbatches_(microbatches) {
+GradientAccumulation::GradientAccumulation(int64_t microbatches, ForwardLoss forward_loss)
+    : microbatches_(microbatches), forward_loss_(std::move(forward_loss)) {
   VS_CHECK(microbatches >= 1, "[train] {} micro-batches: need at least one", microbatches);
 }
 
-std::vector<double> GradientAccumulation::run(const MicroBatchLoss& forward) {
+std::vector<double> GradientAccumulation::run(const MicroBatches& batches) {
   std::vector<double> losses;
   for (int64_t micro = 0; micro < microbatches_; ++micro) {
-    DTensor loss = forward(micro);
+    DTensor loss = forward_loss_(batches(micro));
     if (micro + 1 == microbatches_) notify_last_backward();
     (loss.to_local() / static_cast<double>(microbatches_)).backward();
     losses.push_back(loss.to_local().item<double>());

@@ -9,11 +9,12 @@
 #include <vector>
 
 #include "dtensor/dtensor.h"
+#include "train/task.h"
 
 namespace vescale {
 
-/// The forward of micro-batch `micro` of the step: its mean loss, a Replicate scalar.
-using MicroBatchLoss = std::function<DTensor(int64_t micro)>;
+/// Micro-batch `micro` of the step (this rank's rows).
+using MicroBatches = std::function<Batch(int64_t micro)>;
 
 class Schedule {
  public:
@@ -21,7 +22,7 @@ class Schedule {
   /// Runs the forward and backward of every micro-batch of one step. The parameters' gradients
   /// accumulate the gradient of the mean of the micro-batch losses. Returns the micro-batch
   /// losses this rank computed, in micro-batch order.
-  virtual std::vector<double> run(const MicroBatchLoss& forward) = 0;
+  virtual std::vector<double> run(const MicroBatches& batches) = 0;
   /// Micro-batches per step.
   virtual int64_t microbatches() const = 0;
 
@@ -40,12 +41,15 @@ class Schedule {
 /// accumulating (each loss scaled by 1/microbatches).
 class GradientAccumulation : public Schedule {
  public:
-  explicit GradientAccumulation(int64_t microbatches);
-  std::vector<double> run(const MicroBatchLoss& forward) override;
+  /// `forward_loss`: the mean loss of a micro-batch (a Replicate scalar), e.g. the task's.
+  using ForwardLoss = std::function<DTensor(const Batch&)>;
+  GradientAccumulation(int64_t microbatches, ForwardLoss forward_loss);
+  std::vector<double> run(const MicroBatches& batches) override;
   int64_t microbatches() const override { return microbatches_; }
 
  private:
   int64_t microbatches_;
+  ForwardLoss forward_loss_;
 };
 
 }  // namespace vescale

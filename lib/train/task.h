@@ -59,6 +59,9 @@ class Task {
   double flops_per_sample() const;
   /// The model's layers in forward order.
   virtual std::vector<Layer> layers() const = 0;
+  /// Runs layers [first, end) of layers() on `inputs`: layer 0 takes inputs(), the last one's
+  /// outputs go to loss(). What a pipeline stage runs. *Collective* over the parameter mesh.
+  virtual Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs) const = 0;
 
   /// The mean loss of the model on `batch`: inputs, forward, loss. *Collective* over `mesh`.
   DTensor forward_loss(const Batch& batch, const DeviceMesh& mesh) const;

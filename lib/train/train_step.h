@@ -12,6 +12,15 @@
 
 namespace vescale {
 
+/// A parameter as the step sees it: the job-mesh dims over which its gradient's pieces are
+/// disjoint, and whether this rank counts it in the gradient norm (a copy of a weight tied
+/// across pipeline stages is counted by its owner only).
+struct StepParam {
+  DTensor* param;
+  std::vector<int> split_dims;
+  bool in_norm = true;
+};
+
 struct StepResult {
   double loss = 0;       ///< mean over micro-batches and dp ranks: the global batch's mean loss
   double grad_norm = 0;  ///< before clipping
@@ -19,23 +28,23 @@ struct StepResult {
 
 class TrainStep {
  public:
-  /// `params` are the parameters `grad_sync` and `optimizer` cover, on the param mesh of `mesh`.
+  /// `params` are the parameters `grad_sync` and `optimizer` cover, on the param mesh of `mesh`;
+  /// `norm_dims` the job-mesh dims any gradient may be split over (every rank the same).
   /// Registers grad sync as a listener of the schedule's last backward.
-  TrainStep(const JobMesh& mesh, std::vector<DTensor*> params, Schedule& schedule,
-            GradSync& grad_sync, Optimizer& optimizer, double max_grad_norm);
+  TrainStep(const JobMesh& mesh, std::vector<StepParam> params, std::vector<int> norm_dims,
+            Schedule& schedule, GradSync& grad_sync, Optimizer& optimizer, double max_grad_norm);
 
-  /// One step at learning rate `lr`; `forward` gives a micro-batch's loss. *Collective* over
-  /// the job mesh.
-  StepResult run(const MicroBatchLoss& forward, double lr);
+  /// One step at learning rate `lr` over the step's micro-batches. *Collective* over the job
+  /// mesh.
+  StepResult run(const MicroBatches& batches, double lr);
 
  private:
   /// Each parameter's gradient with the job-mesh dims that split it.
   std::vector<GradPiece> grad_pieces() const;
 
   const JobMesh& mesh_;
-  std::vector<DTensor*> params_;
-  std::vector<std::vector<int>> split_dims_;  // per parameter, on the job mesh
-  std::vector<int> norm_dims_;                // the dims any gradient may be split over
+  std::vector<StepParam> params_;
+  std::vector<int> norm_dims_;
   Schedule& schedule_;
   GradSync& grad_sync_;
   Optimizer& optimizer_;

@@ -79,7 +79,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
   Meter meter(*job, world);
 
   TrainSummary summary;
-  summary.first_val_loss = evaluate(*job->task, job->mesh, c.eval_windows);
+  summary.first_val_loss = evaluate(*job);
   log_rank0("step {}/{} | val_loss {:.4f}", start_step, c.steps, summary.first_val_loss);
   meter.start = Clock::now();
   Clock::time_point timed_start;
@@ -90,7 +90,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     const double lr =
         lr_at(step, c.steps, c.lr, c.warmup_steps, c.decay == "cosine", c.min_lr_ratio);
     const StepResult result =
-        job->train_step->run([&](int64_t micro) { return job->micro_batch_loss(step, micro); }, lr);
+        job->train_step->run([&](int64_t micro) { return job->micro_batch(step, micro); }, lr);
     summary.losses.push_back(result.loss);
 
     if (c.checkpoint_interval > 0 && (step + 1) % c.checkpoint_interval == 0)
@@ -98,7 +98,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     const bool last = step + 1 == c.steps;
     std::optional<double> val_loss;
     if (last || (c.eval_interval > 0 && (step + 1) % c.eval_interval == 0))
-      val_loss = evaluate(*job->task, job->mesh, c.eval_windows);
+      val_loss = evaluate(*job);
     if (last) summary.final_val_loss = *val_loss;
     if ((step + 1) % c.log_interval == 0 || last || val_loss) {
       const StepMetrics m = step_metrics(meter, step, start_step, c.steps, result, lr, val_loss,
@@ -122,7 +122,7 @@ double run_evaluation(const JobConfig& config, const comm::Group& world,
                       const std::string& checkpoint) {
   std::unique_ptr<Job> job = build_job(config, world);
   load_job(*job, CheckpointReader(checkpoint));
-  const double val_loss = evaluate(*job->task, job->mesh, config.eval_windows);
+  const double val_loss = evaluate(*job);
   log_rank0("val_loss {:.6f} over {} windows", val_loss, config.eval_windows);
   return val_loss;
 }

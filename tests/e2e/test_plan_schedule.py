@@ -89,20 +89,19 @@ class PlanSchedule(unittest.TestCase):
                          "--parallel.microbatches=4", "--parallel.pp_split=transformer.h2")
 
 
-class TrainRefusesPipelines(unittest.TestCase):
-    def test_pp_above_one_is_refused_before_anything_runs(self):
+class TrainChecksPipelines(unittest.TestCase):
+    def test_an_invalid_schedule_is_refused_before_anything_runs(self):
         tmp = tempfile.mkdtemp(prefix="vescale-pp-")
         try:
             path = os.path.join(tmp, "job.toml")
             dump = os.path.join(tmp, "out")
             with open(path, "w") as f:
-                f.write(f'[job]\ndump_folder = "{dump}"\n[parallel]\npp = 2\nmicrobatches = 2\n')
+                f.write(f'[job]\ndump_folder = "{dump}"\n[parallel]\npp = 2\nmicrobatches = 1\n')
             result = run("train", path, timeout=120)
             self.assertEqual(result.returncode, 2, result.stderr)
             lines = [l for l in result.stderr.splitlines() if l.startswith("error:")]
             self.assertEqual(len(lines), 1, result.stderr)
-            self.assertIn("parallel.pp = 2: pipeline parallelism is not available yet; use 1",
-                          lines[0])
+            self.assertIn("1f1b needs at least pp = 2 micro-batches, got 1", lines[0])
             self.assertFalse(os.path.exists(dump))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

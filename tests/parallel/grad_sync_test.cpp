@@ -96,7 +96,9 @@ TEST(GradSync, AccumulatesMicroBatchesThroughTheSchedule) {
     DeviceMesh tp = mesh["tp"];
     auto pm = mlp_on(tp);
     GradSync sync(params_of(*pm), mesh.group("dp"), /*bucket_bytes=*/256);
-    GradientAccumulation schedule(2);
+    GradientAccumulation schedule(2, [&](const Batch& batch) {
+      return ops::mean(pm->module()(distribute_tensor(batch.inputs, tp, {Placement::replicate()})));
+    });
     int notified = 0;
     schedule.on_last_backward([&] {
       ++notified;
@@ -104,9 +106,7 @@ TEST(GradSync, AccumulatesMicroBatchesThroughTheSchedule) {
     });
     sync.zero_grad();
     const auto losses = schedule.run([&](int64_t micro) {
-      const int sample_index = world.rank() * 2 + static_cast<int>(micro);
-      return ops::mean(
-          pm->module()(distribute_tensor(sample(sample_index), tp, {Placement::replicate()})));
+      return Batch{sample(world.rank() * 2 + static_cast<int>(micro)), at::Tensor()};
     });
     EXPECT_EQ(losses.size(), 2u);
     EXPECT_EQ(notified, 1);

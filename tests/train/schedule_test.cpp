@@ -16,8 +16,14 @@ TEST(GradientAccumulation, GradientOfTheMeanLossAndLastBackwardSignal) {
     DTensor w(at::tensor({1.0, 2.0}, at::kDouble),
               DTensorSpec(mesh, {Placement::replicate()}, {2}));
     w.requires_grad_();
-    GradientAccumulation schedule(4);
     int forwards = 0, forwards_at_signal = -1, backwards_at_signal = -1;
+    // Each "batch" carries its micro-batch index; loss_m = (m + 1) * w0 + w1.
+    GradientAccumulation schedule(4, [&](const Batch& batch) {
+      ++forwards;
+      const double m = batch.inputs.item<double>();
+      at::Tensor local = w.to_local()[0] * (m + 1) + w.to_local()[1];
+      return DTensor(local, DTensorSpec(mesh, {Placement::replicate()}, {}));
+    });
     schedule.on_last_backward([&] {
       forwards_at_signal = forwards;
       // The gradient so far: micro-batches 0..2, each scaled by 1/4.
@@ -25,11 +31,8 @@ TEST(GradientAccumulation, GradientOfTheMeanLossAndLastBackwardSignal) {
                                 ? static_cast<int>(w.to_local().grad()[0].item<double>() * 4 + 0.5)
                                 : 0;
     });
-    const auto losses = schedule.run([&](int64_t micro) {
-      ++forwards;
-      // loss_m = (m + 1) * w0 + w1
-      at::Tensor local = w.to_local()[0] * static_cast<double>(micro + 1) + w.to_local()[1];
-      return DTensor(local, DTensorSpec(mesh, {Placement::replicate()}, {}));
+    const auto losses = schedule.run([](int64_t micro) {
+      return Batch{at::full({}, static_cast<double>(micro), at::kDouble), at::Tensor()};
     });
     EXPECT_EQ(losses, (std::vector<double>{3, 4, 5, 6}));
     EXPECT_EQ(forwards_at_signal, 4);
