@@ -2,7 +2,11 @@
 # Benchmarks, each printing a table:
 #   1. collectives over every mesh dim (comm bench) on 2 and 4 local processes;
 #   2. training throughput of configs/gpt-tiny.toml (float32, 60 steps) on 1 process and on the
-#      config's dp=2 x tp=2 mesh.
+#      config's dp=2 x tp=2 mesh;
+#   3. pipeline schedules: gpt-tiny at pp=2 (30 steps) for each schedule and 4, 8, 16
+#      micro-batches: tokens/s, the bubble each rank measured (time waiting for the other stage
+#      over step time) next to the schedule's simulated/analytic bubble, and each rank's peak
+#      resident memory and peak micro-batches in flight.
 # Usage: scripts/bench.sh [--sizes 1K,1M,16M]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,3 +34,32 @@ printf "%-24s %s\n" "layout" "result"
 printf "%-24s %s\n" "1 process" "$(train single --parallel.dp=1 --parallel.tp=1 --parallel.plan=)"
 printf "%-24s %s\n" "dp=2 x tp=2 megatron-sp" "$(train dp2tp2)"
 printf "%-24s %s\n" "dp=2 x tp=2 megatron-tp" "$(train dp2tp2tp --parallel.plan=gpt/megatron-tp)"
+
+echo
+echo "pipeline schedules: configs/gpt-tiny.toml at pp=2 (dp=1, tp=1), float32, 30 steps"
+printf "%-18s %4s %10s %16s %10s %22s %22s\n" "schedule" "m" "tokens/s" "bubble r0 / r1" "simulated" "peak RSS r0 / r1" "in flight r0 / r1"
+pipeline_row() {  # schedule, virtual, micro-batches
+  local args=(--parallel.pp=2 --parallel.dp=1 --parallel.tp=1 --parallel.plan= \
+    --parallel.pp_schedule="$1" --parallel.pp_virtual="$2" --parallel.microbatches="$3")
+  local log sim
+  log=$("$BIN" train configs/gpt-tiny.toml --job.dump_folder="$OUT/pp-$1-$3" --training.steps=30 \
+    --eval.interval=0 --eval.windows=4 --metrics.log_interval=30 "${args[@]}" 2>&1)
+  sim=$("$BIN" plan schedule configs/gpt-tiny.toml "${args[@]}" 2>/dev/null | grep '^bubble' | awk '{print $2}')
+  local tok b0 b1 m0 m1 f0 f1
+  tok=$(echo "$log" | grep "done:" | sed 's/.*, \([0-9]*\) tokens\/s/\1/')
+  b0=$(echo "$log" | grep "pp rank 0:" | sed 's/.*bubble \([0-9.]*%\).*/\1/')
+  b1=$(echo "$log" | grep "pp rank 1:" | sed 's/.*bubble \([0-9.]*%\).*/\1/')
+  m0=$(echo "$log" | grep "pp rank 0:" | sed 's/.*peak resident memory //')
+  m1=$(echo "$log" | grep "pp rank 1:" | sed 's/.*peak resident memory //')
+  f0=$(echo "$log" | grep "pp rank 0:" | sed 's/.*in flight \(.*\); peak.*/\1/')
+  f1=$(echo "$log" | grep "pp rank 1:" | sed 's/.*in flight \(.*\); peak.*/\1/')
+  printf "%-18s %4s %10s %16s %10s %24s %18s\n" "$1" "$3" "$tok" "$b0 / $b1" "$sim" "$m0 / $m1" \
+    "$(echo "$f0" | sed "s/stage /s/g") / $(echo "$f1" | sed "s/stage /s/g")"
+}
+for m in 4 8 16; do
+  pipeline_row gpipe 1 "$m"
+  pipeline_row 1f1b 1 "$m"
+  pipeline_row interleaved-1f1b 2 "$m"
+  pipeline_row zbv 2 "$m"
+  pipeline_row zb-h1 1 "$m"
+done

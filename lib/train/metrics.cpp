@@ -1,6 +1,7 @@
 #include "train/metrics.h"
 
 #include <ATen/ATen.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -71,6 +72,12 @@ int64_t resident_bytes() {
     std::fclose(f);
   }
   return static_cast<int64_t>(resident) * ::sysconf(_SC_PAGESIZE);
+}
+
+int64_t peak_resident_bytes() {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
 double measured_peak_flops() {

@@ -42,6 +42,8 @@ class MetricsWriter {
 
 /// This process's resident memory in bytes.
 int64_t resident_bytes();
+/// The most resident memory this process has had, in bytes.
+int64_t peak_resident_bytes();
 /// Measured float32 matmul FLOP/s of this process (a 512^2 GEMM for ~0.2 s): the MFU peak
 /// when metrics.peak_flops is 0.
 double measured_peak_flops();

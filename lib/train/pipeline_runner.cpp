@@ -4,6 +4,8 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <chrono>
+
 #include "core/error.h"
 
 namespace vescale {
@@ -112,7 +114,14 @@ void PipelineRunner::boundaries(const Batch& sample) {
   }
 }
 
+void PipelineRunner::wait_idle(comm::Work& work) {
+  const auto start = std::chrono::steady_clock::now();
+  work.wait();
+  stats_.idle_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 std::vector<double> PipelineRunner::run(const MicroBatches& batches) {
+  const auto start = std::chrono::steady_clock::now();
   std::vector<double> losses(static_cast<size_t>(schedule_.microbatches), 0.0);
   slots_.clear();
   sends_.clear();
@@ -144,9 +153,11 @@ std::vector<double> PipelineRunner::run(const MicroBatches& batches) {
     }
   }
   for (auto& [work, buffer] : sends_)
-    work.wait();
+    wait_idle(work);
   sends_.clear();
   slots_.clear();
+  stats_.steps += 1;
+  stats_.step_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!has_last_stage()) return {};
   return losses;
 }
@@ -162,7 +173,7 @@ Tensors PipelineRunner::stage_inputs(int stage, int micro) {
     local = previous.to_local().detach();
     spec = previous.spec();
   } else {
-    slot.activation_receive.wait();
+    wait_idle(slot.activation_receive);
     local = slot.activation;
   }
   slot.input = DTensor(local.requires_grad_(true), spec);
@@ -177,6 +188,8 @@ void PipelineRunner::forward(int stage, int micro, const MicroBatches& batches,
   s.batch = batches(micro);
   const Tensors in = stage_inputs(stage, micro);
   const Tensors out = task_.run_layers(stages_[stage].first, stages_[stage].end, in);
+  int& in_flight = in_flight_[stage];
+  stats_.peak_in_flight[stage] = std::max(stats_.peak_in_flight[stage], ++in_flight);
   if (is_last(stage)) {
     const DTensor loss = task_.loss(out, s.batch, mesh_.param_mesh());
     losses[static_cast<size_t>(micro)] = loss.to_local().item<double>();
@@ -193,7 +206,7 @@ std::pair<at::Tensor, at::Tensor> PipelineRunner::backward_start(int stage, int 
     if (local(stage + 1)) {
       s.output_grad = slot(stage + 1, micro).input_grad;
     } else {
-      s.grad_receive.wait();
+      wait_idle(s.grad_receive);
       s.output_grad = s.grad;
     }
   }
@@ -207,6 +220,7 @@ void PipelineRunner::backward(int stage, int micro, ActionKind kind) {
   auto [root, grad] = backward_start(stage, micro);
   const std::vector<at::Tensor> grads =
       grad.defined() ? std::vector<at::Tensor>{grad} : std::vector<at::Tensor>{};
+  if (kind != ActionKind::kBackwardWeight) --in_flight_[stage];  // B or I frees the stash
   if (kind == ActionKind::kBackwardInput) {
     // I: the input gradient only; the graph stays for W.
     if (stage > 0) {

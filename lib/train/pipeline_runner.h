@@ -57,6 +57,17 @@ class PipelineRunner : public Schedule {
   bool has_last_stage() const;
   const pipeline::PipelineSchedule& schedule() const { return schedule_; }
 
+  /// What the steps so far measured on this rank: the bubble is the time spent waiting for
+  /// activations and gradients of other ranks over the steps' time.
+  struct Stats {
+    int64_t steps = 0;
+    double step_s = 0;
+    double idle_s = 0;
+    std::map<int, int> peak_in_flight;  ///< per local stage: most micro-batches forwarded, not
+                                        ///< yet backpropagated (their activations held)
+  };
+  const Stats& stats() const { return stats_; }
+
  private:
   /// What one (stage, micro-batch) holds during a step.
   struct Slot {
@@ -98,6 +109,10 @@ class PipelineRunner : public Schedule {
   size_t last_backward_ = 0;            ///< index in this rank's list of its last B or W
   std::map<std::pair<int, int>, Slot> slots_;
   std::vector<std::pair<comm::Work, at::Tensor>> sends_;  ///< pending sends and their buffers
+  /// Waits for `work` and counts the time as idle.
+  void wait_idle(comm::Work& work);
+  Stats stats_;
+  std::map<int, int> in_flight_;
 };
 
 }  // namespace vescale

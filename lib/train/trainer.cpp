@@ -4,6 +4,10 @@
 #include <filesystem>
 #include <optional>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/units.h"
@@ -63,6 +67,20 @@ StepMetrics step_metrics(const Meter& meter, int64_t step, int64_t start_step, i
   return m;
 }
 
+/// Every pipeline rank's measured bubble and stash (each rank prints its own line).
+void log_pipeline_stats(const Job& job) {
+  const PipelineRunner::Stats& s = job.pipeline->stats();
+  std::vector<std::string> stash;
+  for (const auto& [stage, peak] : s.peak_in_flight)
+    stash.push_back(fmt::format("stage {}: {}", stage, peak));
+  spdlog::info(
+      "pipeline pp rank {}: bubble {:.1f}% ({} waiting of {} over {} steps); peak micro-batches "
+      "in flight {}; peak resident memory {}",
+      job.mesh.pp_rank(), 100.0 * s.idle_s / std::max(s.step_s, 1e-12), format_duration(s.idle_s),
+      format_duration(s.step_s), s.steps, fmt::join(stash, ", "),
+      format_bytes(static_cast<double>(peak_resident_bytes())));
+}
+
 }  // namespace
 
 TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
@@ -115,6 +133,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
   log_rank0("done: {} steps in {}, val_loss {:.4f} -> {:.4f}, {:.0f} tokens/s", ran,
             format_duration(summary.seconds), summary.first_val_loss, summary.final_val_loss,
             summary.tokens_per_s);
+  if (job->pipeline) log_pipeline_stats(*job);
   return summary;
 }
 
