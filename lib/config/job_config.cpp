@@ -294,7 +294,7 @@ const std::vector<ConfigKey>& config_schema() {
       key("model.d_hidden", &C::d_hidden, 256, "MLP hidden size"),
       key("model.d_out", &C::d_out, 64, "MLP output size"),
       key("model.n_layers", &C::n_layers, 2, "MLP linear layers (2: fc1, fc2)"),
-      key("parallel.pp", &C::pp, 1, "Pipeline-parallel ranks (train: only 1 today)"),
+      key("parallel.pp", &C::pp, 1, "Pipeline-parallel ranks (stages are cut from the model's layers)"),
       key("parallel.dp", &C::dp, 1, "Data-parallel replicas"),
       key("parallel.tp", &C::tp, 1, "Tensor-parallel degree"),
       key("parallel.plan", &C::plan, "",
