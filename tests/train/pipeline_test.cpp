@@ -159,6 +159,8 @@ TEST(Pipeline, GptEverySchedule) {
   expect_matches(
       train(kGpt, {"parallel.pp=2", "parallel.pp_schedule=\"zbv\"", "parallel.pp_virtual=2"}),
       gpt_reference(), "GPT PP2 zbv");
+  expect_matches(train(kGpt, {"parallel.pp=2", "parallel.pp_schedule=\"zb-h1\""}), gpt_reference(),
+                 "GPT PP2 zb-h1");
 }
 
 TEST(Pipeline, GptPp4AndUnevenAndEightMicroBatches) {
