@@ -227,7 +227,8 @@ void check_values(const JobConfig& c) {
   one_of("lr_scheduler.decay", c.decay, {"cosine", "constant"});
   one_of("comm.backend", c.backend, {"auto", "gloo", "nccl"});
   one_of("checkpoint.format", c.checkpoint_format, {"sharded", "deduped", "merged"});
-  one_of("parallel.pp_schedule", c.pp_schedule, {"gpipe", "1f1b", "interleaved-1f1b", "zbv", "zb-h1"});
+  one_of("parallel.pp_schedule", c.pp_schedule,
+         {"gpipe", "1f1b", "interleaved-1f1b", "zbv", "zb-h1"});
   auto positive = [&](const std::string& key, int64_t v) {
     VS_USER_CHECK(v >= 1, "config {}: {} = {} must be at least 1", c.source, key, v);
   };
@@ -294,7 +295,8 @@ const std::vector<ConfigKey>& config_schema() {
       key("model.d_hidden", &C::d_hidden, 256, "MLP hidden size"),
       key("model.d_out", &C::d_out, 64, "MLP output size"),
       key("model.n_layers", &C::n_layers, 2, "MLP linear layers (2: fc1, fc2)"),
-      key("parallel.pp", &C::pp, 1, "Pipeline-parallel ranks (stages are cut from the model's layers)"),
+      key("parallel.pp", &C::pp, 1,
+          "Pipeline-parallel ranks (stages are cut from the model's layers)"),
       key("parallel.dp", &C::dp, 1, "Data-parallel replicas"),
       key("parallel.tp", &C::tp, 1, "Tensor-parallel degree"),
       key("parallel.plan", &C::plan, "",

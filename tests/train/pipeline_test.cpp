@@ -20,7 +20,26 @@ namespace {
 
 constexpr double kTol = 1e-10;
 
-constexpr const char* kGpt = R"(
+/// 5 float64 AdamW steps of 4 micro-batches, a merged checkpoint at the end.
+constexpr const char* kRun = R"(
+[parallel]
+microbatches = 4
+[optimizer]
+lr = 0.01
+[lr_scheduler]
+warmup_steps = 0
+[eval]
+interval = 0
+windows = 2
+[checkpoint]
+interval = 5
+format = "merged"
+[metrics]
+log_interval = 5
+peak_flops = 1e12
+)";
+
+const std::string kGpt = std::string(R"(
 [model]
 name = "gpt"
 vocab_size = 64
@@ -36,24 +55,9 @@ steps = 5
 global_batch_size = 8
 seq_len = 16
 dtype = "float64"
-[parallel]
-microbatches = 4
-[optimizer]
-lr = 0.01
-[lr_scheduler]
-warmup_steps = 0
-[eval]
-interval = 0
-windows = 2
-[checkpoint]
-interval = 5
-format = "merged"
-[metrics]
-log_interval = 5
-peak_flops = 1e12
-)";
+)") + kRun;
 
-constexpr const char* kMlp = R"(
+const std::string kMlp = std::string(R"(
 [model]
 name = "mlp"
 d_in = 8
@@ -66,22 +70,7 @@ source = "synthetic"
 steps = 5
 global_batch_size = 16
 dtype = "float64"
-[parallel]
-microbatches = 4
-[optimizer]
-lr = 0.01
-[lr_scheduler]
-warmup_steps = 0
-[eval]
-interval = 0
-windows = 2
-[checkpoint]
-interval = 5
-format = "merged"
-[metrics]
-log_interval = 5
-peak_flops = 1e12
-)";
+)") + kRun;
 
 struct RunOutput {
   std::vector<double> losses;
@@ -97,8 +86,8 @@ std::string fresh_folder() {
 
 /// Trains in `folder` (kept when `keep`) and reads back the merged checkpoint of the last step
 /// when the run wrote one.
-RunOutput train_in(const std::string& folder, const char* toml, std::vector<std::string> overrides,
-                   bool keep = false) {
+RunOutput train_in(const std::string& folder, const std::string& toml,
+                   std::vector<std::string> overrides, bool keep = false) {
   overrides.push_back("job.dump_folder=\"" + folder + "\"");
   const JobConfig config = JobConfig::parse(toml, "pipeline_test.toml", overrides);
   RunOutput out;
@@ -116,7 +105,7 @@ RunOutput train_in(const std::string& folder, const char* toml, std::vector<std:
   return out;
 }
 
-RunOutput train(const char* toml, std::vector<std::string> overrides) {
+RunOutput train(const std::string& toml, std::vector<std::string> overrides) {
   return train_in(fresh_folder(), toml, std::move(overrides));
 }
 
