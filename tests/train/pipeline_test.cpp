@@ -148,6 +148,8 @@ TEST(Pipeline, GptEverySchedule) {
   expect_matches(
       train(kGpt, {"parallel.pp=2", "parallel.pp_schedule=\"zbv\"", "parallel.pp_virtual=2"}),
       gpt_reference(), "GPT PP2 zbv");
+  expect_matches(train(kGpt, {"parallel.pp=2", "parallel.pp_split=[\"transformer.h.2\"]"}),
+                 gpt_reference(), "GPT PP2 1f1b split at transformer.h.2");
   expect_matches(train(kGpt, {"parallel.pp=2", "parallel.pp_schedule=\"zb-h1\""}), gpt_reference(),
                  "GPT PP2 zb-h1");
 }
