@@ -4,6 +4,8 @@ import os
 import subprocess
 
 BINARY = os.environ.get("VESCALE_TRAIN", "vescale-train")
+# Debian's python3 with h5py and numpy (the interpreter running the tests may be another one).
+SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 def run(*args, timeout=300, env=None):
@@ -37,3 +39,11 @@ def train_losses(config, folder, *args, timeout=600):
 def max_relative(a, b):
     """The largest |a - b| / |b| over paired values."""
     return max(abs(x - y) / abs(y) for x, y in zip(a, b))
+
+
+def system_python_value(script):
+    """Runs `script` under SYSTEM_PYTHON and returns the number it prints."""
+    result = subprocess.run([SYSTEM_PYTHON, "-c", script], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise AssertionError(result.stderr)
+    return float(result.stdout)

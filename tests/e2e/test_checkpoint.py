@@ -8,11 +8,10 @@ import tempfile
 import time
 import unittest
 
-from common import max_relative, run, train_losses
+from common import SYSTEM_PYTHON, max_relative, run, system_python_value, train_losses
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(ROOT, "configs", "gpt-dp2-tp2.toml")
-SYSTEM_PYTHON = "/usr/bin/python3"
 F64 = ("--training.dtype=float64",)
 
 
@@ -30,10 +29,7 @@ names = []
 a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
 print(max(float(np.max(np.abs(a[n][()] - b[n][()]))) if a[n].size else 0.0 for n in names))
 """
-    result = subprocess.run([SYSTEM_PYTHON, "-c", script], capture_output=True, text=True)
-    if result.returncode != 0:
-        raise AssertionError(result.stderr)
-    return float(result.stdout)
+    return system_python_value(script)
 
 
 class Checkpoints(unittest.TestCase):

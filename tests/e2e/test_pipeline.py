@@ -5,15 +5,13 @@ evaluates to training's val_loss under the same mesh and under 1 process, merges
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import unittest
 
-from common import max_relative, run, train_losses
+from common import max_relative, run, system_python_value, train_losses
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(ROOT, "configs", "gpt-dp2-tp2.toml")
-SYSTEM_PYTHON = "/usr/bin/python3"
 COMMON = ["--training.steps=5", "--training.dtype=float64", "--metrics.log_interval=1",
           "--eval.interval=0", "--parallel.microbatches=4", "--checkpoint.interval=5"]
 SINGLE = ["--parallel.dp=1", "--parallel.tp=1", "--parallel.plan="]
@@ -37,10 +35,7 @@ for n in names:
     scale[kind] = max(scale.get(kind, 0.0), float(np.max(np.abs(b[n][()]))))
 print(max(diff[k] / scale[k] for k in diff))
 """
-    result = subprocess.run([SYSTEM_PYTHON, "-c", script], capture_output=True, text=True)
-    if result.returncode != 0:
-        raise AssertionError(result.stderr)
-    return float(result.stdout)
+    return system_python_value(script)
 
 
 class PipelineEndToEnd(unittest.TestCase):
