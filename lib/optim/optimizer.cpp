@@ -11,6 +11,14 @@ at::Tensor& Optimizer::state(size_t k, size_t s) {
   return state_[k][s];
 }
 
+int64_t Optimizer::state_bytes() const {
+  int64_t total = 0;
+  for (const auto& per_view : state_)
+    for (const at::Tensor& t : per_view)
+      if (t.defined()) total += static_cast<int64_t>(t.nbytes());
+  return total;
+}
+
 std::vector<OptimizerStateTensor> Optimizer::state_tensors() {
   std::vector<OptimizerStateTensor> out;
   const auto names = state_names();

@@ -127,6 +127,16 @@ Batch Job::micro_batch(int64_t step, int64_t micro) {
   return task->train_batch(step, slice);
 }
 
+StateBytes Job::state_bytes() const {
+  int64_t params_bytes = 0, grads = 0;
+  for (const auto& [fqn, p] : params) {
+    params_bytes += static_cast<int64_t>(p->to_local().nbytes());
+    const at::Tensor& g = p->to_local().grad();
+    if (g.defined()) grads += static_cast<int64_t>(g.nbytes());
+  }
+  return {{"params", params_bytes}, {"grads", grads}, {"optimizer", optimizer->state_bytes()}};
+}
+
 double Job::forward_loss(const Batch& batch) {
   if (pipeline) return pipeline->forward_loss(batch);
   return task->forward_loss(batch, mesh.param_mesh()).to_local().item<double>();

@@ -3,6 +3,7 @@
 // train step that ties them together.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -14,6 +15,7 @@
 #include "mesh/job_mesh.h"
 #include "optim/optimizer.h"
 #include "parallel/grad_sync.h"
+#include "train/metrics.h"
 #include "train/pipeline_runner.h"
 #include "train/schedule.h"
 #include "train/task.h"
@@ -41,6 +43,8 @@ struct Job {
 
   /// Micro-batch `micro` of step `step` on this rank (its dp slice, the micro-batch's rows).
   Batch micro_batch(int64_t step, int64_t micro);
+  /// This rank's training state by kind, from tensor sizes: "params", "grads", "optimizer".
+  StateBytes state_bytes() const;
   /// The mean loss of `batch` without gradients (under a pipeline: on the last stage's rank,
   /// 0 on the others). *Collective* over the parameter mesh (and the pp group).
   double forward_loss(const Batch& batch);

@@ -29,11 +29,15 @@ std::string format_metrics_line(const StepMetrics& m) {
     comm += entry.second;
   std::string line = fmt::format("step {}/{} | loss {:.4f}", m.step, m.total_steps, m.loss);
   if (m.val_loss) line += fmt::format(" | val_loss {:.4f}", *m.val_loss);
-  line += fmt::format(
-      " | lr {:.2g} | grad_norm {:.3g} | tok/s {} | mfu {:.2f}% | mem {} | comm {}/step | eta {}",
-      m.lr, m.grad_norm, with_commas(m.tokens_per_s), 100.0 * m.mfu,
-      format_bytes(static_cast<double>(m.mem_bytes)), format_bytes(static_cast<double>(comm)),
-      format_duration(m.eta_s));
+  std::vector<std::string> state;
+  for (const auto& [kind, bytes] : m.state_bytes)
+    state.push_back(fmt::format("{} {}", kind, format_bytes(static_cast<double>(bytes))));
+  line += fmt::format(" | lr {:.2g} | grad_norm {:.3g} | tok/s {} | mfu {:.2f}% | mem {}{}", m.lr,
+                      m.grad_norm, with_commas(m.tokens_per_s), 100.0 * m.mfu,
+                      format_bytes(static_cast<double>(m.mem_bytes)),
+                      state.empty() ? "" : fmt::format(" ({})", fmt::join(state, ", ")));
+  line += fmt::format(" | comm {}/step | eta {}", format_bytes(static_cast<double>(comm)),
+                      format_duration(m.eta_s));
   return line;
 }
 
@@ -47,6 +51,12 @@ std::string metrics_json(const StepMetrics& m) {
   j["tokens_per_s"] = m.tokens_per_s;
   j["mfu"] = m.mfu;
   j["mem_bytes"] = m.mem_bytes;
+  if (!m.state_bytes.empty()) {
+    nlohmann::ordered_json state;
+    for (const auto& [kind, bytes] : m.state_bytes)
+      state[kind] = bytes;
+    j["state_bytes"] = state;
+  }
   j["comm_bytes"] = m.comm_bytes;
   j["step_time_s"] = m.step_time_s;
   return j.dump();

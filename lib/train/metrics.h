@@ -7,8 +7,13 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace vescale {
+
+/// Training state bytes by kind, in this order: params, grads, optimizer.
+using StateBytes = std::vector<std::pair<std::string, int64_t>>;
 
 struct StepMetrics {
   int64_t step = 0;  ///< 1-based: steps done
@@ -20,6 +25,8 @@ struct StepMetrics {
   double tokens_per_s = 0;
   double mfu = 0;  ///< fraction
   int64_t mem_bytes = 0;
+  /// Rank 0's training state by kind, from tensor sizes: "params", "grads", "optimizer".
+  StateBytes state_bytes;
   std::map<std::string, int64_t> comm_bytes;  ///< per step, by mesh dim
   double step_time_s = 0;
   double eta_s = 0;

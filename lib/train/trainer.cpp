@@ -44,7 +44,8 @@ struct Meter {
 StepMetrics step_metrics(const Meter& meter, int64_t step, int64_t start_step, int64_t total,
                          const StepResult& result, double lr, std::optional<double> val_loss,
                          Clock::time_point step_start,
-                         const std::map<std::string, int64_t>& bytes_before) {
+                         const std::map<std::string, int64_t>& bytes_before,
+                         StateBytes state_bytes) {
   StepMetrics m;
   m.step = step + 1;
   m.total_steps = total;
@@ -59,6 +60,7 @@ StepMetrics step_metrics(const Meter& meter, int64_t step, int64_t start_step, i
   m.mfu = meter.flops_per_sample * meter.samples_per_step * done / elapsed /
           (meter.peak * meter.world_size);
   m.mem_bytes = resident_bytes();
+  m.state_bytes = state_bytes;
   for (const auto& [label, bytes] : meter.stats.bytes_by_label()) {
     const int64_t before = bytes_before.count(label) ? bytes_before.at(label) : 0;
     if (label != "world") m.comm_bytes[label] = bytes - before;
@@ -120,7 +122,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     if (last) summary.final_val_loss = *val_loss;
     if ((step + 1) % c.log_interval == 0 || last || val_loss) {
       const StepMetrics m = step_metrics(meter, step, start_step, c.steps, result, lr, val_loss,
-                                         step_start, bytes_before);
+                                         step_start, bytes_before, job->state_bytes());
       log_rank0("{}", format_metrics_line(m));
       if (rank0) writer.write(m);
     }
