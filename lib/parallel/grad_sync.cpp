@@ -111,10 +111,8 @@ void GradSync::plan_buckets() {
     b.flat = at::zeros({b.numel}, b.flat.options());
 }
 
-void GradSync::start_last_backward() {
-  std::lock_guard<std::mutex> lock(mutex_);
+void GradSync::reset_buckets() {
   plan_buckets();
-  armed_ = !buckets_.empty();
   launched_in_backward_ = 0;
   std::fill(filled_.begin(), filled_.end(), false);
   for (auto& b : buckets_) {
@@ -122,6 +120,12 @@ void GradSync::start_last_backward() {
     b.next_reduction = 0;
     b.work = comm::Work();
   }
+}
+
+void GradSync::start_last_backward() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  reset_buckets();
+  armed_ = !buckets_.empty();
 }
 
 void GradSync::fill(size_t k, const at::Tensor& grad) {
@@ -168,15 +172,8 @@ void GradSync::launch_ready() {
 int GradSync::finish() {
   std::lock_guard<std::mutex> lock(mutex_);
   torch::autograd::AutoGradMode no_grad(false);
-  if (!armed_) {
-    plan_buckets();
-    std::fill(filled_.begin(), filled_.end(), false);
-    for (auto& b : buckets_) {
-      b.ready = 0;
-      b.next_reduction = 0;
-    }
-  }
-  const int overlapped = armed_ ? launched_in_backward_ : 0;
+  if (!armed_) reset_buckets();
+  const int overlapped = launched_in_backward_;
   // First reductions the hooks did not launch (parameters without a gradient this backward).
   for (auto& b : buckets_) {
     if (b.next_reduction > 0) continue;

@@ -78,6 +78,8 @@ class GradSync {
   std::vector<Reduction> reductions_of(size_t k) const;
   /// (Re)builds the buckets if the parameters' reductions changed since the last layout.
   void plan_buckets();
+  /// Plans the buckets and empties them for a backward: nothing filled or launched.
+  void reset_buckets();
   void install_hooks();
   void on_grad(size_t k, const at::Tensor& grad);
   void fill(size_t k, const at::Tensor& grad);

@@ -2,23 +2,17 @@
 
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include <chrono>
 #include <filesystem>
 #include <map>
 #include <set>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/units.h"
 
 namespace vescale {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 std::string state_name(const OptimizerStateTensor& s) {
   return "optimizer/" + s.param + "/" + s.state;

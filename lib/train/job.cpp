@@ -75,8 +75,7 @@ void setup_pipeline(Job& job, const PipelinePlan& plan, std::vector<StepParam>& 
     for (int s = 0; s < plan.schedule.stages(); ++s) {
       if (!under(fqn, plan.modules[static_cast<size_t>(s)])) continue;
       holders[p.get()].insert(plan.schedule.stage_rank[static_cast<size_t>(s)]);
-      if (!first_stage.count(p.get())) first_stage[p.get()] = s;
-      first_stage[p.get()] = std::min(first_stage[p.get()], s);
+      first_stage.emplace(p.get(), s);  // stages in order: the first one wins
     }
   }
   std::map<const Parameter*, DTensor*> local;

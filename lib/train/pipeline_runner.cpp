@@ -4,8 +4,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include <chrono>
-
+#include "core/clock.h"
 #include "core/error.h"
 
 namespace vescale {
@@ -115,13 +114,13 @@ void PipelineRunner::boundaries(const Batch& sample) {
 }
 
 void PipelineRunner::wait_idle(comm::Work& work) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   work.wait();
-  stats_.idle_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.idle_s += seconds_since(start);
 }
 
 std::vector<double> PipelineRunner::run(const MicroBatches& batches) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   std::vector<double> losses(static_cast<size_t>(schedule_.microbatches), 0.0);
   slots_.clear();
   sends_.clear();
@@ -157,7 +156,7 @@ std::vector<double> PipelineRunner::run(const MicroBatches& batches) {
   sends_.clear();
   slots_.clear();
   stats_.steps += 1;
-  stats_.step_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.step_s += seconds_since(start);
   if (!has_last_stage()) return {};
   return losses;
 }

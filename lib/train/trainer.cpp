@@ -1,6 +1,5 @@
 #include "train/trainer.h"
 
-#include <chrono>
 #include <filesystem>
 #include <optional>
 
@@ -8,6 +7,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/units.h"
@@ -19,12 +19,6 @@
 
 namespace vescale {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 /// What the loop needs to turn steps into metrics lines.
 struct Meter {
