@@ -237,6 +237,10 @@ void check_values(const JobConfig& c) {
   positive("parallel.tp", c.tp);
   positive("parallel.microbatches", c.microbatches);
   positive("parallel.pp_virtual", c.pp_virtual);
+  VS_USER_CHECK(c.zero >= 0 && c.zero <= 3,
+                "config {}: parallel.zero = {} must be 0 (off), 1 (optimizer state), 2 (and "
+                "gradients) or 3 (and parameters)",
+                c.source, c.zero);
   positive("training.steps", c.steps);
   positive("training.global_batch_size", c.global_batch_size);
   positive("training.seq_len", c.seq_len);
@@ -310,6 +314,9 @@ const std::vector<ConfigKey>& config_schema() {
       key("parallel.pp_split", &C::pp_split, {"balanced"},
           "Stages: balanced (by estimated cost), or the layers that start stages 2, 3, ... "
           "([\"transformer.h.2\"])"),
+      key("parallel.zero", &C::zero, 0,
+          "ZeRO over dp: 0 off, 1 optimizer state sharded, 2 and gradients, 3 and parameters "
+          "(FSDP)"),
       key("data.source", &C::data_source, "synthetic",
           "synthetic, text (UTF-8 bytes) or tokens (nanoGPT uint16 .bin)"),
       key("data.path", &C::data_path, "",

@@ -27,6 +27,7 @@ struct JobConfig {
   int64_t d_in, d_hidden, d_out, n_layers;
   // [parallel]
   int64_t pp, dp, tp, microbatches, pp_virtual;
+  int64_t zero;  ///< ZeRO stage over dp: 0 (none) to 3 (parameters too)
   std::string plan, pp_schedule;
   std::vector<std::string> pp_split;  ///< {"balanced"} or the FQNs that start stages 2, 3, ...
   // [data]

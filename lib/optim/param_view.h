@@ -1,12 +1,14 @@
-// ParamView: the piece of a parameter an optimizer updates — a flat range of the parameter's
-// local tensor — with that piece's place in the global tensor. Today a view is a whole local
-// shard; ZeRO ([8]) gives each dp rank a range of it. Optimizer state has the view's size and the
-// view's spec, so checkpoints save and reshard it without knowing how it was split.
+// ParamView: the piece of a parameter an optimizer updates — flat elements of the parameter's
+// memory — with that piece's place in the global tensor. Without ZeRO a view is a whole local
+// shard; under ZeRO ([8]) each dp rank's view is its rows of it (NOTE [ZeRO pieces]), and at
+// ZeRO-3 the rows live in their own tensor. Optimizer state has the view's size and the view's
+// spec, so checkpoints save and reshard it without knowing how it was split.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,21 +17,24 @@
 namespace vescale {
 
 struct ParamView {
-  std::string name;          ///< the parameter's FQN
-  DTensor* param;            ///< whose local tensor (contiguous) the view is a range of
-  int64_t offset = 0;        ///< first element of the range in the flat local tensor
-  int64_t numel = 0;         ///< elements in the range
-  DTensorSpec spec;          ///< where the range sits in the global tensor (its local box)
+  std::string name;  ///< the parameter's FQN
+  /// The elements the update writes, flat: a view of the parameter's memory.
+  at::Tensor flat;
+  /// The gradient of those elements, flat; an undefined tensor if there is none.
+  std::function<at::Tensor()> flat_grad;
+  DTensorSpec spec;          ///< where the elements sit in the global tensor (its local box)
   bool weight_decay = true;  ///< decoupled weight decay applies (not to biases and norms)
 
   /// The whole local shard of `param`, placed by `spec` (the parameter's spec, possibly on a
   /// larger mesh); weight decay for parameters of 2 or more dims.
   static ParamView whole(std::string name, DTensor* param, DTensorSpec spec);
+  /// Elements [offset, offset + numel) of the flat local shard of `param`, placed by `spec`
+  /// (whose local box has numel elements), with the same range of the parameter's gradient.
+  static ParamView range(std::string name, DTensor* param, int64_t offset, int64_t numel,
+                         DTensorSpec spec);
 
-  /// The range of the parameter's local tensor, flat (writes go to the parameter).
-  at::Tensor value() const;
-  /// The same range of its gradient, flat; undefined if there is none.
-  at::Tensor grad() const;
+  at::Tensor value() const { return flat; }
+  at::Tensor grad() const { return flat_grad(); }
 };
 
 /// Whole-shard views of named parameters, each placed by its own spec.

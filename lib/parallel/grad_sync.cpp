@@ -10,10 +10,12 @@
 namespace vescale {
 
 GradSync::GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp,
-                   int64_t bucket_bytes)
+                   int64_t bucket_bytes, DpGrads dp_grads)
     : params_(std::move(params)),
       dp_(std::move(dp)),
       bucket_bytes_(bucket_bytes),
+      dp_grads_(dp_grads),
+      piece_grads_(params_.size()),
       extra_sums_(params_.size()),
       where_(params_.size(), {kNoBucket, 0}),
       filled_(params_.size()) {
@@ -46,7 +48,7 @@ void GradSync::add_sum(DTensor* param, comm::Group group) {
 std::vector<GradSync::Reduction> GradSync::reductions_of(size_t k) const {
   // NOTE [Grad sync]: the dp average first (as DDP), then the Partial sums.
   std::vector<Reduction> out;
-  if (dp_ && dp_->size() > 1) out.push_back({&*dp_, comm::ReduceOp::kAvg});
+  if (dp_ && dp_->size() > 1) out.push_back({&*dp_, comm::ReduceOp::kAvg, scatters()});
   std::vector<int> dims = params_[k]->partial_grad_dims();
   std::sort(dims.begin(), dims.end());
   for (int i : dims) {
@@ -79,11 +81,12 @@ void GradSync::plan_buckets() {
     const int64_t element = static_cast<int64_t>(p.element_size());
     auto same = [&](size_t b) {
       const Bucket& bucket = buckets_[b];
-      if (bucket.flat.scalar_type() != p.scalar_type()) return false;
+      if (bucket.dtype != p.scalar_type()) return false;
       if (bucket.reductions.size() != reductions.size()) return false;
       for (size_t r = 0; r < reductions.size(); ++r) {
         if (bucket.reductions[r].group != reductions[r].group ||
-            bucket.reductions[r].op != reductions[r].op)
+            bucket.reductions[r].op != reductions[r].op ||
+            bucket.reductions[r].scatter != reductions[r].scatter)
           return false;
       }
       return true;
@@ -97,7 +100,7 @@ void GradSync::plan_buckets() {
     if (it == open.end()) {
       buckets_.emplace_back();
       buckets_.back().reductions = reductions;
-      buckets_.back().flat = at::empty({0}, p.options());
+      buckets_.back().dtype = p.scalar_type();
       open.push_back(buckets_.size() - 1);
       it = open.end() - 1;
     }
@@ -107,8 +110,16 @@ void GradSync::plan_buckets() {
     b.offsets.push_back(b.numel);
     b.numel += p.numel();
   }
-  for (auto& b : buckets_)
-    b.flat = at::zeros({b.numel}, b.flat.options());
+  for (auto& b : buckets_) {
+    if (b.reductions.front().scatter) {
+      std::vector<std::vector<FlatRange>> pieces;
+      for (size_t k : b.params)
+        pieces.push_back(dp_pieces(params_[k]->to_local().sizes().vec(), dp_->size()));
+      b.packing = std::make_shared<DpPacking>(std::move(pieces), dp_->size());
+    } else {
+      b.flat = at::zeros({b.numel}, params_[b.params.front()]->to_local().options());
+    }
+  }
 }
 
 void GradSync::reset_buckets() {
@@ -119,31 +130,51 @@ void GradSync::reset_buckets() {
     b.ready = 0;
     b.next_reduction = 0;
     b.work = comm::Work();
+    b.piece = at::Tensor();
+    if (b.packing) b.flat = at::Tensor();
   }
 }
 
 void GradSync::start_last_backward() {
   std::lock_guard<std::mutex> lock(mutex_);
   reset_buckets();
-  armed_ = !buckets_.empty();
+  // ZeRO-1 reduces after the backward: .grad tensors stay whole until then.
+  armed_ = !buckets_.empty() && dp_grads_ != DpGrads::kScatterAfterBackward;
 }
 
 void GradSync::fill(size_t k, const at::Tensor& grad) {
   const auto [bucket, slot] = where_[k];
   Bucket& b = buckets_[bucket];
-  at::Tensor dst = b.flat.narrow(0, b.offsets[slot], params_[k]->to_local().numel());
+  const at::Tensor& p = params_[k]->to_local();
   // The gradient of this backward plus what earlier micro-batches accumulated.
-  const at::Tensor& accumulated = params_[k]->to_local().grad();
+  const at::Tensor& accumulated = p.grad();
+  at::Tensor sum;
   if (grad.defined()) {
-    dst.copy_(grad.reshape({-1}));
-    if (accumulated.defined()) dst.add_(accumulated.reshape({-1}));
+    sum = grad.reshape({-1});
+    if (accumulated.defined()) sum = sum + accumulated.reshape({-1});
   } else if (accumulated.defined()) {
-    dst.copy_(accumulated.reshape({-1}));
+    sum = accumulated.reshape({-1});
+  }
+  if (b.packing) {
+    if (!b.flat.defined()) b.flat = at::zeros({b.packing->numel()}, p.options());
+    b.packing->pack(b.flat, slot, sum.defined() ? sum : at::zeros({p.numel()}, p.options()));
   } else {
-    dst.zero_();
+    at::Tensor dst = b.flat.narrow(0, b.offsets[slot], p.numel());
+    if (sum.defined()) {
+      dst.copy_(sum);
+    } else {
+      dst.zero_();
+    }
   }
   filled_[k] = true;
   ++b.ready;
+}
+
+void GradSync::release_grads(size_t keep) {
+  for (size_t k : to_release_)
+    params_[k]->to_local().mutable_grad() = at::Tensor();
+  to_release_.clear();
+  if (keep != kNoBucket) to_release_.push_back(keep);
 }
 
 void GradSync::on_grad(size_t k, const at::Tensor& grad) {
@@ -151,12 +182,23 @@ void GradSync::on_grad(size_t k, const at::Tensor& grad) {
   if (!armed_ || filled_[k] || where_[k].first == kNoBucket) return;
   torch::autograd::AutoGradMode no_grad(false);
   fill(k, grad);
+  // Autograd stores this gradient in .grad after the hook: drop the previous ones.
+  if (dp_grads_ == DpGrads::kScatterInBackward && buckets_[where_[k].first].packing)
+    release_grads(k);
   launch_ready();
 }
 
 void GradSync::launch_next(Bucket& b) {
   const Reduction& r = b.reductions[b.next_reduction++];
-  b.work = r.group->all_reduce_async(b.flat, r.op);
+  if (r.scatter) {
+    // Synchronous: Gloo has no reduce-scatter of its own (comm builds one from an all-to-all).
+    b.piece = r.group->reduce_scatter(b.flat, 0, r.op);
+    b.flat = at::Tensor();
+    b.work = comm::Work();
+    return;
+  }
+  at::Tensor& target = b.piece.defined() ? b.piece : b.flat;
+  b.work = r.group->all_reduce_async(target, r.op);
 }
 
 void GradSync::launch_ready() {
@@ -191,11 +233,10 @@ int GradSync::finish() {
   }
   for (auto& b : buckets_) {
     b.work.wait();
-    for (size_t slot = 0; slot < b.params.size(); ++slot) {
-      const at::Tensor& p = params_[b.params[slot]]->to_local();
-      p.mutable_grad() = b.flat.narrow(0, b.offsets[slot], p.numel()).view_as(p).clone();
-    }
+    for (size_t slot = 0; slot < b.params.size(); ++slot)
+      write_back(b, slot);
   }
+  to_release_.clear();
   // Every gradient now has its parameter's placements (a partial sum over one rank is whole).
   for (DTensor* p : params_)
     p->mark_grad_reduced();
@@ -203,9 +244,53 @@ int GradSync::finish() {
   return overlapped;
 }
 
+void GradSync::write_back(Bucket& b, size_t slot) {
+  const size_t k = b.params[slot];
+  const at::Tensor& p = params_[k]->to_local();
+  if (!b.packing) {
+    p.mutable_grad() = b.flat.narrow(0, b.offsets[slot], p.numel()).view_as(p).clone();
+    return;
+  }
+  const int64_t rank = dp_->rank();
+  const at::Tensor piece = b.packing->in_segment(b.piece, slot, rank);
+  if (dp_grads_ == DpGrads::kScatterInBackward) {
+    p.mutable_grad() = at::Tensor();
+    piece_grads_[k] = piece;
+    return;
+  }
+  // ZeRO-1: the whole buffer stays; the rank's rows hold the reduced gradient.
+  const FlatRange& range = b.packing->piece(slot, rank);
+  p.mutable_grad() = at::zeros_like(p);
+  piece_grads_[k] = p.mutable_grad().view({-1}).narrow(0, range.offset, range.numel);
+  piece_grads_[k].copy_(piece);
+}
+
+at::Tensor GradSync::piece_grad(size_t k) const {
+  if (piece_grads_[k].defined()) return piece_grads_[k];
+  const at::Tensor& g = params_[k]->to_local().grad();
+  return g.defined() ? g.view({-1}) : g;
+}
+
+int64_t GradSync::grad_bytes() const {
+  int64_t total = 0;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const at::Tensor& g = params_[k]->to_local().grad();
+    if (g.defined()) total += static_cast<int64_t>(g.nbytes());
+  }
+  for (const auto& b : buckets_) {
+    if (b.packing && b.flat.defined()) total += static_cast<int64_t>(b.flat.nbytes());
+    if (b.piece.defined() && dp_grads_ == DpGrads::kScatterInBackward)
+      total += static_cast<int64_t>(b.piece.nbytes());
+  }
+  return total;
+}
+
 void GradSync::zero_grad() {
   for (DTensor* p : params_)
     p->zero_grad();
+  std::fill(piece_grads_.begin(), piece_grads_.end(), at::Tensor());
+  for (auto& b : buckets_)
+    b.piece = at::Tensor();
 }
 
 }  // namespace vescale

@@ -15,27 +15,44 @@
 // writes the reduced gradients back. Buckets launch strictly in bucket order, so every rank
 // issues the same collectives in the same order. Each gradient crosses each reduction once: the
 // bytes per step are those of one all-reduce per reduction dim.
-// ZeRO's reduce-scatter ([8]) is one more kind of bucket reduction here.
+// Under ZeRO the dp reduction is a reduce-scatter (DpGrads): a bucket is packed so that each dp
+// rank receives the reduced rows it owns of every gradient in it (NOTE [ZeRO pieces]); the
+// further reductions then act on those pieces only.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
 
 #include "comm/group.h"
 #include "dtensor/dtensor.h"
+#include "parallel/zero/dp_pieces.h"
 
 namespace vescale {
+
+/// How gradients end over dp.
+enum class DpGrads {
+  /// Averaged by an all-reduce: every rank holds the whole gradient (no ZeRO).
+  kAllReduce,
+  /// Reduce-scattered after the backward (ZeRO-1): each parameter's .grad stays allocated and
+  /// holds the rank's rows reduced, zeros elsewhere.
+  kScatterAfterBackward,
+  /// Reduce-scattered from the backward hooks (ZeRO-2 and 3): .grad tensors are released as
+  /// their buckets launch; a rank keeps its reduced rows only.
+  kScatterInBackward,
+};
 
 class GradSync {
  public:
   /// Parameters (on their parameter mesh) and the data-parallel group (none or size 1: no data
   /// parallelism). Installs the gradient hooks.
-  GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp, int64_t bucket_bytes);
+  GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp, int64_t bucket_bytes,
+           DpGrads dp_grads = DpGrads::kAllReduce);
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
 
@@ -55,21 +72,35 @@ class GradSync {
   /// Drops every gradient (before a step's first backward).
   void zero_grad();
 
+  /// The reduced gradient of the rows this dp rank owns of parameter `k` (index into the
+  /// parameters), flat, after finish(): a view that clipping may scale. Without a reduce-scatter
+  /// (no ZeRO, or dp of 1) the whole flat .grad. Undefined if the parameter has none.
+  at::Tensor piece_grad(size_t k) const;
+  /// Bytes of the gradients held now: .grad tensors, reduced pieces and open buckets.
+  int64_t grad_bytes() const;
+
   /// Buckets of the current layout (made at the first start_last_backward or finish).
   int buckets() const { return static_cast<int>(buckets_.size()); }
 
  private:
-  /// One reduction of a bucket: sum over a parameter-mesh dim, or average over dp.
+  /// One reduction of a bucket: sum over a parameter-mesh dim, or average over dp (an all-reduce,
+  /// or a reduce-scatter that leaves each rank its pieces).
   struct Reduction {
     const comm::Group* group;
     comm::ReduceOp op;
+    bool scatter = false;
   };
   struct Bucket {
     std::vector<Reduction> reductions;
     std::vector<size_t> params;
     std::vector<int64_t> offsets;
     int64_t numel = 0;
+    at::ScalarType dtype = at::kFloat;
+    /// Under a reduce-scatter: the params' pieces packed rank by rank (flat is packing->numel()
+    /// long, made at the first fill and dropped once scattered; piece is the rank's segment).
+    std::shared_ptr<DpPacking> packing;
     at::Tensor flat;
+    at::Tensor piece;
     int ready = 0;
     size_t next_reduction = 0;  ///< reductions launched so far
     comm::Work work;            ///< the one in flight
@@ -85,10 +116,19 @@ class GradSync {
   void fill(size_t k, const at::Tensor& grad);
   void launch_ready();
   void launch_next(Bucket& b);
+  /// Hands parameter k's reduced gradient to its owner: .grad, or the rank's piece.
+  void write_back(Bucket& b, size_t slot);
+  /// Drops the .grad of parameters whose gradient went into a scattered bucket (ZeRO-2/3): all
+  /// but `keep`, whose gradient autograd is about to store.
+  void release_grads(size_t keep);
+  bool scatters() const { return dp_grads_ != DpGrads::kAllReduce && dp_ && dp_->size() > 1; }
 
   std::vector<DTensor*> params_;
   std::optional<comm::Group> dp_;
   int64_t bucket_bytes_;
+  DpGrads dp_grads_;
+  std::vector<at::Tensor> piece_grads_;    // per parameter, under a reduce-scatter
+  std::vector<size_t> to_release_;         // filled params whose .grad autograd may still set
   std::vector<std::vector<const comm::Group*>> extra_sums_;  // per parameter
   std::list<comm::Group> extra_groups_;                      // owns what extra_sums_ points to
   bool hooked_ = false;

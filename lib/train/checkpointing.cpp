@@ -18,6 +18,17 @@ std::string state_name(const OptimizerStateTensor& s) {
   return "optimizer/" + s.param + "/" + s.state;
 }
 
+/// Parameter k as saved and loaded: its local shard, or under ZeRO-3 this rank's rows of it
+/// (NOTE [ZeRO pieces]), in either case with its place in the global tensor.
+StateTensor parameter_state(const Job& job, size_t k) {
+  const auto& [fqn, param] = job.params[k];
+  if (job.zero && job.zero->stage() == 3) {
+    const DTensorSpec& spec = job.zero->piece_spec(k);
+    return {"model/" + fqn, job.zero->piece(k).view(spec.local_shape()), spec};
+  }
+  return {"model/" + fqn, param->to_local().detach(), param->spec().on_mesh(job.mesh.mesh())};
+}
+
 /// Parameters and optimizer state, each parameter followed by its optimizer state.
 std::vector<StateTensor> job_state(Job& job) {
   std::map<std::string, std::vector<OptimizerStateTensor>> by_param;
@@ -27,10 +38,11 @@ std::vector<StateTensor> job_state(Job& job) {
   std::vector<int> held_along;
   if (job.mesh.pp() > 1) held_along.push_back(job.mesh.mesh().dim_index("pp"));
   std::vector<StateTensor> state;
-  for (const auto& [fqn, param] : job.params) {
+  for (size_t k = 0; k < job.params.size(); ++k) {
+    const auto& [fqn, param] = job.params[k];
     if (job.not_saved.count(fqn)) continue;
-    state.push_back({"model/" + fqn, param->to_local().detach(),
-                     param->spec().on_mesh(job.mesh.mesh()), held_along});
+    state.push_back(parameter_state(job, k));
+    state.back().held_along = held_along;
     for (const auto& s : by_param[fqn])
       state.push_back({state_name(s), s.local, s.spec, held_along});
   }
@@ -76,18 +88,18 @@ void check_no_strangers(const Job& job, const CheckpointReader& reader) {
   }
 }
 
-void load_parameter(const CheckpointReader& reader, const std::string& fqn, DTensor& value) {
-  const std::string name = "model/" + fqn;
+void load_parameter(const CheckpointReader& reader, StateTensor target) {
+  const std::string& name = target.name;
   VS_USER_CHECK(reader.has(name),
                 "[checkpoint] {}: no tensor {} (a checkpoint of another model config?)",
                 reader.path(), name);
-  VS_USER_CHECK(reader.global_shape(name) == value.shape(),
+  VS_USER_CHECK(reader.global_shape(name) == target.spec.shape,
                 "[checkpoint] {}: tensor {} has shape [{}] but the model's is [{}] (a different "
                 "model config?)",
                 reader.path(), name, fmt::join(reader.global_shape(name), ", "),
-                fmt::join(value.shape(), ", "));
-  value.to_local().copy_(
-      reader.read_box(name, value.spec().local_offset(), value.spec().local_shape()));
+                fmt::join(target.spec.shape, ", "));
+  target.local.copy_(
+      reader.read_box(name, target.spec.local_offset(), target.spec.local_shape()));
 }
 
 /// Reads the optimizer state; false if the checkpoint has none (a model-only file).
@@ -121,8 +133,8 @@ int64_t load_job(Job& job, const CheckpointReader& reader) {
   torch::autograd::AutoGradMode no_grad(false);
   const auto start = Clock::now();
   check_no_strangers(job, reader);
-  for (auto& [fqn, value] : job.params)
-    load_parameter(reader, fqn, *value);
+  for (size_t k = 0; k < job.params.size(); ++k)
+    load_parameter(reader, parameter_state(job, k));
   const bool has_optimizer = load_optimizer(job, reader);
   job.optimizer->set_steps(has_optimizer ? reader.meta().optimizer_steps : 0);
   log_rank0("loaded {} ({}, step {}, written by {} ranks{}) in {}", reader.path(),

@@ -12,9 +12,17 @@ double evaluate(Job& job) {
   const JobMesh& mesh = job.mesh;
   double sum = 0, count = 0;
   const int64_t batches = job.task->val_batches(job.config.eval_windows);
-  for (int64_t w = mesh.dp_rank(); w < batches; w += mesh.dp()) {
-    sum += job.forward_loss(job.task->val_batch(w));
-    count += 1;
+  // Under ZeRO-3 a forward all-gathers over dp: every dp rank runs as many, a rank past the
+  // last window repeating one without counting it.
+  const bool lockstep = job.zero && job.zero->stage() == 3;
+  for (int64_t first = 0; first < batches; first += mesh.dp()) {
+    const int64_t w = first + mesh.dp_rank();
+    if (w < batches) {
+      sum += job.forward_loss(job.task->val_batch(w));
+      count += 1;
+    } else if (lockstep) {
+      job.forward_loss(job.task->val_batch(first));
+    }
   }
   at::Tensor totals =
       at::tensor({sum, count}, at::TensorOptions(at::kDouble).device(mesh.mesh().device()));

@@ -17,10 +17,15 @@ namespace vescale {
 namespace {
 
 std::unique_ptr<Optimizer> make_optimizer(const JobConfig& c, const Job& job) {
-  // Each parameter's whole local shard, placed on the job mesh (for checkpoints).
+  // Each parameter's whole local shard (or its rows under ZeRO), placed on the job mesh (for
+  // checkpoints).
   std::vector<ParamView> views;
-  for (const auto& [fqn, p] : job.params)
-    views.push_back(ParamView::whole(fqn, p, p->spec().on_mesh(job.mesh.mesh())));
+  if (job.zero) {
+    views = job.zero->optimizer_views();
+  } else {
+    for (const auto& [fqn, p] : job.params)
+      views.push_back(ParamView::whole(fqn, p, p->spec().on_mesh(job.mesh.mesh())));
+  }
   if (c.optimizer == "adamw")
     return std::make_unique<AdamW>(views,
                                    AdamWOptions{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay});
@@ -109,7 +114,26 @@ void setup_pipeline(Job& job, const PipelinePlan& plan, std::vector<StepParam>& 
     stages.push_back(stage);
   }
   job.pipeline = std::make_unique<PipelineRunner>(*job.task, job.mesh, plan.schedule, stages,
-                                                  job.micro_batch(0, 0));
+                                                 job.micro_batch(0, 0), job.layer_runner());
+}
+
+/// ZeRO-3: the parameters (indices into job.params) each of the task's layers uses.
+std::vector<std::vector<size_t>> layer_params(const Job& job) {
+  std::map<const DTensor*, size_t> index;
+  for (size_t k = 0; k < job.params.size(); ++k)
+    index[job.params[k].second] = k;
+  std::map<const Parameter*, size_t> of;
+  for (const auto& [fqn, p] : job.model->parameters())
+    of[p.get()] = index.at(&p->get());
+  std::vector<std::vector<size_t>> out;
+  for (const Layer& layer : job.task->layers()) {
+    std::set<size_t> used;
+    for (const auto& [fqn, p] : job.task->model()->all_parameter_names()) {
+      if (under(fqn, layer.modules) && of.count(p.get())) used.insert(of.at(p.get()));
+    }
+    out.emplace_back(used.begin(), used.end());
+  }
+  return out;
 }
 
 }  // namespace
@@ -127,18 +151,33 @@ Batch Job::micro_batch(int64_t step, int64_t micro) {
 }
 
 StateBytes Job::state_bytes() const {
-  int64_t params_bytes = 0, grads = 0;
-  for (const auto& [fqn, p] : params) {
-    params_bytes += static_cast<int64_t>(p->to_local().nbytes());
-    const at::Tensor& g = p->to_local().grad();
-    if (g.defined()) grads += static_cast<int64_t>(g.nbytes());
+  int64_t params_bytes = 0;
+  if (zero) {
+    params_bytes = zero->param_bytes();
+  } else {
+    for (const auto& [fqn, p] : params)
+      params_bytes += static_cast<int64_t>(p->to_local().nbytes());
   }
-  return {{"params", params_bytes}, {"grads", grads}, {"optimizer", optimizer->state_bytes()}};
+  return {{"params", params_bytes},
+          {"grads", grad_sync->grad_bytes()},
+          {"optimizer", optimizer->state_bytes()}};
+}
+
+LayerRunner Job::layer_runner() {
+  Task* t = task.get();
+  LayerRunner run = [t](int64_t first, int64_t end, const Tensors& in) {
+    return t->run_layers(first, end, in);
+  };
+  if (!zero) return run;
+  Zero* z = zero.get();
+  return [z, run](int64_t first, int64_t end, const Tensors& in) {
+    return z->run_layers(first, end, in, run);
+  };
 }
 
 double Job::forward_loss(const Batch& batch) {
   if (pipeline) return pipeline->forward_loss(batch);
-  return task->forward_loss(batch, mesh.param_mesh()).to_local().item<double>();
+  return task->forward_loss(batch, mesh.param_mesh(), layer_runner()).to_local().item<double>();
 }
 
 std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
@@ -165,9 +204,11 @@ std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
   job->model = parallelize_module(job->task->model(), job->mesh.param_mesh(), job_plan(c), options);
   std::vector<DTensor*> params;
   std::vector<StepParam> step_params;
-  // Pieces on different pp ranks are different parameters: disjoint over pp too.
-  const std::vector<std::string> across =
-      c.pp > 1 ? std::vector<std::string>{"pp"} : std::vector<std::string>{};
+  // Pieces on different pp ranks are different parameters: disjoint over pp too; under ZeRO each
+  // dp rank clips its own rows.
+  std::vector<std::string> across;
+  if (c.pp > 1) across.push_back("pp");
+  if (c.zero > 0) across.push_back("dp");
   for (auto& [fqn, p] : job->model->parameters()) {
     DTensor* value = &p->get();
     job->params.emplace_back(fqn, value);
@@ -179,7 +220,13 @@ std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
   }
 
   const auto bucket_bytes = static_cast<int64_t>(c.bucket_mb * (1 << 20));
-  job->grad_sync = std::make_unique<GradSync>(params, job->mesh.group("dp"), bucket_bytes);
+  job->grad_sync = std::make_unique<GradSync>(params, job->mesh.group("dp"), bucket_bytes,
+                                              Zero::dp_grads(static_cast<int>(c.zero)));
+  if (c.zero > 0) {
+    job->zero = std::make_unique<Zero>(static_cast<int>(c.zero), job->params, job->mesh,
+                                       *job->grad_sync, bucket_bytes);
+    job->zero->set_layers(layer_params(*job));
+  }
   job->optimizer = make_optimizer(c, *job);
   if (pipeline) {
     setup_pipeline(*job, *pipeline, step_params);
@@ -187,15 +234,18 @@ std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
     Task& task = *job->task;
     const DeviceMesh& param_mesh = job->mesh.param_mesh();
     job->accumulation = std::make_unique<GradientAccumulation>(
-        c.microbatches,
-        [&task, param_mesh](const Batch& b) { return task.forward_loss(b, param_mesh); });
+        c.microbatches, [&task, param_mesh, run = job->layer_runner()](const Batch& b) {
+          return task.forward_loss(b, param_mesh, run);
+        });
   }
   Schedule& schedule = job->pipeline ? static_cast<Schedule&>(*job->pipeline)
                                      : static_cast<Schedule&>(*job->accumulation);
   std::vector<int> norm_dims = job->mesh.param_mesh_dims();
   if (c.pp > 1) norm_dims.push_back(job->mesh.mesh().dim_index("pp"));
-  job->train_step = std::make_unique<TrainStep>(job->mesh, step_params, norm_dims, schedule,
-                                                *job->grad_sync, *job->optimizer, c.grad_clip);
+  if (c.zero > 0) norm_dims.push_back(job->mesh.mesh().dim_index("dp"));
+  job->train_step =
+      std::make_unique<TrainStep>(job->mesh, step_params, norm_dims, schedule, *job->grad_sync,
+                                  *job->optimizer, c.grad_clip, job->zero.get());
   log_rank0("{}: {} with {} parameters on {} ({} plan), {}, {}", c.name, job->task->model()->type(),
             job->n_params, job->mesh.str(), c.plan.empty() ? "replicate" : c.plan, c.dtype,
             job->task->data_description());

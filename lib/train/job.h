@@ -15,6 +15,7 @@
 #include "mesh/job_mesh.h"
 #include "optim/optimizer.h"
 #include "parallel/grad_sync.h"
+#include "parallel/zero/zero.h"
 #include "train/metrics.h"
 #include "train/pipeline_runner.h"
 #include "train/schedule.h"
@@ -31,6 +32,7 @@ struct Job {
   std::vector<std::pair<std::string, DTensor*>> params;  ///< each once, by FQN
   int64_t n_params = 0;                                  ///< global elements
   std::unique_ptr<GradSync> grad_sync;
+  std::unique_ptr<Zero> zero;  ///< ZeRO over dp (parallel.zero >= 1)
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<GradientAccumulation> accumulation;  ///< the schedule without a pipeline
   std::unique_ptr<PipelineRunner> pipeline;            ///< the schedule with one (pp > 1)
@@ -45,6 +47,8 @@ struct Job {
   Batch micro_batch(int64_t step, int64_t micro);
   /// This rank's training state by kind, from tensor sizes: "params", "grads", "optimizer".
   StateBytes state_bytes() const;
+  /// Runs the task's layers (under ZeRO-3, gathering each layer's parameters around it).
+  LayerRunner layer_runner();
   /// The mean loss of `batch` without gradients (under a pipeline: on the last stage's rank,
   /// 0 on the others). *Collective* over the parameter mesh (and the pp group).
   double forward_loss(const Batch& batch);

@@ -52,8 +52,13 @@ std::pair<DTensorSpec, at::ScalarType> decode_boundary(const at::Tensor& header,
 }  // namespace
 
 PipelineRunner::PipelineRunner(Task& task, const JobMesh& mesh, pipeline::PipelineSchedule schedule,
-                               std::vector<StageLayers> stages, const Batch& sample)
+                               std::vector<StageLayers> stages, const Batch& sample,
+                               LayerRunner run_layers)
     : task_(task),
+      run_layers_(run_layers ? std::move(run_layers)
+                             : [&task](int64_t first, int64_t end, const Tensors& in) {
+                                 return task.run_layers(first, end, in);
+                               }),
       mesh_(mesh),
       schedule_(std::move(schedule)),
       stages_(std::move(stages)),
@@ -99,7 +104,7 @@ void PipelineRunner::boundaries(const Batch& sample) {
             at::zeros(spec.local_shape(), at::TensorOptions(dtypes_[s - 1]).device(mesh.device())),
             spec)};
       }
-      const DTensor out = task_.run_layers(stages_[s].first, stages_[s].end, in).at(0);
+      const DTensor out = run_layers_(stages_[s].first, stages_[s].end, in).at(0);
       boundary_[s] = out.spec();
       dtypes_[s] = out.dtype();
       if (next != rank_) pp.send(encode_boundary(out.spec(), out.dtype()).to(mesh.device()), next);
@@ -186,7 +191,7 @@ void PipelineRunner::forward(int stage, int micro, const MicroBatches& batches,
   // rows) for this forward, whatever ran in between.
   s.batch = batches(micro);
   const Tensors in = stage_inputs(stage, micro);
-  const Tensors out = task_.run_layers(stages_[stage].first, stages_[stage].end, in);
+  const Tensors out = run_layers_(stages_[stage].first, stages_[stage].end, in);
   int& in_flight = in_flight_[stage];
   stats_.peak_in_flight[stage] = std::max(stats_.peak_in_flight[stage], ++in_flight);
   if (is_last(stage)) {
@@ -303,7 +308,7 @@ double PipelineRunner::forward_loss(const Batch& batch) {
       global[0] = local_shape[0];
       in = {DTensor(data, spec.with_shape(global))};
     }
-    const DTensor out = task_.run_layers(stages_[s].first, stages_[s].end, in).at(0);
+    const DTensor out = run_layers_(stages_[s].first, stages_[s].end, in).at(0);
     if (is_last(s)) {
       loss = task_.loss({out}, batch, mesh).to_local().item<double>();
     } else if (local(s + 1)) {

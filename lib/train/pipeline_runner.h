@@ -43,9 +43,11 @@ class PipelineRunner : public Schedule {
  public:
   /// `stages`: every stage of the schedule (those of other ranks only need first/end).
   /// `sample`: a batch of micro-batch size to find the stage boundaries with. *Collective* over
-  /// the pp group (a forward along the pipeline).
+  /// the pp group (a forward along the pipeline). `run_layers` runs a stage's layers (empty: the
+  /// task's run_layers).
   PipelineRunner(Task& task, const JobMesh& mesh, pipeline::PipelineSchedule schedule,
-                 std::vector<StageLayers> stages, const Batch& sample);
+                 std::vector<StageLayers> stages, const Batch& sample,
+                 LayerRunner run_layers = nullptr);
 
   std::vector<double> run(const MicroBatches& batches) override;
   int64_t microbatches() const override { return schedule_.microbatches; }
@@ -98,6 +100,7 @@ class PipelineRunner : public Schedule {
   bool local(int stage) const { return schedule_.stage_rank[stage] == rank_; }
 
   Task& task_;
+  LayerRunner run_layers_;
   const JobMesh& mesh_;
   pipeline::PipelineSchedule schedule_;
   std::vector<StageLayers> stages_;

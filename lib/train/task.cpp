@@ -17,6 +17,12 @@ DTensor Task::forward_loss(const Batch& batch, const DeviceMesh& mesh) const {
   return loss((*model())(inputs(batch, mesh)), batch, mesh);
 }
 
+DTensor Task::forward_loss(const Batch& batch, const DeviceMesh& mesh,
+                           const LayerRunner& run) const {
+  const auto n = static_cast<int64_t>(layers().size());
+  return loss(run(0, n, inputs(batch, mesh)), batch, mesh);
+}
+
 std::unique_ptr<Task> make_task(const JobConfig& config) {
   if (config.model == "gpt") return std::make_unique<LMTask>(config);
   return std::make_unique<RegressionTask>(config);

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ struct Layer {
   std::vector<std::string> modules;  ///< FQNs of the modules it runs
   double flops_per_sample = 0;       ///< forward + backward
 };
+
+/// Runs layers [first, end) of a task's layers() on `inputs`: the task's own run_layers, or a
+/// wrapper around it (ZeRO-3 gathers each layer's parameters around it).
+using LayerRunner = std::function<Tensors(int64_t first, int64_t end, const Tensors& inputs)>;
 
 class Task {
  public:
@@ -65,6 +70,8 @@ class Task {
 
   /// The mean loss of the model on `batch`: inputs, forward, loss. *Collective* over `mesh`.
   DTensor forward_loss(const Batch& batch, const DeviceMesh& mesh) const;
+  /// The same, the layers run by `run` (all of them, in one call).
+  DTensor forward_loss(const Batch& batch, const DeviceMesh& mesh, const LayerRunner& run) const;
 };
 
 /// The task of the job's model: a GPT language model on the job's token data, or the MLP on

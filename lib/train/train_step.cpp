@@ -6,21 +6,22 @@ namespace vescale {
 
 TrainStep::TrainStep(const JobMesh& mesh, std::vector<StepParam> params, std::vector<int> norm_dims,
                      Schedule& schedule, GradSync& grad_sync, Optimizer& optimizer,
-                     double max_grad_norm)
+                     double max_grad_norm, Zero* zero)
     : mesh_(mesh),
       params_(std::move(params)),
       norm_dims_(std::move(norm_dims)),
       schedule_(schedule),
       grad_sync_(grad_sync),
       optimizer_(optimizer),
-      max_grad_norm_(max_grad_norm) {
+      max_grad_norm_(max_grad_norm),
+      zero_(zero) {
   schedule_.on_last_backward([this] { grad_sync_.start_last_backward(); });
 }
 
 std::vector<GradPiece> TrainStep::grad_pieces() const {
   std::vector<GradPiece> pieces;
-  for (const StepParam& p : params_)
-    pieces.push_back({p.param->to_local().grad(), p.split_dims, p.in_norm});
+  for (size_t k = 0; k < params_.size(); ++k)
+    pieces.push_back({grad_sync_.piece_grad(k), params_[k].split_dims, params_[k].in_norm});
   return pieces;
 }
 
@@ -31,6 +32,7 @@ StepResult TrainStep::run(const MicroBatches& batches, double lr) {
   grad_sync_.finish();
   result.grad_norm = clip_grad_norm(grad_pieces(), mesh_.mesh(), norm_dims_, max_grad_norm_);
   optimizer_.step(lr);
+  if (zero_) zero_->all_gather_updated();
   double sum = 0;
   for (double l : losses)
     sum += l;

@@ -8,12 +8,13 @@
 #include "optim/optimizer.h"
 #include "parallel/grad_clip.h"
 #include "parallel/grad_sync.h"
+#include "parallel/zero/zero.h"
 #include "train/schedule.h"
 
 namespace vescale {
 
 /// A parameter as the step sees it: the job-mesh dims over which its gradient's pieces are
-/// disjoint, and whether this rank counts it in the gradient norm (a copy of a weight tied
+/// disjoint (dp too under ZeRO: each dp rank clips its rows), and whether this rank counts it in the gradient norm (a copy of a weight tied
 /// across pipeline stages is counted by its owner only).
 struct StepParam {
   DTensor* param;
@@ -28,18 +29,20 @@ struct StepResult {
 
 class TrainStep {
  public:
-  /// `params` are the parameters `grad_sync` and `optimizer` cover, on the param mesh of `mesh`;
-  /// `norm_dims` the job-mesh dims any gradient may be split over (every rank the same).
+  /// `params` are the parameters `grad_sync` and `optimizer` cover, on the param mesh of `mesh`,
+  /// in grad sync's order; `norm_dims` the job-mesh dims any gradient may be split over (every
+  /// rank the same). `zero` (may be null) all-gathers the updated rows after the optimizer step.
   /// Registers grad sync as a listener of the schedule's last backward.
   TrainStep(const JobMesh& mesh, std::vector<StepParam> params, std::vector<int> norm_dims,
-            Schedule& schedule, GradSync& grad_sync, Optimizer& optimizer, double max_grad_norm);
+            Schedule& schedule, GradSync& grad_sync, Optimizer& optimizer, double max_grad_norm,
+            Zero* zero = nullptr);
 
   /// One step at learning rate `lr` over the step's micro-batches. *Collective* over the job
   /// mesh.
   StepResult run(const MicroBatches& batches, double lr);
 
  private:
-  /// Each parameter's gradient with the job-mesh dims that split it.
+  /// Each parameter's reduced gradient (its rows under ZeRO) with the job-mesh dims that split it.
   std::vector<GradPiece> grad_pieces() const;
 
   const JobMesh& mesh_;
@@ -49,6 +52,7 @@ class TrainStep {
   GradSync& grad_sync_;
   Optimizer& optimizer_;
   double max_grad_norm_;
+  Zero* zero_;
 };
 
 }  // namespace vescale

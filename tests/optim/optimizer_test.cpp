@@ -35,8 +35,8 @@ void check_halves_equal_whole(const Options& options) {
       return DTensorSpec(DeviceMesh::layout(MeshSpec{{2}, {"dp"}}, piece), {Placement::shard(0)},
                          {6, 4});
     };
-    ParamView top{"w", &halves, 0, 12, half(0), true};
-    ParamView bottom{"w", &halves, 12, 12, half(1), true};
+    const ParamView top = ParamView::range("w", &halves, 0, 12, half(0));
+    const ParamView bottom = ParamView::range("w", &halves, 12, 12, half(1));
     Opt b({top, bottom}, options);
     for (int step = 0; step < 3; ++step) {
       a.step(0.1);

@@ -5,132 +5,20 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <map>
 
-#include "checkpoint/checkpoint.h"
-#include "config/job_config.h"
-#include "support/run_ranks.h"
-#include "train/trainer.h"
+#include "support/training_runs.h"
 
 namespace vescale {
 namespace {
 
-constexpr double kTol = 1e-10;
-
-/// 5 float64 AdamW steps of 4 micro-batches, a merged checkpoint at the end.
-constexpr const char* kRun = R"(
-[parallel]
-microbatches = 4
-[optimizer]
-lr = 0.01
-[lr_scheduler]
-warmup_steps = 0
-[eval]
-interval = 0
-windows = 2
-[checkpoint]
-interval = 5
-format = "merged"
-[metrics]
-log_interval = 5
-peak_flops = 1e12
-)";
-
-const std::string kGpt = std::string(R"(
-[model]
-name = "gpt"
-vocab_size = 64
-vocab_multiple = 16
-block_size = 16
-n_layer = 4
-n_head = 4
-n_embd = 16
-[data]
-source = "synthetic"
-[training]
-steps = 5
-global_batch_size = 8
-seq_len = 16
-dtype = "float64"
-)") + kRun;
-
-const std::string kMlp = std::string(R"(
-[model]
-name = "mlp"
-d_in = 8
-d_hidden = 16
-d_out = 4
-n_layers = 4
-[data]
-source = "synthetic"
-[training]
-steps = 5
-global_batch_size = 16
-dtype = "float64"
-)") + kRun;
-
-struct RunOutput {
-  std::vector<double> losses;
-  std::map<std::string, at::Tensor> params;
-};
-
-std::string fresh_folder() {
-  static int count = 0;
-  return (std::filesystem::temp_directory_path() /
-          ("vescale-pipeline-" + std::to_string(::getpid()) + "-" + std::to_string(count++)))
-      .string();
-}
-
-/// Trains in `folder` (kept when `keep`) and reads back the merged checkpoint of the last step
-/// when the run wrote one.
-RunOutput train_in(const std::string& folder, const std::string& toml,
-                   std::vector<std::string> overrides, bool keep = false) {
-  overrides.push_back("job.dump_folder=\"" + folder + "\"");
-  const JobConfig config = JobConfig::parse(toml, "pipeline_test.toml", overrides);
-  RunOutput out;
-  testing::run_ranks(static_cast<int>(config.world_size()), [&](const comm::Group& world) {
-    const TrainSummary summary = run_training(config, world);
-    if (world.rank() == 0) out.losses = summary.losses;
-  });
-  if (config.checkpoint_format == "merged" && config.checkpoint_interval > 0) {
-    const CheckpointReader reader(folder + "/checkpoints/latest");
-    for (const auto& name : reader.names()) {
-      if (name.rfind("model/", 0) == 0) out.params[name] = reader.read_full(name);
-    }
-  }
-  if (!keep) std::filesystem::remove_all(folder);
-  return out;
-}
-
-RunOutput train(const std::string& toml, std::vector<std::string> overrides) {
-  return train_in(fresh_folder(), toml, std::move(overrides));
-}
-
-/// Prints and checks the worst relative loss error and the parameters' max-norm difference.
-void expect_matches(const RunOutput& run, const RunOutput& ref, const std::string& label) {
-  // A resumed run has the last steps' losses only.
-  ASSERT_LE(run.losses.size(), ref.losses.size()) << label;
-  const size_t skip = ref.losses.size() - run.losses.size();
-  double loss_err = 0;
-  for (size_t s = 0; s < run.losses.size(); ++s) {
-    const double r = ref.losses[skip + s];
-    loss_err = std::max(loss_err, std::abs(run.losses[s] - r) / std::abs(r));
-  }
-  ASSERT_EQ(run.params.size(), ref.params.size()) << label;
-  double scale = 0, diff = 0;
-  for (const auto& [name, p] : ref.params) {
-    scale = std::max(scale, p.abs().max().item<double>());
-    diff = std::max(diff, (run.params.at(name) - p).abs().max().item<double>());
-  }
-  const double param_err = diff / scale;
-  std::printf("%-44s loss %.2g  params after 5 AdamW steps %.2g (relative)\n", label.c_str(),
-              loss_err, param_err);
-  EXPECT_LE(loss_err, kTol) << label;
-  EXPECT_LE(param_err, kTol) << label;
-}
+using testing::expect_matches;
+using testing::fresh_folder;
+using testing::RunOutput;
+using testing::train;
+using testing::train_in;
+const std::string& kGpt = testing::kGptRun;
+const std::string& kMlp = testing::kMlpRun;
 
 const RunOutput& gpt_reference() {
   static const RunOutput ref = train(kGpt, {});
@@ -233,13 +121,7 @@ TEST(Pipeline, Float32CurvesStayWithin1e4) {
             "float32 PP2 zbv, 20 steps"}}) {
     std::vector<std::string> overrides = f32;
     overrides.insert(overrides.end(), layout.begin(), layout.end());
-    const RunOutput run = train(kGpt, overrides);
-    ASSERT_EQ(run.losses.size(), ref.losses.size());
-    double worst = 0;
-    for (size_t s = 0; s < ref.losses.size(); ++s)
-      worst = std::max(worst, std::abs(run.losses[s] - ref.losses[s]) / std::abs(ref.losses[s]));
-    std::printf("%-44s loss curve %.2g (relative)\n", label.c_str(), worst);
-    EXPECT_LE(worst, 1e-4) << label;
+    testing::expect_curves_close(train(kGpt, overrides), ref, label, 1e-4);
   }
 }
 

@@ -1,0 +1,240 @@
+#include "parallel/zero/zero.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/StorageImpl.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <c10/util/accumulate.h>
+
+#include <algorithm>
+#include <set>
+
+#include "core/error.h"
+
+namespace vescale {
+namespace {
+
+// NOTE [ZeRO-3 storage]
+// A ZeRO-3 parameter keeps its local tensor (the autograd leaf with its hooks, shape and version
+// counter) but not its memory: free() drops the storage's bytes, allocate() gives it fresh ones
+// that the all-gather fills through an alias, a second tensor on the same storage with its own
+// version counter. Autograd's saved copies of the leaf see the gathered values at backward, and
+// its in-place checks see no change. Outside a layer's forward or backward the data is absent.
+
+void free_storage(const at::Tensor& t) {
+  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  storage->set_nbytes(0);
+}
+
+/// Allocates `t`'s storage again and returns a flat alias of it for writing.
+at::Tensor allocate_storage(const at::Tensor& t) {
+  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  VS_CHECK(storage->allocator() != nullptr, "[zero] a parameter storage without an allocator");
+  const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+  storage->set_nbytes(bytes);
+  return at::empty({0}, t.options()).set_(t.storage(), 0, {t.numel()}, {1});
+}
+
+int64_t storage_bytes(const at::Tensor& t) {
+  return static_cast<int64_t>(t.storage().nbytes());
+}
+
+}  // namespace
+
+DpGrads Zero::dp_grads(int stage) {
+  if (stage == 0) return DpGrads::kAllReduce;
+  return stage == 1 ? DpGrads::kScatterAfterBackward : DpGrads::kScatterInBackward;
+}
+
+Zero::Zero(int stage, std::vector<std::pair<std::string, DTensor*>> params, const JobMesh& mesh,
+           const GradSync& grad_sync, int64_t bucket_bytes)
+    : stage_(stage), params_(std::move(params)), dp_(mesh.group("dp")), grad_sync_(grad_sync) {
+  VS_CHECK(stage >= 1 && stage <= 3, "[zero] stage {} (1, 2 or 3)", stage);
+  for (const auto& [fqn, p] : params_) {
+    VS_USER_CHECK(p->ndim() > 0, "[zero] parameter {} has no dims: ZeRO splits rows over dp", fqn);
+    const at::Tensor& local = p->to_local();
+    VS_CHECK(local.is_contiguous(), "[zero] parameter {} is not contiguous", fqn);
+    pieces_.push_back(dp_pieces(local.sizes().vec(), dp_.size()));
+    specs_.push_back(dp_piece_spec(p->spec().on_mesh(mesh.mesh())));
+    // The spec's box and the flat rows must be the same elements (NOTE [ZeRO pieces]).
+    const FlatRange& mine = pieces_.back()[dp_.rank()];
+    const int64_t row = local.dim() > 1 ? local.numel() / std::max<int64_t>(local.size(0), 1) : 1;
+    const int64_t row_offset = specs_.back().local_offset()[0] - p->spec().local_offset()[0];
+    VS_CHECK(row_offset * row == mine.offset &&
+                 c10::multiply_integers(specs_.back().local_shape()) == mine.numel,
+             "[zero] {}: the rows of dp rank {} ({} at {}) are not the box of {}", fqn, dp_.rank(),
+             mine.numel, mine.offset, specs_.back().str());
+  }
+  bucket_params(bucket_bytes);
+  if (shards_params()) to_pieces();
+}
+
+void Zero::bucket_params(int64_t bucket_bytes) {
+  int64_t filled = 0;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const at::Tensor& local = params_[k].second->to_local();
+    const bool same_dtype =
+        !buckets_.empty() &&
+        params_[buckets_.back().front()].second->to_local().scalar_type() == local.scalar_type();
+    if (buckets_.empty() || !same_dtype || filled + static_cast<int64_t>(local.nbytes()) > bucket_bytes) {
+      buckets_.emplace_back();
+      filled = 0;
+    }
+    buckets_.back().push_back(k);
+    filled += static_cast<int64_t>(local.nbytes());
+  }
+}
+
+std::vector<ParamView> Zero::optimizer_views() const {
+  std::vector<ParamView> views;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const auto& [fqn, p] = params_[k];
+    const FlatRange& mine = pieces_[k][dp_.rank()];
+    const GradSync* sync = &grad_sync_;
+    auto grad = [sync, k] { return sync->piece_grad(k); };
+    if (shards_params()) {
+      // The whole tensor has no memory now: the view is the rows' own tensor.
+      views.push_back(ParamView{fqn, rows_[k], grad, specs_[k], p->ndim() >= 2});
+      continue;
+    }
+    ParamView view = ParamView::range(fqn, p, mine.offset, mine.numel, specs_[k]);
+    view.flat_grad = grad;
+    views.push_back(std::move(view));
+  }
+  return views;
+}
+
+at::Tensor Zero::piece(size_t k) const {
+  if (shards_params()) return rows_[k];
+  const FlatRange& mine = pieces_[k][dp_.rank()];
+  return params_[k].second->to_local().detach().view({-1}).narrow(0, mine.offset, mine.numel);
+}
+
+void Zero::all_gather_updated() {
+  if (stage_ == 3 || dp_.size() == 1) return;  // stage 3: the next forward gathers
+  torch::autograd::AutoGradMode no_grad(false);
+  for (const auto& bucket : buckets_) {
+    std::vector<std::vector<FlatRange>> pieces;
+    for (size_t k : bucket)
+      pieces.push_back(pieces_[k]);
+    const DpPacking packing(std::move(pieces), dp_.size());
+    const at::Tensor& first = params_[bucket.front()].second->to_local();
+    at::Tensor segment = at::zeros({packing.segment()}, first.options());
+    for (size_t i = 0; i < bucket.size(); ++i)
+      packing.in_segment(segment, i, dp_.rank()).copy_(piece(bucket[i]));
+    const at::Tensor packed =
+        dp_.all_gather(segment, 0, std::vector<int64_t>(dp_.size(), packing.segment()));
+    for (size_t i = 0; i < bucket.size(); ++i) {
+      at::Tensor flat = params_[bucket[i]].second->to_local().detach().view({-1});
+      packing.unpack(packed, i, flat);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stage 3
+
+void Zero::to_pieces() {
+  torch::autograd::AutoGradMode no_grad(false);
+  whole_.assign(params_.size(), true);
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const FlatRange& mine = pieces_[k][dp_.rank()];
+    const at::Tensor& local = params_[k].second->to_local();
+    rows_.push_back(local.detach().view({-1}).narrow(0, mine.offset, mine.numel).clone());
+    release(k);
+    // The gradient has arrived: every use of the whole tensor in this backward is done.
+    local.register_hook([this, k](const at::Tensor&) { release(k); });
+  }
+}
+
+void Zero::gather(const std::vector<size_t>& params) {
+  torch::autograd::AutoGradMode no_grad(false);
+  std::vector<size_t> absent;
+  std::vector<std::vector<FlatRange>> pieces;
+  for (size_t k : params) {
+    if (whole_[k]) continue;
+    absent.push_back(k);
+    pieces.push_back(pieces_[k]);
+  }
+  if (absent.empty()) return;
+  const DpPacking packing(std::move(pieces), dp_.size());
+  at::Tensor segment = at::zeros({packing.segment()}, rows_[absent.front()].options());
+  for (size_t i = 0; i < absent.size(); ++i)
+    packing.in_segment(segment, i, dp_.rank()).copy_(rows_[absent[i]]);
+  const at::Tensor packed =
+      dp_.all_gather(segment, 0, std::vector<int64_t>(dp_.size(), packing.segment()));
+  for (size_t i = 0; i < absent.size(); ++i) {
+    const size_t k = absent[i];
+    at::Tensor alias = allocate_storage(params_[k].second->to_local());
+    packing.unpack(packed, i, alias);
+    whole_[k] = true;
+    gathered_bytes_ += storage_bytes(alias);
+  }
+  peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
+}
+
+void Zero::release(size_t k) {
+  if (!whole_[k]) return;
+  const at::Tensor& local = params_[k].second->to_local();
+  gathered_bytes_ -= storage_bytes(local);
+  free_storage(local);
+  whole_[k] = false;
+}
+
+void Zero::set_layers(std::vector<std::vector<size_t>> layer_params) {
+  layers_ = std::move(layer_params);
+}
+
+Tensors Zero::run_layers(int64_t first, int64_t end, const Tensors& inputs, const LayerFn& run) {
+  if (!shards_params()) return run(first, end, inputs);
+  VS_CHECK(end <= static_cast<int64_t>(layers_.size()),
+           "[zero] layers [{}, {}) but {} layers were set", first, end, layers_.size());
+  Tensors x = inputs;
+  for (int64_t i = first; i < end; ++i) {
+    gather(layers_[static_cast<size_t>(i)]);
+    x = run(i, i + 1, x);
+    const at::Tensor& out = x.at(0).to_local();
+    if (out.requires_grad()) {
+      // Before the layer's backward: the gradient of its output has arrived.
+      out.register_hook([this, i](const at::Tensor&) { gather(layers_[static_cast<size_t>(i)]); });
+    }
+    // A parameter a later layer uses again (a tied weight) stays whole until that one is done.
+    std::set<size_t> later;
+    for (int64_t j = i + 1; j < end; ++j)
+      later.insert(layers_[static_cast<size_t>(j)].begin(), layers_[static_cast<size_t>(j)].end());
+    for (size_t k : layers_[static_cast<size_t>(i)]) {
+      if (!later.count(k)) release(k);
+    }
+  }
+  return x;
+}
+
+int64_t Zero::param_bytes() const {
+  int64_t total = 0;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    total += storage_bytes(params_[k].second->to_local());
+    if (shards_params()) total += static_cast<int64_t>(rows_[k].nbytes());
+  }
+  return total;
+}
+
+int64_t Zero::largest_layer_bytes() const {
+  int64_t largest = 0;
+  for (const auto& layer : layers_) {
+    int64_t bytes = 0;
+    for (size_t k : layer)
+      bytes += params_[k].second->to_local().numel() * params_[k].second->to_local().element_size();
+    largest = std::max(largest, bytes);
+  }
+  return largest;
+}
+
+int64_t Zero::take_peak_gathered_bytes() {
+  const int64_t peak = peak_gathered_bytes_;
+  peak_gathered_bytes_ = gathered_bytes_;
+  return peak;
+}
+
+}  // namespace vescale

@@ -1,0 +1,96 @@
+// Zero: ZeRO over dp for one rank's parameters (DESIGN §15, NOTE [ZeRO pieces]).
+//   stage 1: the optimizer updates this dp rank's rows of every parameter only (its state is 1/dp);
+//            grad sync reduce-scatters the gradients after the backward; the updated rows are
+//            all-gathered so every rank holds whole parameters again.
+//   stage 2: as 1, with the reduce-scatter launched from the backward hooks and .grad released:
+//            the rank keeps only its gradient rows.
+//   stage 3: the parameters too (FSDP): each rank stores its rows in their own tensor; a layer's
+//            whole parameters are all-gathered just before its forward and again before its
+//            backward, and freed after each (NOTE [ZeRO-3 storage]).
+// Bytes per step over dp: a reduce-scatter and an all-gather of the gradients' size, as one
+// all-reduce (stages 1, 2); stage 3 all-gathers twice (forward and backward): 1.5 times that.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dmodule/module.h"
+#include "mesh/job_mesh.h"
+#include "optim/param_view.h"
+#include "parallel/grad_sync.h"
+#include "parallel/zero/dp_pieces.h"
+
+namespace vescale {
+
+class Zero {
+ public:
+  /// `params`: (FQN, local parameter on the param mesh), in grad sync's order. Stage 3 moves each
+  /// parameter's rows into their own tensor and frees the whole ones. *Collective* over dp at
+  /// stage 3 (no communication, but every rank must agree).
+  Zero(int stage, std::vector<std::pair<std::string, DTensor*>> params, const JobMesh& mesh,
+       const GradSync& grad_sync, int64_t bucket_bytes);
+  Zero(const Zero&) = delete;
+  Zero& operator=(const Zero&) = delete;
+
+  int stage() const { return stage_; }
+  /// The grad-sync mode this stage needs.
+  static DpGrads dp_grads(int stage);
+
+  /// The optimizer's views: this rank's rows of every parameter, with their spec and the
+  /// reduced gradient rows grad sync leaves.
+  std::vector<ParamView> optimizer_views() const;
+  /// Where parameter k's rows on this rank sit in the global tensor.
+  const DTensorSpec& piece_spec(size_t k) const { return specs_[k]; }
+  /// Parameter k's rows on this rank, flat (stage 3: their own tensor; writes go to it).
+  at::Tensor piece(size_t k) const;
+
+  /// After the optimizer step (stages 1 and 2): every rank's updated rows to every dp rank.
+  /// *Collective* over dp.
+  void all_gather_updated();
+
+  /// Stage 3: the parameters each layer of the model uses (indices into `params`).
+  void set_layers(std::vector<std::vector<size_t>> layer_params);
+  /// Runs one layer [i, i + 1) on its inputs (a model's or a task's run_layers).
+  using LayerFn = std::function<Tensors(int64_t first, int64_t end, const Tensors& inputs)>;
+  /// Runs layers [first, end) one at a time through `run`; at stage 3 each layer's parameters are
+  /// gathered before and freed after its forward (a tied weight after its last layer of the
+  /// range), gathered again when the gradient of its output arrives (before its backward) and
+  /// freed when its gradient has arrived. *Collective* over dp and like `run`.
+  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs, const LayerFn& run);
+
+  /// Bytes of parameter memory held now: rows plus whole tensors (measured from storage sizes).
+  int64_t param_bytes() const;
+  /// The most bytes of whole (gathered) parameters held at once since the last call.
+  int64_t take_peak_gathered_bytes();
+  /// Bytes of the largest layer's whole parameters (stage 3 holds one or two at a time).
+  int64_t largest_layer_bytes() const;
+
+ private:
+  /// Stage 3 with more than one dp rank: parameters are stored as rows.
+  bool shards_params() const { return stage_ == 3 && dp_.size() > 1; }
+  void bucket_params(int64_t bucket_bytes);
+  void to_pieces();
+  /// Makes parameters whole on every dp rank (those already whole are skipped). *Collective*.
+  void gather(const std::vector<size_t>& params);
+  void release(size_t k);
+
+  int stage_;
+  std::vector<std::pair<std::string, DTensor*>> params_;
+  const comm::Group& dp_;
+  const GradSync& grad_sync_;
+  std::vector<std::vector<FlatRange>> pieces_;  // [param][dp rank]
+  std::vector<DTensorSpec> specs_;
+  std::vector<std::vector<size_t>> buckets_;  // parameters gathered together after the update
+  // Stage 3.
+  std::vector<at::Tensor> rows_;  // each parameter's rows, its own storage
+  std::vector<bool> whole_;       // the whole local tensor is allocated
+  std::vector<std::vector<size_t>> layers_;
+  int64_t gathered_bytes_ = 0, peak_gathered_bytes_ = 0;
+};
+
+}  // namespace vescale

@@ -1,0 +1,44 @@
+// Whole training runs on threads-as-ranks for parity tests: a small float64 GPT and MLP job,
+// run_training under any layout (config overrides), the losses and the parameters read back
+// from the merged checkpoint the run writes at its end, and the comparison that prints the
+// error it measured.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace vescale::testing {
+
+/// 5 float64 AdamW steps of 4 micro-batches of a 4-block GPT (vocab 64, width 16), a merged
+/// checkpoint at the end.
+extern const std::string kGptRun;
+/// The same for a 4-layer MLP.
+extern const std::string kMlpRun;
+
+struct RunOutput {
+  std::vector<double> losses;
+  std::map<std::string, at::Tensor> params;  ///< "model/<fqn>": full tensors
+};
+
+/// A new folder name under the temp directory (not created).
+std::string fresh_folder(const std::string& prefix = "vescale-run");
+
+/// Trains `toml` with `overrides` in `folder` (removed afterwards unless `keep`) and reads back
+/// the merged checkpoint of the last step when the run wrote one.
+RunOutput train_in(const std::string& folder, const std::string& toml,
+                   std::vector<std::string> overrides, bool keep = false);
+RunOutput train(const std::string& toml, std::vector<std::string> overrides);
+
+/// Prints and checks the worst relative loss error (a resumed run: its last steps) and the
+/// parameters' max difference relative to their max magnitude, both at most `tol`.
+void expect_matches(const RunOutput& run, const RunOutput& ref, const std::string& label,
+                    double tol = 1e-10);
+
+/// Prints and checks the worst relative loss error of two curves of the same length.
+void expect_curves_close(const RunOutput& run, const RunOutput& ref, const std::string& label,
+                         double tol);
+
+}  // namespace vescale::testing
