@@ -78,6 +78,22 @@ TEST(Zero, MlpUnevenPieces) {
   expect_every_stage(kMlp, with(uneven, "parallel.dp=2"), ref, "MLP DP2 uneven rows");
 }
 
+TEST(Zero, ClippingCountsEachElementOnce) {
+  // A clip far below the gradient norm scales every step: a norm that counted a piece twice (or
+  // missed one) would scale differently from the 1-process run.
+  const std::string clip = "training.grad_clip=0.05";
+  const RunOutput ref = train(kGpt, {clip});
+  for (int stage = 1; stage <= 3; ++stage) {
+    expect_matches(train(kGpt, {clip, "parallel.dp=2", "parallel.tp=2",
+                                "parallel.plan=\"gpt/megatron-sp\"", "parallel.microbatches=2",
+                                zero(stage)}),
+                   ref, "clipped DP2 x TP2 zero " + std::to_string(stage));
+    expect_matches(
+        train(kGpt, {clip, "parallel.pp=2", "parallel.dp=2", "parallel.microbatches=2", zero(stage)}),
+        ref, "clipped PP2 x DP2 zero " + std::to_string(stage));
+  }
+}
+
 TEST(Zero, Float32CurvesStayWithin1e4) {
   const std::vector<std::string> f32{"training.dtype=\"float32\"", "training.steps=20",
                                      "checkpoint.interval=0", "parallel.microbatches=2"};
@@ -155,11 +171,6 @@ TEST(Zero, ResumeInTheSameLayoutIsBitwise) {
 // ---------------------------------------------------------------------------------------------
 // Memory and bytes, measured on rank 0 over one step (the second: buckets made, state allocated).
 
-const std::string kDeepGpt = kGpt + R"(
-[model]
-n_layer = 8
-n_embd = 32
-)";
 
 struct StepFigures {
   std::map<std::string, int64_t> state;  ///< params, grads, optimizer
@@ -168,8 +179,10 @@ struct StepFigures {
 };
 
 StepFigures measure_step(std::vector<std::string> overrides) {
-  overrides.push_back("job.dump_folder=\"" + fresh_folder("vescale-zero") + "\"");
-  const JobConfig config = JobConfig::parse(kDeepGpt, "zero_test.toml", overrides);
+  // A GPT of 8 blocks, so that one layer is a small part of the whole.
+  overrides.insert(overrides.end(), {"model.n_layer=8", "model.n_embd=32",
+                                     "job.dump_folder=\"" + fresh_folder("vescale-zero") + "\""});
+  const JobConfig config = JobConfig::parse(kGpt, "zero_test.toml", overrides);
   StepFigures out;
   testing::run_ranks(static_cast<int>(config.world_size()), [&](const comm::Group& world) {
     auto job = build_job(config, world);

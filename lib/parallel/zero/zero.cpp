@@ -143,6 +143,7 @@ void Zero::to_pieces() {
     const FlatRange& mine = pieces_[k][dp_.rank()];
     const at::Tensor& local = params_[k].second->to_local();
     rows_.push_back(local.detach().view({-1}).narrow(0, mine.offset, mine.numel).clone());
+    gathered_bytes_ += storage_bytes(local);
     release(k);
     // The gradient has arrived: every use of the whole tensor in this backward is done.
     local.register_hook([this, k](const at::Tensor&) { release(k); });
