@@ -6,7 +6,10 @@
 #   3. pipeline schedules: gpt-tiny at pp=2 (30 steps) for each schedule and 4, 8, 16
 #      micro-batches: tokens/s, the bubble each rank measured (time waiting for the other stage
 #      over step time) next to the schedule's simulated/analytic bubble, and each rank's peak
-#      resident memory and peak micro-batches in flight.
+#      resident memory and peak micro-batches in flight;
+#   4. ZeRO: gpt-tiny at dp=2 and dp=4 (tp=1) for parallel.zero = 0, 1, 2, 3 (30 steps): tokens/s,
+#      rank 0's parameters / gradients / optimizer state after a step (from tensor sizes), its
+#      peak resident memory, and the dp bytes per step by kind.
 # Usage: scripts/bench.sh [--sizes 1K,1M,16M]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,4 +65,33 @@ for m in 4 8 16; do
   pipeline_row interleaved-1f1b 2 "$m"
   pipeline_row zbv 2 "$m"
   pipeline_row zb-h1 1 "$m"
+done
+
+echo
+echo "ZeRO: configs/gpt-tiny.toml (tp=1), float32, 30 steps; rank 0's state after a step, peak RSS, dp bytes per step"
+printf "%-4s %-5s %10s %12s %12s %12s %12s %s\n" "dp" "zero" "tokens/s" "params" "grads" "optimizer" "peak RSS" "dp bytes/step"
+zero_row() {  # dp, stage
+  local dir="$OUT/zero-$1-$2" log
+  log=$("$BIN" train configs/gpt-tiny.toml --job.dump_folder="$dir" --training.steps=30 \
+    --eval.interval=0 --eval.windows=4 --metrics.log_interval=30 --parallel.tp=1 \
+    --parallel.plan= --parallel.dp="$1" --parallel.zero="$2" 2>&1)
+  local tok peak
+  tok=$(echo "$log" | grep "done:" | sed 's/.*, \([0-9]*\) tokens\/s.*/\1/')
+  peak=$(echo "$log" | grep "done:" | sed -n 's/.*peak RSS \([0-9.]* [KMG]iB\).*/\1/p')
+  python3 - "$dir/metrics.jsonl" "$1" "$2" "$tok" "$peak" <<'PY'
+import json, sys
+path, dp, zero, tok, peak = sys.argv[1:]
+m = [json.loads(l) for l in open(path)][-1]
+mib = lambda b: f"{b / 2**20:.2f} MiB"
+s = m["state_bytes"]
+kinds = m.get("comm_bytes_by_kind", {}).get("dp", {})
+short = {"all_reduce": "ar", "reduce_scatter": "rs", "all_gather": "ag"}
+comm = ", ".join(f"{short.get(k, k)} {mib(v)}" for k, v in sorted(kinds.items())) or mib(m["comm_bytes"].get("dp", 0))
+print(f"{dp:<4} {zero:<5} {tok:>10} {mib(s['params']):>12} {mib(s['grads']):>12} {mib(s['optimizer']):>12} {peak:>12} {comm}")
+PY
+}
+for dp in 2 4; do
+  for zero in 0 1 2 3; do
+    zero_row "$dp" "$zero"
+  done
 done
