@@ -338,6 +338,34 @@ at::Tensor Group::all_gather(const at::Tensor& local, int64_t dim,
   return out.movedim(0, dim);
 }
 
+Work Group::all_gather_async(const at::Tensor& piece, at::Tensor& out) const {
+  const int n = impl_->size;
+  impl_->check_device(piece, "all_gather");
+  VS_CHECK(piece.dim() == 1 && piece.is_contiguous() && out.dim() == 1 && out.is_contiguous() &&
+               out.numel() == n * piece.numel() && out.scalar_type() == piece.scalar_type(),
+           "[comm] all_gather_async over {}: a 1-D piece of {} and an output of {} elements",
+           impl_->describe(), piece.numel(), out.numel());
+  if (n == 1 || piece.numel() == 0) {
+    out.copy_(piece);
+    return Work();
+  }
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < n; ++r)
+    outputs[0].push_back(out.narrow(0, r * piece.numel(), piece.numel()));
+  std::vector<at::Tensor> inputs{piece};
+  ::c10d::AllgatherOptions opts;
+  opts.timeout = impl_->options.timeout;
+  auto work = std::make_shared<Work::Impl>();
+  work->keep_alive = impl_;
+  work->what = "all_gather";
+  work->work =
+      impl_->guarded("all_gather", [&] { return impl_->pg->allgather(outputs, inputs, opts); });
+  // The views and the input must outlive the collective.
+  work->finish = [outputs, inputs] {};
+  impl_->record(CommKind::kAllGather, (n - 1) * static_cast<int64_t>(piece.nbytes()));
+  return Work(std::move(work));
+}
+
 at::Tensor Group::reduce_scatter(const at::Tensor& input, int64_t dim, ReduceOp op,
                                  std::vector<int64_t> sizes) const {
   const int n = impl_->size;

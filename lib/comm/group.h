@@ -103,6 +103,10 @@ class Group {
   at::Tensor all_gather(const at::Tensor& local, int64_t dim = 0,
                         std::vector<int64_t> sizes = {}) const;
 
+  /// Starts an all-gather of equal 1-D pieces: every rank's `piece` lands in `out` (size() times
+  /// as long) in rank order after Work::wait(). Neither may be touched until then. *Collective.*
+  Work all_gather_async(const at::Tensor& piece, at::Tensor& out) const;
+
   /// Reduces `input` over the group and returns this rank's piece of it along `dim`; `sizes` are
   /// the pieces' extents (empty: torch.chunk sizes). Same bytes on the wire as a real
   /// reduce-scatter (Gloo has none: it is an all-to-all of pieces and a local reduction).

@@ -32,7 +32,7 @@ StepResult TrainStep::run(const MicroBatches& batches, double lr) {
   grad_sync_.finish();
   result.grad_norm = clip_grad_norm(grad_pieces(), mesh_.mesh(), norm_dims_, max_grad_norm_);
   optimizer_.step(lr);
-  if (zero_) zero_->all_gather_updated();
+  if (zero_) zero_->after_update();
   double sum = 0;
   for (double l : losses)
     sum += l;

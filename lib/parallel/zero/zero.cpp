@@ -7,6 +7,7 @@
 #include <c10/util/accumulate.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "core/error.h"
@@ -112,8 +113,15 @@ at::Tensor Zero::piece(size_t k) const {
   return params_[k].second->to_local().detach().view({-1}).narrow(0, mine.offset, mine.numel);
 }
 
-void Zero::all_gather_updated() {
-  if (stage_ == 3 || dp_.size() == 1) return;  // stage 3: the next forward gathers
+void Zero::after_update() {
+  if (shards_params()) {
+    // Whole copies gathered before the update are stale: the next forward gathers again.
+    finish_prefetch();
+    for (size_t k = 0; k < params_.size(); ++k)
+      release(k);
+    return;
+  }
+  if (stage_ == 3 || dp_.size() == 1) return;
   torch::autograd::AutoGradMode no_grad(false);
   for (const auto& bucket : buckets_) {
     std::vector<std::vector<FlatRange>> pieces;
@@ -150,30 +158,60 @@ void Zero::to_pieces() {
   }
 }
 
-void Zero::gather(const std::vector<size_t>& params) {
+std::optional<Zero::Gather> Zero::start_gather(const std::vector<size_t>& params) {
   torch::autograd::AutoGradMode no_grad(false);
-  std::vector<size_t> absent;
+  Gather g;
   std::vector<std::vector<FlatRange>> pieces;
   for (size_t k : params) {
     if (whole_[k]) continue;
-    absent.push_back(k);
+    g.params.push_back(k);
     pieces.push_back(pieces_[k]);
   }
-  if (absent.empty()) return;
-  const DpPacking packing(std::move(pieces), dp_.size());
-  at::Tensor segment = at::zeros({packing.segment()}, rows_[absent.front()].options());
-  for (size_t i = 0; i < absent.size(); ++i)
-    packing.in_segment(segment, i, dp_.rank()).copy_(rows_[absent[i]]);
-  const at::Tensor packed =
-      dp_.all_gather(segment, 0, std::vector<int64_t>(dp_.size(), packing.segment()));
-  for (size_t i = 0; i < absent.size(); ++i) {
-    const size_t k = absent[i];
+  if (g.params.empty()) return std::nullopt;
+  g.packing = std::make_shared<DpPacking>(std::move(pieces), dp_.size());
+  const at::TensorOptions options = rows_[g.params.front()].options();
+  g.segment = at::zeros({g.packing->segment()}, options);
+  for (size_t i = 0; i < g.params.size(); ++i)
+    g.packing->in_segment(g.segment, i, dp_.rank()).copy_(rows_[g.params[i]]);
+  g.packed = at::empty({g.packing->numel()}, options);
+  g.work = dp_.all_gather_async(g.segment, g.packed);
+  // The receiving buffer is a whole copy of these parameters already.
+  gathered_bytes_ += storage_bytes(g.packed);
+  peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
+  return g;
+}
+
+void Zero::finish_gather(Gather& g) {
+  torch::autograd::AutoGradMode no_grad(false);
+  g.work.wait();
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    const size_t k = g.params[i];
+    if (whole_[k]) continue;
     at::Tensor alias = allocate_storage(params_[k].second->to_local());
-    packing.unpack(packed, i, alias);
+    g.packing->unpack(g.packed, i, alias);
     whole_[k] = true;
     gathered_bytes_ += storage_bytes(alias);
   }
   peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
+  gathered_bytes_ -= storage_bytes(g.packed);
+}
+
+void Zero::finish_prefetch() {
+  if (!prefetched_) return;
+  Gather g = std::move(*prefetched_);
+  prefetched_.reset();
+  finish_gather(g);
+}
+
+void Zero::gather(const std::vector<size_t>& params) {
+  finish_prefetch();
+  std::optional<Gather> g = start_gather(params);
+  if (g) finish_gather(*g);
+}
+
+void Zero::prefetch(const std::vector<size_t>& params) {
+  finish_prefetch();
+  prefetched_ = start_gather(params);
 }
 
 void Zero::release(size_t k) {
@@ -193,13 +231,22 @@ Tensors Zero::run_layers(int64_t first, int64_t end, const Tensors& inputs, cons
   VS_CHECK(end <= static_cast<int64_t>(layers_.size()),
            "[zero] layers [{}, {}) but {} layers were set", first, end, layers_.size());
   Tensors x = inputs;
+  auto layer = [this](int64_t i) -> const std::vector<size_t>& {
+    return layers_[static_cast<size_t>(i)];
+  };
   for (int64_t i = first; i < end; ++i) {
-    gather(layers_[static_cast<size_t>(i)]);
+    gather(layer(i));
+    // The next layer's all-gather runs while this one computes.
+    if (i + 1 < end) prefetch(layer(i + 1));
     x = run(i, i + 1, x);
     const at::Tensor& out = x.at(0).to_local();
     if (out.requires_grad()) {
-      // Before the layer's backward: the gradient of its output has arrived.
-      out.register_hook([this, i](const at::Tensor&) { gather(layers_[static_cast<size_t>(i)]); });
+      // Before the layer's backward (the gradient of its output has arrived): gather it, and
+      // start on the layer below, whose backward comes next.
+      out.register_hook([this, i, first, layer](const at::Tensor&) {
+        gather(layer(i));
+        if (i > first) prefetch(layer(i - 1));
+      });
     }
     // A parameter a later layer uses again (a tied weight) stays whole until that one is done.
     std::set<size_t> later;
@@ -230,6 +277,19 @@ int64_t Zero::largest_layer_bytes() const {
     largest = std::max(largest, bytes);
   }
   return largest;
+}
+
+int64_t Zero::shared_bytes() const {
+  std::map<size_t, int> uses;
+  for (const auto& layer : layers_)
+    for (size_t k : layer)
+      ++uses[k];
+  int64_t bytes = 0;
+  for (const auto& [k, n] : uses) {
+    const at::Tensor& local = params_[k].second->to_local();
+    if (n > 1) bytes += local.numel() * local.element_size();
+  }
+  return bytes;
 }
 
 int64_t Zero::take_peak_gathered_bytes() {

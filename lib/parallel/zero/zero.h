@@ -15,6 +15,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,9 +51,9 @@ class Zero {
   /// Parameter k's rows on this rank, flat (stage 3: their own tensor; writes go to it).
   at::Tensor piece(size_t k) const;
 
-  /// After the optimizer step (stages 1 and 2): every rank's updated rows to every dp rank.
-  /// *Collective* over dp.
-  void all_gather_updated();
+  /// After the optimizer step: stages 1 and 2 all-gather every rank's updated rows to every dp
+  /// rank; stage 3 drops whole copies still held (they predate the update). *Collective* over dp.
+  void after_update();
 
   /// Stage 3: the parameters each layer of the model uses (indices into `params`).
   void set_layers(std::vector<std::vector<size_t>> layer_params);
@@ -69,14 +71,30 @@ class Zero {
   int64_t take_peak_gathered_bytes();
   /// Bytes of the largest layer's whole parameters (stage 3 holds one or two at a time).
   int64_t largest_layer_bytes() const;
+  /// Bytes of the parameters several layers use (a tied weight: whole from its first use in a
+  /// forward to its last).
+  int64_t shared_bytes() const;
 
  private:
   /// Stage 3 with more than one dp rank: parameters are stored as rows.
   bool shards_params() const { return stage_ == 3 && dp_.size() > 1; }
   void bucket_params(int64_t bucket_bytes);
   void to_pieces();
-  /// Makes parameters whole on every dp rank (those already whole are skipped). *Collective*.
+  /// An all-gather of parameters' rows in flight.
+  struct Gather {
+    std::vector<size_t> params;
+    std::shared_ptr<DpPacking> packing;
+    at::Tensor segment, packed;
+    comm::Work work;
+  };
+  /// Makes parameters whole on every dp rank (those already whole are skipped), after finishing
+  /// a prefetch in flight. *Collective*.
   void gather(const std::vector<size_t>& params);
+  /// Starts gathering parameters (an all-gather in flight while the current layer computes).
+  void prefetch(const std::vector<size_t>& params);
+  std::optional<Gather> start_gather(const std::vector<size_t>& params);
+  void finish_gather(Gather& g);
+  void finish_prefetch();
   void release(size_t k);
 
   int stage_;
@@ -90,6 +108,7 @@ class Zero {
   std::vector<at::Tensor> rows_;  // each parameter's rows, its own storage
   std::vector<bool> whole_;       // the whole local tensor is allocated
   std::vector<std::vector<size_t>> layers_;
+  std::optional<Gather> prefetched_;
   int64_t gathered_bytes_ = 0, peak_gathered_bytes_ = 0;
 };
 
