@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Downloads (does not install) the Debian 12 packages that a wheel-only CUDA machine lacks: every
+# build dependency except LibTorch, CUDA and NCCL, which come with the PyTorch wheel there. Run it
+# here, where apt works; carry the folder to the other machine and run scripts/setup-cuda.sh there.
+#
+#   scripts/fetch-cuda-deps.sh            # -> third_party/debs/ (git-ignored), about 5 MB
+#   DEBS_DIR=/elsewhere scripts/fetch-cuda-deps.sh
+#
+# NOTE [Wheel-only deps]: where a package ships a static archive the build links that one
+# (HDF5, szip, zlib, GoogleTest), so the other machine needs none of their runtime packages; fmt,
+# spdlog and toml++ have no archive in Debian and come with their shared runtime package, which
+# needs only libc and libstdc++. HDF5 is linked statically on purpose: Debian's libhdf5.so pulls in
+# libcurl and OpenSSL (its S3 driver) and their dozen dependencies, while libhdf5.a needs only
+# szip and zlib for what this program calls.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The one list of what setup-cuda.sh unpacks. Runtime package names are Debian 12's (apt-cache
+# depends libfmt-dev libspdlog-dev libtomlplusplus-dev).
+PACKAGES=(
+  libcli11-dev                        # header-only
+  libtomlplusplus-dev libtomlplusplus3
+  libfmt-dev libfmt9
+  libspdlog-dev libspdlog1.10         # built against libfmt9 (SPDLOG_FMT_EXTERNAL)
+  nlohmann-json3-dev                  # header-only
+  libgtest-dev                        # static libgtest.a, libgtest_main.a
+  libhdf5-dev                         # static hdf5/serial/libhdf5.a and its headers
+  libaec-dev                          # static libsz.a, libaec.a: HDF5's szip filter
+  zlib1g-dev                          # static libz.a: HDF5's deflate filter
+)
+
+DEBS_DIR=${DEBS_DIR:-third_party/debs}
+
+arch=$(dpkg --print-architecture)
+if [ "$arch" != amd64 ]; then
+  echo "[fetch-cuda-deps] this machine is $arch; the GPU machines are amd64 (x86-64)" >&2
+  exit 1
+fi
+
+# Into a fresh folder, which replaces the old one only once every package is there.
+fresh=$DEBS_DIR.fetching
+rm -rf "$fresh"
+mkdir -p "$fresh"
+# As root, apt's download sandbox user (_apt) cannot write into a folder root owns; root then
+# downloads itself anyway, with a warning. Ask for that directly.
+sandbox=()
+[ "$(id -u)" -eq 0 ] && sandbox=(-o APT::Sandbox::User=root)
+if ! (cd "$fresh" && apt-get "${sandbox[@]}" -q download "${PACKAGES[@]}"); then
+  echo "[fetch-cuda-deps] apt-get download failed; if a package was not found, run" \
+    "apt-get update first" >&2
+  exit 1
+fi
+
+# What setup-cuda.sh checks before it unpacks: every package, at the version fetched, intact.
+(
+  cd "$fresh"
+  for deb in *.deb; do
+    # shellcheck disable=SC2016  # dpkg-deb's fields, not the shell's
+    echo "$(dpkg-deb -W --showformat='${Package} ${Version}' "$deb") $deb"
+  done >MANIFEST
+  sha256sum ./*.deb >SHA256SUMS
+)
+rm -rf "$DEBS_DIR"
+mv "$fresh" "$DEBS_DIR"
+echo "[fetch-cuda-deps] $(wc -l <"$DEBS_DIR/MANIFEST") packages," \
+  "$(du -sh "$DEBS_DIR" | cut -f1) in $DEBS_DIR:"
+sed 's/^/  /' "$DEBS_DIR/MANIFEST"
