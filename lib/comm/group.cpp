@@ -128,15 +128,24 @@ struct Group::Impl {
     throw Error(message);
   }
 
+  /// A tensor as the backend can carry it, contiguous. Gloo has no bfloat16: such tensors
+  /// travel as float32 (byte counts stay those of the bf16 tensor, what NCCL sends).
+  at::Tensor on_wire(const at::Tensor& t) const {
+    if (backend == Backend::kGloo && t.scalar_type() == at::kBFloat16) return t.to(at::kFloat);
+    return t.is_contiguous() ? t : t.contiguous();
+  }
+
   /// alltoall_base with split counts. c10d takes the counts by reference and moves from them,
   /// so they are passed as copies.
   void alltoall(at::Tensor& output, at::Tensor& input, std::vector<int64_t> out_counts,
                 std::vector<int64_t> in_counts, const char* what) const {
     ::c10d::AllToAllOptions opts;
     opts.timeout = options.timeout;
-    wait(guarded(what,
-                 [&] { return pg->alltoall_base(output, input, out_counts, in_counts, opts); }),
+    at::Tensor in = on_wire(input);
+    at::Tensor out = in.is_same(input) ? output : at::empty(output.sizes(), in.options());
+    wait(guarded(what, [&] { return pg->alltoall_base(out, in, out_counts, in_counts, opts); }),
          what);
+    if (!out.is_same(output)) output.copy_(out);
   }
 
   void wait(const c10::intrusive_ptr<::c10d::Work>& work, const char* what) const {
@@ -267,7 +276,7 @@ Work Group::all_reduce_async(at::Tensor& tensor, ReduceOp op) const {
            c10::toString(tensor.scalar_type()));
   impl_->check_device(tensor, "all_reduce");
   if (n == 1) return Work();
-  at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
+  at::Tensor buffer = impl_->on_wire(tensor);
   std::vector<at::Tensor> tensors{buffer};
   ::c10d::AllreduceOptions opts;
   opts.reduceOp = op == ReduceOp::kMax ? ::c10d::ReduceOp::MAX : ::c10d::ReduceOp::SUM;
@@ -312,16 +321,17 @@ at::Tensor Group::all_gather(const at::Tensor& local, int64_t dim,
   if (total == 0 || inner == 0) {
     out = at::empty(shape, x.options());
   } else if (even) {
+    const at::Tensor wire = impl_->on_wire(x);
     std::vector<std::vector<at::Tensor>> outputs(1);
     for (int r = 0; r < n; ++r)
-      outputs[0].push_back(at::empty_like(x));
-    std::vector<at::Tensor> inputs{x};
+      outputs[0].push_back(at::empty_like(wire));
+    std::vector<at::Tensor> inputs{wire};
     ::c10d::AllgatherOptions opts;
     opts.timeout = impl_->options.timeout;
     impl_->wait(
         impl_->guarded("all_gather", [&] { return impl_->pg->allgather(outputs, inputs, opts); }),
         "all_gather");
-    out = at::cat(outputs[0], 0);
+    out = at::cat(outputs[0], 0).to(x.scalar_type());
   } else {
     // Uneven: every rank sends its own piece to every peer (an all-to-all whose input is the
     // local piece repeated), which is exactly the bytes of an all-gather.
@@ -349,10 +359,12 @@ Work Group::all_gather_async(const at::Tensor& piece, at::Tensor& out) const {
     out.copy_(piece);
     return Work();
   }
+  const at::Tensor wire = impl_->on_wire(piece);
+  at::Tensor received = wire.is_same(piece) ? out : at::empty(out.sizes(), wire.options());
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int r = 0; r < n; ++r)
-    outputs[0].push_back(out.narrow(0, r * piece.numel(), piece.numel()));
-  std::vector<at::Tensor> inputs{piece};
+    outputs[0].push_back(received.narrow(0, r * piece.numel(), piece.numel()));
+  std::vector<at::Tensor> inputs{wire};
   ::c10d::AllgatherOptions opts;
   opts.timeout = impl_->options.timeout;
   auto work = std::make_shared<Work::Impl>();
@@ -361,7 +373,9 @@ Work Group::all_gather_async(const at::Tensor& piece, at::Tensor& out) const {
   work->work =
       impl_->guarded("all_gather", [&] { return impl_->pg->allgather(outputs, inputs, opts); });
   // The views and the input must outlive the collective.
-  work->finish = [outputs, inputs] {};
+  work->finish = [outputs, inputs, received, out]() mutable {
+    if (!received.is_same(out)) out.copy_(received);
+  };
   impl_->record(CommKind::kAllGather, (n - 1) * static_cast<int64_t>(piece.nbytes()));
   return Work(std::move(work));
 }
@@ -455,7 +469,7 @@ void Group::broadcast(at::Tensor& tensor, int root) const {
            impl_->describe(), root);
   impl_->check_device(tensor, "broadcast");
   if (n == 1) return;
-  at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
+  at::Tensor buffer = impl_->on_wire(tensor);
   std::vector<at::Tensor> tensors{buffer};
   ::c10d::BroadcastOptions opts;
   opts.rootRank = root;
@@ -481,7 +495,7 @@ Work post(const std::shared_ptr<const Group::Impl>& group, const P2POp& op) {
   VS_CHECK(op.peer >= 0 && op.peer < group->size && op.peer != group->rank,
            "[comm] {} over {}: bad peer {}", what, group->describe(), op.peer);
   group->check_device(op.tensor, what);
-  at::Tensor buffer = op.tensor.is_contiguous() ? op.tensor : op.tensor.contiguous();
+  at::Tensor buffer = group->on_wire(op.tensor);
   std::vector<at::Tensor> tensors{buffer};
   auto work = std::make_shared<Work::Impl>();
   work->keep_alive = group;

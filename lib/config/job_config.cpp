@@ -222,7 +222,7 @@ void check_values(const JobConfig& c) {
   };
   one_of("model.name", c.model, {"gpt", "mlp"});
   one_of("data.source", c.data_source, {"synthetic", "text", "tokens"});
-  one_of("training.dtype", c.dtype, {"float32", "float64"});
+  one_of("training.dtype", c.dtype, {"float32", "float64", "bfloat16"});
   one_of("optimizer.name", c.optimizer, {"adamw", "sgd"});
   one_of("lr_scheduler.decay", c.decay, {"cosine", "constant"});
   one_of("comm.backend", c.backend, {"auto", "gloo", "nccl"});
@@ -328,7 +328,8 @@ const std::vector<ConfigKey>& config_schema() {
           "Sequences (or MLP samples) per step, over all dp ranks"),
       key("training.seq_len", &C::seq_len, 64, "GPT tokens per sequence"),
       key("training.seed", &C::seed, 0, "Seed of init, data order and dropout"),
-      key("training.dtype", &C::dtype, "float32", "float32 or float64"),
+      key("training.dtype", &C::dtype, "float32",
+          "float32, float64 or bfloat16 (bf16 compute, float32 master weights and state)"),
       key("training.grad_clip", &C::grad_clip, 1.0,
           "Clip the global gradient norm to this (0: off)"),
       key("optimizer.name", &C::optimizer, "adamw", "adamw or sgd"),

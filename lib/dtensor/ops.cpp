@@ -102,6 +102,12 @@ DTensor add_scalar(const DTensor& x, double value) {
                      [value](const Locals& l) { return l[0] + value; });
 }
 
+DTensor to_dtype(const DTensor& x, at::ScalarType dtype) {
+  if (x.to_local().scalar_type() == dtype) return x;
+  return elementwise("to_dtype", {&x}, PartialPolicy::kOneAny,
+                     [dtype](const Locals& l) { return l[0].to(dtype); });
+}
+
 DTensor gelu(const DTensor& x) {
   return elementwise("gelu", {&x}, PartialPolicy::kNone,
                      [](const Locals& l) { return at::gelu(l[0]); });

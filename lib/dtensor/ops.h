@@ -24,6 +24,8 @@ DTensor div(const DTensor& a, const DTensor& b);
 DTensor scale(const DTensor& x, double factor);
 DTensor add_scalar(const DTensor& x, double value);
 
+/// The same values in another scalar type (placements unchanged).
+DTensor to_dtype(const DTensor& x, at::ScalarType dtype);
 /// Exact (erf) GELU.
 DTensor gelu(const DTensor& x);
 /// Inverted dropout with a layout-free mask: the same elements drop under every layout. When x

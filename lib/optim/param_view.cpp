@@ -27,7 +27,7 @@ ParamView ParamView::range(std::string name, DTensor* param, int64_t offset, int
     return g.reshape({-1}).narrow(0, offset, numel);
   };
   return ParamView{std::move(name), local.detach().view({-1}).narrow(0, offset, numel), grad,
-                   std::move(spec), decay};
+                   std::move(spec), decay, offset};
 }
 
 std::vector<ParamView> whole_views(const std::vector<std::pair<std::string, DTensor*>>& params) {

@@ -24,6 +24,7 @@ struct ParamView {
   std::function<at::Tensor()> flat_grad;
   DTensorSpec spec;          ///< where the elements sit in the global tensor (its local box)
   bool weight_decay = true;  ///< decoupled weight decay applies (not to biases and norms)
+  int64_t offset = 0;        ///< the first element's place in the parameter's flat local shard
 
   /// The whole local shard of `param`, placed by `spec` (the parameter's spec, possibly on a
   /// larger mesh); weight decay for parameters of 2 or more dims.

@@ -10,11 +10,13 @@
 namespace vescale {
 
 GradSync::GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp,
-                   int64_t bucket_bytes, DpGrads dp_grads)
+                   int64_t bucket_bytes, DpGrads dp_grads,
+                   std::optional<at::ScalarType> reduce_dtype)
     : params_(std::move(params)),
       dp_(std::move(dp)),
       bucket_bytes_(bucket_bytes),
       dp_grads_(dp_grads),
+      reduce_dtype_(reduce_dtype),
       piece_grads_(params_.size()),
       extra_sums_(params_.size()),
       where_(params_.size(), {kNoBucket, 0}),
@@ -78,10 +80,11 @@ void GradSync::plan_buckets() {
     const std::vector<Reduction> reductions = reductions_of(k);
     if (reductions.empty()) continue;
     const at::Tensor& p = params_[k]->to_local();
-    const int64_t element = static_cast<int64_t>(p.element_size());
+    const at::ScalarType dtype = reduce_dtype_.value_or(p.scalar_type());
+    const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
     auto same = [&](size_t b) {
       const Bucket& bucket = buckets_[b];
-      if (bucket.dtype != p.scalar_type()) return false;
+      if (bucket.dtype != dtype) return false;
       if (bucket.reductions.size() != reductions.size()) return false;
       for (size_t r = 0; r < reductions.size(); ++r) {
         if (bucket.reductions[r].group != reductions[r].group ||
@@ -100,7 +103,7 @@ void GradSync::plan_buckets() {
     if (it == open.end()) {
       buckets_.emplace_back();
       buckets_.back().reductions = reductions;
-      buckets_.back().dtype = p.scalar_type();
+      buckets_.back().dtype = dtype;
       open.push_back(buckets_.size() - 1);
       it = open.end() - 1;
     }
@@ -117,7 +120,8 @@ void GradSync::plan_buckets() {
         pieces.push_back(dp_pieces(params_[k]->to_local().sizes().vec(), dp_->size()));
       b.packing = std::make_shared<DpPacking>(std::move(pieces), dp_->size());
     } else {
-      b.flat = at::zeros({b.numel}, params_[b.params.front()]->to_local().options());
+      b.flat = at::zeros({b.numel},
+                         params_[b.params.front()]->to_local().options().dtype(b.dtype));
     }
   }
 }
@@ -156,7 +160,7 @@ void GradSync::fill(size_t k, const at::Tensor& grad) {
     sum = accumulated.reshape({-1});
   }
   if (b.packing) {
-    if (!b.flat.defined()) b.flat = at::zeros({b.packing->numel()}, p.options());
+    if (!b.flat.defined()) b.flat = at::zeros({b.packing->numel()}, p.options().dtype(b.dtype));
     b.packing->pack(b.flat, slot, sum.defined() ? sum : at::zeros({p.numel()}, p.options()));
   } else {
     at::Tensor dst = b.flat.narrow(0, b.offsets[slot], p.numel());
@@ -248,7 +252,14 @@ void GradSync::write_back(Bucket& b, size_t slot) {
   const size_t k = b.params[slot];
   const at::Tensor& p = params_[k]->to_local();
   if (!b.packing) {
-    p.mutable_grad() = b.flat.narrow(0, b.offsets[slot], p.numel()).view_as(p).clone();
+    const at::Tensor reduced = b.flat.narrow(0, b.offsets[slot], p.numel()).clone();
+    if (b.dtype == p.scalar_type()) {
+      p.mutable_grad() = reduced.view_as(p);
+    } else {
+      // Reduced in a wider type (mixed precision): the optimizer takes it as it is.
+      p.mutable_grad() = at::Tensor();
+      piece_grads_[k] = reduced;
+    }
     return;
   }
   const int64_t rank = dp_->rank();
@@ -261,6 +272,10 @@ void GradSync::write_back(Bucket& b, size_t slot) {
   // ZeRO-1: the whole buffer stays; the rank's rows hold the reduced gradient.
   const FlatRange& range = b.packing->piece(slot, rank);
   p.mutable_grad() = at::zeros_like(p);
+  if (b.dtype != p.scalar_type()) {
+    piece_grads_[k] = piece;
+    return;
+  }
   piece_grads_[k] = p.mutable_grad().view({-1}).narrow(0, range.offset, range.numel);
   piece_grads_[k].copy_(piece);
 }
@@ -279,8 +294,12 @@ int64_t GradSync::grad_bytes() const {
   }
   for (const auto& b : buckets_) {
     if (b.packing && b.flat.defined()) total += static_cast<int64_t>(b.flat.nbytes());
-    if (b.piece.defined() && dp_grads_ == DpGrads::kScatterInBackward)
-      total += static_cast<int64_t>(b.piece.nbytes());
+    const bool own_pieces =
+        dp_grads_ == DpGrads::kScatterInBackward || b.dtype != params_[b.params.front()]->dtype();
+    if (b.piece.defined() && own_pieces) total += static_cast<int64_t>(b.piece.nbytes());
+    if (b.packing || b.dtype == params_[b.params.front()]->dtype()) continue;
+    for (size_t k : b.params)  // reduced in a wider type, each its own tensor
+      if (piece_grads_[k].defined()) total += static_cast<int64_t>(piece_grads_[k].nbytes());
   }
   return total;
 }

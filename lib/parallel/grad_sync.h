@@ -51,8 +51,11 @@ class GradSync {
  public:
   /// Parameters (on their parameter mesh) and the data-parallel group (none or size 1: no data
   /// parallelism). Installs the gradient hooks.
+  /// `reduce_dtype`: reduce in this scalar type (mixed precision: float32 for bf16 gradients;
+  /// the reduced gradients are then piece_grad()s of that type, not .grad).
   GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp, int64_t bucket_bytes,
-           DpGrads dp_grads = DpGrads::kAllReduce);
+           DpGrads dp_grads = DpGrads::kAllReduce,
+           std::optional<at::ScalarType> reduce_dtype = std::nullopt);
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
 
@@ -127,6 +130,7 @@ class GradSync {
   std::optional<comm::Group> dp_;
   int64_t bucket_bytes_;
   DpGrads dp_grads_;
+  std::optional<at::ScalarType> reduce_dtype_;
   std::vector<at::Tensor> piece_grads_;    // per parameter, under a reduce-scatter
   std::vector<size_t> to_release_;         // filled params whose .grad autograd may still set
   std::vector<std::vector<const comm::Group*>> extra_sums_;  // per parameter

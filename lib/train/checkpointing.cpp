@@ -22,6 +22,11 @@ std::string state_name(const OptimizerStateTensor& s) {
 /// (NOTE [ZeRO pieces]), in either case with its place in the global tensor.
 StateTensor parameter_state(const Job& job, size_t k) {
   const auto& [fqn, param] = job.params[k];
+  if (job.master) {
+    // Mixed precision: the float32 copies are the state (bf16 parameters are their rounding).
+    const ParamView& view = job.master->views()[k];
+    return {"model/" + fqn, view.flat.view(view.spec.local_shape()), view.spec};
+  }
   if (job.zero && job.zero->stage() == 3) {
     const DTensorSpec& spec = job.zero->piece_spec(k);
     return {"model/" + fqn, job.zero->piece(k).view(spec.local_shape()), spec};
@@ -135,6 +140,7 @@ int64_t load_job(Job& job, const CheckpointReader& reader) {
   check_no_strangers(job, reader);
   for (size_t k = 0; k < job.params.size(); ++k)
     load_parameter(reader, parameter_state(job, k));
+  job.after_update();
   const bool has_optimizer = load_optimizer(job, reader);
   job.optimizer->set_steps(has_optimizer ? reader.meta().optimizer_steps : 0);
   log_rank0("loaded {} ({}, step {}, written by {} ranks{}) in {}", reader.path(),

@@ -16,15 +16,43 @@
 namespace vescale {
 namespace {
 
-std::unique_ptr<Optimizer> make_optimizer(const JobConfig& c, const Job& job) {
+/// Mixed precision: the parameters become bf16 (`dtype`); returns their float32 values.
+std::map<const DTensor*, at::Tensor> to_compute_dtype(ParallelizedModule& model,
+                                                      at::ScalarType dtype) {
+  std::map<const DTensor*, at::Tensor> initial;
+  for (auto& [fqn, p] : model.parameters()) {
+    const at::Tensor state = p->get().to_local().detach();
+    p->value = DTensor(state.to(dtype), p->get().spec());
+    p->get().requires_grad_(true);
+    initial[&p->get()] = state;
+  }
+  return initial;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const JobConfig& c, Job& job,
+                                          const std::map<const DTensor*, at::Tensor>& initial) {
   // Each parameter's whole local shard (or its rows under ZeRO), placed on the job mesh (for
   // checkpoints).
   std::vector<ParamView> views;
   if (job.zero) {
     views = job.zero->optimizer_views();
   } else {
-    for (const auto& [fqn, p] : job.params)
+    const GradSync* sync = job.grad_sync.get();
+    for (size_t k = 0; k < job.params.size(); ++k) {
+      const auto& [fqn, p] = job.params[k];
       views.push_back(ParamView::whole(fqn, p, p->spec().on_mesh(job.mesh.mesh())));
+      // The reduced gradient as grad sync leaves it (.grad, or a float32 one when mixed).
+      views.back().flat_grad = [sync, k] { return sync->piece_grad(k); };
+    }
+  }
+  if (!initial.empty()) {
+    std::map<std::string, const at::Tensor*> by_name;
+    for (const auto& [fqn, p] : job.params)
+      by_name[fqn] = &initial.at(p);
+    job.master = std::make_unique<MasterWeights>(views, [&by_name](const ParamView& v) {
+      return by_name.at(v.name)->reshape({-1}).narrow(0, v.offset, v.flat.numel());
+    });
+    views = job.master->views();
   }
   if (c.optimizer == "adamw")
     return std::make_unique<AdamW>(views,
@@ -158,9 +186,15 @@ StateBytes Job::state_bytes() const {
     for (const auto& [fqn, p] : params)
       params_bytes += static_cast<int64_t>(p->to_local().nbytes());
   }
+  // Master weights count as optimizer state (as in the ZeRO paper).
   return {{"params", params_bytes},
           {"grads", grad_sync->grad_bytes()},
-          {"optimizer", optimizer->state_bytes()}};
+          {"optimizer", optimizer->state_bytes() + (master ? master->bytes() : 0)}};
+}
+
+void Job::after_update() {
+  if (master) master->copy_to_params();
+  if (zero) zero->after_update();
 }
 
 LayerRunner Job::layer_runner() {
@@ -189,7 +223,7 @@ std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
 
   std::optional<PipelinePlan> pipeline;
   ParallelizeOptions options;
-  options.dtype = job_dtype(c);
+  options.dtype = state_dtype(c);  // bfloat16 runs initialise in float32, then round
   options.seed = static_cast<uint64_t>(c.seed);
   if (c.pp > 1) {
     // Deferred init materialises only this rank's stages.
@@ -202,6 +236,9 @@ std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
     options.materialize = [mine](const std::string& fqn) { return under(fqn, mine); };
   }
   job->model = parallelize_module(job->task->model(), job->mesh.param_mesh(), job_plan(c), options);
+  const bool mixed = job_dtype(c) != state_dtype(c);
+  std::map<const DTensor*, at::Tensor> initial;
+  if (mixed) initial = to_compute_dtype(*job->model, job_dtype(c));
   std::vector<DTensor*> params;
   std::vector<StepParam> step_params;
   // Pieces on different pp ranks are different parameters: disjoint over pp too; under ZeRO each
@@ -221,13 +258,15 @@ std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
 
   const auto bucket_bytes = static_cast<int64_t>(c.bucket_mb * (1 << 20));
   job->grad_sync = std::make_unique<GradSync>(params, job->mesh.group("dp"), bucket_bytes,
-                                              Zero::dp_grads(static_cast<int>(c.zero)));
+                                              Zero::dp_grads(static_cast<int>(c.zero)),
+                                              mixed ? std::optional(state_dtype(c)) : std::nullopt);
   if (c.zero > 0) {
     job->zero = std::make_unique<Zero>(static_cast<int>(c.zero), job->params, job->mesh,
                                        *job->grad_sync, bucket_bytes);
     job->zero->set_layers(layer_params(*job));
   }
-  job->optimizer = make_optimizer(c, *job);
+  job->optimizer = make_optimizer(c, *job, initial);
+  initial.clear();
   if (pipeline) {
     setup_pipeline(*job, *pipeline, step_params);
   } else {
@@ -243,9 +282,10 @@ std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
   std::vector<int> norm_dims = job->mesh.param_mesh_dims();
   if (c.pp > 1) norm_dims.push_back(job->mesh.mesh().dim_index("pp"));
   if (c.zero > 0) norm_dims.push_back(job->mesh.mesh().dim_index("dp"));
-  job->train_step =
-      std::make_unique<TrainStep>(job->mesh, step_params, norm_dims, schedule, *job->grad_sync,
-                                  *job->optimizer, c.grad_clip, job->zero.get());
+  Job* self = job.get();
+  job->train_step = std::make_unique<TrainStep>(job->mesh, step_params, norm_dims, schedule,
+                                                *job->grad_sync, *job->optimizer, c.grad_clip,
+                                                [self] { self->after_update(); });
   log_rank0("{}: {} with {} parameters on {} ({} plan), {}, {}", c.name, job->task->model()->type(),
             job->n_params, job->mesh.str(), c.plan.empty() ? "replicate" : c.plan, c.dtype,
             job->task->data_description());

@@ -13,6 +13,7 @@
 #include "config/job_config.h"
 #include "dmodule/parallelize.h"
 #include "mesh/job_mesh.h"
+#include "optim/master_weights.h"
 #include "optim/optimizer.h"
 #include "parallel/grad_sync.h"
 #include "parallel/zero/zero.h"
@@ -33,6 +34,7 @@ struct Job {
   int64_t n_params = 0;                                  ///< global elements
   std::unique_ptr<GradSync> grad_sync;
   std::unique_ptr<Zero> zero;  ///< ZeRO over dp (parallel.zero >= 1)
+  std::unique_ptr<MasterWeights> master;  ///< float32 copies of bf16 parameters (mixed precision)
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<GradientAccumulation> accumulation;  ///< the schedule without a pipeline
   std::unique_ptr<PipelineRunner> pipeline;            ///< the schedule with one (pp > 1)
@@ -49,6 +51,9 @@ struct Job {
   StateBytes state_bytes() const;
   /// Runs the task's layers (under ZeRO-3, gathering each layer's parameters around it).
   LayerRunner layer_runner();
+  /// After the optimizer updated its views (or a checkpoint was loaded into them): master
+  /// weights rounded into the parameters, ZeRO's rows all-gathered. *Collective* over dp.
+  void after_update();
   /// The mean loss of `batch` without gradients (under a pipeline: on the last stage's rank,
   /// 0 on the others). *Collective* over the parameter mesh (and the pp group).
   double forward_loss(const Batch& batch);

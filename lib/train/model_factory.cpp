@@ -39,7 +39,12 @@ int64_t parameters_under(Module& model, const std::vector<std::string>& modules)
 }
 
 at::ScalarType job_dtype(const JobConfig& c) {
+  if (c.dtype == "bfloat16") return at::kBFloat16;
   return c.dtype == "float64" ? at::kDouble : at::kFloat;
+}
+
+at::ScalarType state_dtype(const JobConfig& c) {
+  return c.dtype == "bfloat16" ? at::kFloat : job_dtype(c);
 }
 
 Plan job_plan(const JobConfig& c) {

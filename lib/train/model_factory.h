@@ -17,8 +17,11 @@ namespace vescale {
 std::shared_ptr<Module> build_model(const JobConfig& config);
 /// Elements of the parameters (each once) of the modules named by `modules` and their children.
 int64_t parameters_under(Module& model, const std::vector<std::string>& modules);
-/// training.dtype as a scalar type.
+/// training.dtype as the scalar type the model computes in (bfloat16: bf16).
 at::ScalarType job_dtype(const JobConfig& config);
+/// The scalar type of the training state: parameters as initialised and saved, master weights,
+/// optimizer state and gradient reductions (bfloat16 runs: float32).
+at::ScalarType state_dtype(const JobConfig& config);
 /// parallel.plan, or a replicate-everything plan when it is empty.
 Plan job_plan(const JobConfig& config);
 

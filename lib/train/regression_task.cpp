@@ -9,6 +9,7 @@ RegressionTask::RegressionTask(const JobConfig& c)
     : model_(std::static_pointer_cast<models::MLP>(build_model(c))),
       teacher_(c.d_in, c.d_out, static_cast<uint64_t>(c.seed)),
       dtype_(job_dtype(c)),
+      loss_dtype_(state_dtype(c)),
       val_rows_(c.micro_batch_size()) {}
 
 Batch RegressionTask::train_batch(int64_t step, const BatchSlice& slice) {
@@ -29,8 +30,8 @@ Tensors RegressionTask::inputs(const Batch& batch, const DeviceMesh& mesh) const
 DTensor RegressionTask::loss(const Tensors& outputs, const Batch& batch,
                              const DeviceMesh& mesh) const {
   const Placements r(mesh.ndim(), Placement::replicate());
-  DTensor d =
-      ops::sub(outputs.at(0), distribute_tensor(batch.targets.to(mesh.device(), dtype_), mesh, r));
+  DTensor d = ops::sub(ops::to_dtype(outputs.at(0), loss_dtype_),
+                       distribute_tensor(batch.targets.to(mesh.device(), loss_dtype_), mesh, r));
   return ops::mean(ops::mul(d, d)).redistribute(r);
 }
 

@@ -28,7 +28,8 @@ class RegressionTask : public Task {
  private:
   std::shared_ptr<models::MLP> model_;
   TeacherRegression teacher_;
-  at::ScalarType dtype_;
+  at::ScalarType dtype_;       ///< the model's inputs (bfloat16 runs: bf16)
+  at::ScalarType loss_dtype_;  ///< the loss and targets (bfloat16 runs: float32)
   int64_t val_rows_;
 };
 

@@ -6,7 +6,7 @@ namespace vescale {
 
 TrainStep::TrainStep(const JobMesh& mesh, std::vector<StepParam> params, std::vector<int> norm_dims,
                      Schedule& schedule, GradSync& grad_sync, Optimizer& optimizer,
-                     double max_grad_norm, Zero* zero)
+                     double max_grad_norm, std::function<void()> after_update)
     : mesh_(mesh),
       params_(std::move(params)),
       norm_dims_(std::move(norm_dims)),
@@ -14,7 +14,7 @@ TrainStep::TrainStep(const JobMesh& mesh, std::vector<StepParam> params, std::ve
       grad_sync_(grad_sync),
       optimizer_(optimizer),
       max_grad_norm_(max_grad_norm),
-      zero_(zero) {
+      after_update_(std::move(after_update)) {
   schedule_.on_last_backward([this] { grad_sync_.start_last_backward(); });
 }
 
@@ -32,7 +32,7 @@ StepResult TrainStep::run(const MicroBatches& batches, double lr) {
   grad_sync_.finish();
   result.grad_norm = clip_grad_norm(grad_pieces(), mesh_.mesh(), norm_dims_, max_grad_norm_);
   optimizer_.step(lr);
-  if (zero_) zero_->after_update();
+  if (after_update_) after_update_();
   double sum = 0;
   for (double l : losses)
     sum += l;

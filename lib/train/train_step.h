@@ -2,13 +2,13 @@
 // -> clip -> optimizer step; then the step's loss, the global-batch mean.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "mesh/job_mesh.h"
 #include "optim/optimizer.h"
 #include "parallel/grad_clip.h"
 #include "parallel/grad_sync.h"
-#include "parallel/zero/zero.h"
 #include "train/schedule.h"
 
 namespace vescale {
@@ -31,11 +31,12 @@ class TrainStep {
  public:
   /// `params` are the parameters `grad_sync` and `optimizer` cover, on the param mesh of `mesh`,
   /// in grad sync's order; `norm_dims` the job-mesh dims any gradient may be split over (every
-  /// rank the same). `zero` (may be null) all-gathers the updated rows after the optimizer step.
+  /// rank the same). `after_update` (may be empty) runs after each optimizer step (master weights
+  /// into parameters, ZeRO's all-gather).
   /// Registers grad sync as a listener of the schedule's last backward.
   TrainStep(const JobMesh& mesh, std::vector<StepParam> params, std::vector<int> norm_dims,
             Schedule& schedule, GradSync& grad_sync, Optimizer& optimizer, double max_grad_norm,
-            Zero* zero = nullptr);
+            std::function<void()> after_update = nullptr);
 
   /// One step at learning rate `lr` over the step's micro-batches. *Collective* over the job
   /// mesh.
@@ -52,7 +53,7 @@ class TrainStep {
   GradSync& grad_sync_;
   Optimizer& optimizer_;
   double max_grad_norm_;
-  Zero* zero_;
+  std::function<void()> after_update_;
 };
 
 }  // namespace vescale
