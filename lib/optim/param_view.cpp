@@ -18,16 +18,20 @@ ParamView ParamView::range(std::string name, DTensor* param, int64_t offset, int
            "[optim] parameter {}: spec {} does not describe a piece of {} elements", name,
            spec.str(), numel);
   VS_CHECK(offset >= 0 && offset + numel <= local.numel(),
-           "[optim] parameter {}: elements [{}, {}) are outside its local shard of {}", name, offset,
-           offset + numel, local.numel());
+           "[optim] parameter {}: elements [{}, {}) are outside its local shard of {}", name,
+           offset, offset + numel, local.numel());
   const bool decay = param->ndim() >= 2;
   auto grad = [param, offset, numel] {
     const at::Tensor& g = param->to_local().grad();
     if (!g.defined()) return g;
     return g.reshape({-1}).narrow(0, offset, numel);
   };
-  return ParamView{std::move(name), local.detach().view({-1}).narrow(0, offset, numel), grad,
-                   std::move(spec), decay, offset};
+  return ParamView{std::move(name),
+                   local.detach().view({-1}).narrow(0, offset, numel),
+                   grad,
+                   std::move(spec),
+                   decay,
+                   offset};
 }
 
 std::vector<ParamView> whole_views(const std::vector<std::pair<std::string, DTensor*>>& params) {

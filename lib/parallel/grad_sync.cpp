@@ -120,8 +120,7 @@ void GradSync::plan_buckets() {
         pieces.push_back(dp_pieces(params_[k]->to_local().sizes().vec(), dp_->size()));
       b.packing = std::make_shared<DpPacking>(std::move(pieces), dp_->size());
     } else {
-      b.flat = at::zeros({b.numel},
-                         params_[b.params.front()]->to_local().options().dtype(b.dtype));
+      b.flat = at::zeros({b.numel}, params_[b.params.front()]->to_local().options().dtype(b.dtype));
     }
   }
 }

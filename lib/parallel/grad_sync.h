@@ -131,8 +131,8 @@ class GradSync {
   int64_t bucket_bytes_;
   DpGrads dp_grads_;
   std::optional<at::ScalarType> reduce_dtype_;
-  std::vector<at::Tensor> piece_grads_;    // per parameter, under a reduce-scatter
-  std::vector<size_t> to_release_;         // filled params whose .grad autograd may still set
+  std::vector<at::Tensor> piece_grads_;  // per parameter, under a reduce-scatter
+  std::vector<size_t> to_release_;       // filled params whose .grad autograd may still set
   std::vector<std::vector<const comm::Group*>> extra_sums_;  // per parameter
   std::list<comm::Group> extra_groups_;                      // owns what extra_sums_ points to
   bool hooked_ = false;

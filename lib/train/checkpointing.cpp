@@ -103,8 +103,7 @@ void load_parameter(const CheckpointReader& reader, StateTensor target) {
                 "model config?)",
                 reader.path(), name, fmt::join(reader.global_shape(name), ", "),
                 fmt::join(target.spec.shape, ", "));
-  target.local.copy_(
-      reader.read_box(name, target.spec.local_offset(), target.spec.local_shape()));
+  target.local.copy_(reader.read_box(name, target.spec.local_offset(), target.spec.local_shape()));
 }
 
 /// Reads the optimizer state; false if the checkpoint has none (a model-only file).

@@ -142,7 +142,7 @@ void setup_pipeline(Job& job, const PipelinePlan& plan, std::vector<StepParam>& 
     stages.push_back(stage);
   }
   job.pipeline = std::make_unique<PipelineRunner>(*job.task, job.mesh, plan.schedule, stages,
-                                                 job.micro_batch(0, 0), job.layer_runner());
+                                                  job.micro_batch(0, 0), job.layer_runner());
 }
 
 /// ZeRO-3: the parameters (indices into job.params) each of the task's layers uses.
@@ -283,9 +283,9 @@ std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
   if (c.pp > 1) norm_dims.push_back(job->mesh.mesh().dim_index("pp"));
   if (c.zero > 0) norm_dims.push_back(job->mesh.mesh().dim_index("dp"));
   Job* self = job.get();
-  job->train_step = std::make_unique<TrainStep>(job->mesh, step_params, norm_dims, schedule,
-                                                *job->grad_sync, *job->optimizer, c.grad_clip,
-                                                [self] { self->after_update(); });
+  job->train_step =
+      std::make_unique<TrainStep>(job->mesh, step_params, norm_dims, schedule, *job->grad_sync,
+                                  *job->optimizer, c.grad_clip, [self] { self->after_update(); });
   log_rank0("{}: {} with {} parameters on {} ({} plan), {}, {}", c.name, job->task->model()->type(),
             job->n_params, job->mesh.str(), c.plan.empty() ? "replicate" : c.plan, c.dtype,
             job->task->data_description());

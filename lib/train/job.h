@@ -33,7 +33,7 @@ struct Job {
   std::vector<std::pair<std::string, DTensor*>> params;  ///< each once, by FQN
   int64_t n_params = 0;                                  ///< global elements
   std::unique_ptr<GradSync> grad_sync;
-  std::unique_ptr<Zero> zero;  ///< ZeRO over dp (parallel.zero >= 1)
+  std::unique_ptr<Zero> zero;             ///< ZeRO over dp (parallel.zero >= 1)
   std::unique_ptr<MasterWeights> master;  ///< float32 copies of bf16 parameters (mixed precision)
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<GradientAccumulation> accumulation;  ///< the schedule without a pipeline

@@ -55,10 +55,10 @@ PipelineRunner::PipelineRunner(Task& task, const JobMesh& mesh, pipeline::Pipeli
                                std::vector<StageLayers> stages, const Batch& sample,
                                LayerRunner run_layers)
     : task_(task),
-      run_layers_(run_layers ? std::move(run_layers)
-                             : [&task](int64_t first, int64_t end, const Tensors& in) {
-                                 return task.run_layers(first, end, in);
-                               }),
+      run_layers_(run_layers
+                      ? std::move(run_layers)
+                      : [&task](int64_t first, int64_t end,
+                                const Tensors& in) { return task.run_layers(first, end, in); }),
       mesh_(mesh),
       schedule_(std::move(schedule)),
       stages_(std::move(stages)),

@@ -14,8 +14,8 @@
 namespace vescale {
 
 /// A parameter as the step sees it: the job-mesh dims over which its gradient's pieces are
-/// disjoint (dp too under ZeRO: each dp rank clips its rows), and whether this rank counts it in the gradient norm (a copy of a weight tied
-/// across pipeline stages is counted by its owner only).
+/// disjoint (dp too under ZeRO: each dp rank clips its rows), and whether this rank counts it in
+/// the gradient norm (a copy of a weight tied across pipeline stages is counted by its owner only).
 struct StepParam {
   DTensor* param;
   std::vector<int> split_dims;

@@ -20,8 +20,7 @@ using testing::train_in;
 const std::string& kGpt = testing::kGptRun;
 
 const std::vector<std::string> kSteps{"training.steps=20", "checkpoint.interval=0",
-                                      "parallel.microbatches=2",
-                                      "lr_scheduler.decay=\"constant\""};
+                                      "parallel.microbatches=2", "lr_scheduler.decay=\"constant\""};
 
 std::vector<std::string> in(const std::string& dtype, std::vector<std::string> more) {
   more.push_back("training.dtype=\"" + dtype + "\"");
@@ -49,10 +48,10 @@ TEST(MixedPrecision, Bf16CurvesStayWithin2PercentOfFloat32) {
 }
 
 TEST(MixedPrecision, CheckpointsHoldFloat32StateBothWays) {
-  const std::vector<std::string> save{"training.steps=10", "checkpoint.interval=5",
-                                      "checkpoint.format=\"sharded\"", "parallel.dp=2",
-                                      "parallel.zero=2", "lr_scheduler.decay=\"constant\"",
-                                      "parallel.microbatches=2"};
+  const std::vector<std::string> save{
+      "training.steps=10",      "checkpoint.interval=5", "checkpoint.format=\"sharded\"",
+      "parallel.dp=2",          "parallel.zero=2",       "lr_scheduler.decay=\"constant\"",
+      "parallel.microbatches=2"};
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {"bfloat16", "float32"}, {"float32", "bfloat16"}}) {
     const std::string folder = fresh_folder("vescale-bf16");
@@ -68,8 +67,8 @@ TEST(MixedPrecision, CheckpointsHoldFloat32StateBothWays) {
     ASSERT_EQ(resumed.losses.size(), 5u);
     double worst = 0;
     for (size_t s = 0; s < 5; ++s)
-      worst = std::max(worst, std::abs(resumed.losses[s] - whole.losses[5 + s]) /
-                                  std::abs(whole.losses[5 + s]));
+      worst = std::max(
+          worst, std::abs(resumed.losses[s] - whole.losses[5 + s]) / std::abs(whole.losses[5 + s]));
     std::printf("%-48s loss %.2g (relative)\n", (from + " checkpoint -> " + to).c_str(), worst);
     EXPECT_LE(worst, 0.02) << from << " -> " << to;
   }

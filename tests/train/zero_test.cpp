@@ -28,7 +28,9 @@ std::vector<std::string> with(std::vector<std::string> layout, const std::string
   return layout;
 }
 
-std::string zero(int stage) { return "parallel.zero=" + std::to_string(stage); }
+std::string zero(int stage) {
+  return "parallel.zero=" + std::to_string(stage);
+}
 
 /// Stages 1-3 of `layout` against the same layout at stage 0 and against `reference`.
 void expect_every_stage(const std::string& toml, const std::vector<std::string>& layout,
@@ -84,13 +86,13 @@ TEST(Zero, ClippingCountsEachElementOnce) {
   const std::string clip = "training.grad_clip=0.05";
   const RunOutput ref = train(kGpt, {clip});
   for (int stage = 1; stage <= 3; ++stage) {
-    expect_matches(train(kGpt, {clip, "parallel.dp=2", "parallel.tp=2",
-                                "parallel.plan=\"gpt/megatron-sp\"", "parallel.microbatches=2",
-                                zero(stage)}),
-                   ref, "clipped DP2 x TP2 zero " + std::to_string(stage));
     expect_matches(
-        train(kGpt, {clip, "parallel.pp=2", "parallel.dp=2", "parallel.microbatches=2", zero(stage)}),
-        ref, "clipped PP2 x DP2 zero " + std::to_string(stage));
+        train(kGpt, {clip, "parallel.dp=2", "parallel.tp=2", "parallel.plan=\"gpt/megatron-sp\"",
+                     "parallel.microbatches=2", zero(stage)}),
+        ref, "clipped DP2 x TP2 zero " + std::to_string(stage));
+    expect_matches(train(kGpt, {clip, "parallel.pp=2", "parallel.dp=2", "parallel.microbatches=2",
+                                zero(stage)}),
+                   ref, "clipped PP2 x DP2 zero " + std::to_string(stage));
   }
 }
 
@@ -151,16 +153,15 @@ TEST(Zero, CheckpointsMoveBetweenStagesAndLayouts) {
 
 TEST(Zero, ResumeInTheSameLayoutIsBitwise) {
   for (const std::string format : {"sharded", "deduped"}) {
-    const std::vector<std::string> layout{"parallel.dp=2", "parallel.tp=2",
-                                          "parallel.plan=\"gpt/megatron-sp\"",
-                                          "parallel.microbatches=2", zero(3),
-                                          "checkpoint.format=\"" + format + "\""};
+    const std::vector<std::string> layout{
+        "parallel.dp=2",           "parallel.tp=2", "parallel.plan=\"gpt/megatron-sp\"",
+        "parallel.microbatches=2", zero(3),         "checkpoint.format=\"" + format + "\""};
     const RunOutput whole = train(kGpt, layout);
     const std::string first = fresh_folder("vescale-zero");
     train_in(first, kGpt, with(with(layout, "training.steps=5"), "checkpoint.interval=3"), true);
     // Steps 4 and 5 from the step-3 checkpoint (the run also wrote step 3 of 5).
-    const RunOutput resumed = train(
-        kGpt, with(layout, "checkpoint.load=\"" + first + "/checkpoints/step-000003\""));
+    const RunOutput resumed =
+        train(kGpt, with(layout, "checkpoint.load=\"" + first + "/checkpoints/step-000003\""));
     std::filesystem::remove_all(first);
     ASSERT_EQ(resumed.losses.size(), 2u);
     EXPECT_EQ(resumed.losses[0], whole.losses[3]) << format;
@@ -170,7 +171,6 @@ TEST(Zero, ResumeInTheSameLayoutIsBitwise) {
 
 // ---------------------------------------------------------------------------------------------
 // Memory and bytes, measured on rank 0 over one step (the second: buckets made, state allocated).
-
 
 struct StepFigures {
   std::map<std::string, int64_t> state;  ///< params, grads, optimizer

@@ -79,7 +79,8 @@ void Zero::bucket_params(int64_t bucket_bytes) {
     const bool same_dtype =
         !buckets_.empty() &&
         params_[buckets_.back().front()].second->to_local().scalar_type() == local.scalar_type();
-    if (buckets_.empty() || !same_dtype || filled + static_cast<int64_t>(local.nbytes()) > bucket_bytes) {
+    if (buckets_.empty() || !same_dtype ||
+        filled + static_cast<int64_t>(local.nbytes()) > bucket_bytes) {
       buckets_.emplace_back();
       filled = 0;
     }
