@@ -98,6 +98,23 @@ RunOutput train(const std::string& toml, std::vector<std::string> overrides) {
   return train_in(fresh_folder(), toml, std::move(overrides));
 }
 
+RunOutput resume_across(const std::string& toml, const std::vector<std::string>& from,
+                        const std::string& format, const std::vector<std::string>& to,
+                        const std::vector<std::string>& common) {
+  const std::string first = fresh_folder("vescale-resume");
+  std::vector<std::string> save = from;
+  save.insert(save.end(), common.begin(), common.end());
+  save.insert(save.end(), {"training.steps=3", "checkpoint.interval=3",
+                           "checkpoint.format=\"" + format + "\""});
+  train_in(first, toml, save, /*keep=*/true);
+  std::vector<std::string> resume = to;
+  resume.insert(resume.end(), common.begin(), common.end());
+  resume.push_back("checkpoint.load=\"" + first + "/checkpoints/latest\"");
+  RunOutput out = train(toml, resume);
+  std::filesystem::remove_all(first);
+  return out;
+}
+
 void expect_matches(const RunOutput& run, const RunOutput& ref, const std::string& label,
                     double tol) {
   ASSERT_LE(run.losses.size(), ref.losses.size()) << label;

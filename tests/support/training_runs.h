@@ -32,6 +32,12 @@ RunOutput train_in(const std::string& folder, const std::string& toml,
                    std::vector<std::string> overrides, bool keep = false);
 RunOutput train(const std::string& toml, std::vector<std::string> overrides);
 
+/// Trains 3 steps of `toml` under `from` and saves them in `format`, then resumes steps 4 and
+/// on under `to` from that checkpoint; `common` applies to both runs. Returns the resumed run.
+RunOutput resume_across(const std::string& toml, const std::vector<std::string>& from,
+                        const std::string& format, const std::vector<std::string>& to,
+                        const std::vector<std::string>& common);
+
 /// Prints and checks the worst relative loss error (a resumed run: its last steps) and the
 /// parameters' max difference relative to their max magnitude, both at most `tol`.
 void expect_matches(const RunOutput& run, const RunOutput& ref, const std::string& label,

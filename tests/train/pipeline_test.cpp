@@ -95,17 +95,8 @@ TEST(Pipeline, CheckpointsMoveBetweenPipelineDegrees) {
        {"parallel.pp=2", "parallel.dp=2"},
        "PP2 zbv deduped -> PP2xDP2"},
   };
-  for (const Case& c : cases) {
-    const std::string first = fresh_folder();
-    std::vector<std::string> save = c.from;
-    save.insert(save.end(), {constant, "training.steps=3", "checkpoint.interval=3",
-                             "checkpoint.format=\"" + c.format + "\""});
-    train_in(first, kGpt, save, /*keep=*/true);
-    std::vector<std::string> resume = c.to;
-    resume.insert(resume.end(), {constant, "checkpoint.load=\"" + first + "/checkpoints/latest\""});
-    expect_matches(train(kGpt, resume), ref, c.label);
-    std::filesystem::remove_all(first);
-  }
+  for (const Case& c : cases)
+    expect_matches(testing::resume_across(kGpt, c.from, c.format, c.to, {constant}), ref, c.label);
 }
 
 TEST(Pipeline, Float32CurvesStayWithin1e4) {

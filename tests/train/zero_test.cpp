@@ -138,17 +138,8 @@ TEST(Zero, CheckpointsMoveBetweenStagesAndLayouts) {
       {pp2_dp2, "deduped", with(dp2_tp2, zero(2)), "PP2xDP2 zero 1 deduped -> DP2xTP2 zero 2"},
       {{}, "merged", dp4, "1 process merged -> DP4 zero 3"},
   };
-  for (const Case& c : cases) {
-    const std::string first = fresh_folder("vescale-zero");
-    std::vector<std::string> save = c.from;
-    save.insert(save.end(), {constant, "training.steps=3", "checkpoint.interval=3",
-                             "checkpoint.format=\"" + c.format + "\""});
-    train_in(first, kGpt, save, /*keep=*/true);
-    std::vector<std::string> resume = c.to;
-    resume.insert(resume.end(), {constant, "checkpoint.load=\"" + first + "/checkpoints/latest\""});
-    expect_matches(train(kGpt, resume), ref, c.label);
-    std::filesystem::remove_all(first);
-  }
+  for (const Case& c : cases)
+    expect_matches(testing::resume_across(kGpt, c.from, c.format, c.to, {constant}), ref, c.label);
 }
 
 TEST(Zero, ResumeInTheSameLayoutIsBitwise) {
