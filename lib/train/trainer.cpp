@@ -37,8 +37,7 @@ struct Meter {
 
 StepMetrics step_metrics(const Meter& meter, int64_t step, int64_t start_step, int64_t total,
                          const StepResult& result, double lr, std::optional<double> val_loss,
-                         Clock::time_point step_start,
-                         const std::map<std::string, int64_t>& bytes_before,
+                         Clock::time_point step_start, const comm::CommSnapshot& comm_before,
                          StateBytes state_bytes) {
   StepMetrics m;
   m.step = step + 1;
@@ -54,11 +53,8 @@ StepMetrics step_metrics(const Meter& meter, int64_t step, int64_t start_step, i
   m.mfu = meter.flops_per_sample * meter.samples_per_step * done / elapsed /
           (meter.peak * meter.world_size);
   m.mem_bytes = resident_bytes();
-  m.state_bytes = state_bytes;
-  for (const auto& [label, bytes] : meter.stats.bytes_by_label()) {
-    const int64_t before = bytes_before.count(label) ? bytes_before.at(label) : 0;
-    if (label != "world") m.comm_bytes[label] = bytes - before;
-  }
+  m.state_bytes = std::move(state_bytes);
+  set_comm_bytes(m, comm_before, meter.stats.snapshot());
   m.eta_s = elapsed / done * static_cast<double>(total - step - 1);
   return m;
 }
@@ -100,7 +96,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
   for (int64_t step = start_step; step < c.steps; ++step) {
     const auto step_start = Clock::now();
     if (step == start_step + 1) timed_start = step_start;
-    const auto bytes_before = meter.stats.bytes_by_label();
+    const comm::CommSnapshot comm_before = meter.stats.snapshot();
     const double lr =
         lr_at(step, c.steps, c.lr, c.warmup_steps, c.decay == "cosine", c.min_lr_ratio);
     const StepResult result =
@@ -116,7 +112,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     if (last) summary.final_val_loss = *val_loss;
     if ((step + 1) % c.log_interval == 0 || last || val_loss) {
       const StepMetrics m = step_metrics(meter, step, start_step, c.steps, result, lr, val_loss,
-                                         step_start, bytes_before, job->state_bytes());
+                                         step_start, comm_before, job->state_bytes());
       log_rank0("{}", format_metrics_line(m));
       if (rank0) writer.write(m);
     }
