@@ -55,11 +55,13 @@ class LayoutParity(unittest.TestCase):
         self.check_dp_metrics(metrics_lines(os.path.join(self.tmp, "DP2-64"))[-1])
 
     def check_dp_metrics(self, metrics):
-        """Rank 0 of a dp=2 run reports its dp bytes by collective kind."""
-        print(f"DP2 comm_bytes_by_kind {metrics['comm_bytes_by_kind']}")
+        """Rank 0 of a dp=2 run reports its dp bytes by collective kind and its measured
+        activations."""
+        print(f"DP2 comm_bytes_by_kind {metrics['comm_bytes_by_kind']}, state_bytes {metrics['state_bytes']}")
         dp = metrics["comm_bytes_by_kind"]["dp"]
         self.assertGreater(dp.get("all_reduce", 0), 0, metrics)
         self.assertEqual(sum(dp.values()), metrics["comm_bytes"]["dp"], metrics)
+        self.assertGreater(metrics["state_bytes"].get("activations", 0), 0, metrics)
 
     def test_float32_twenty_steps(self):
         single = "--parallel.dp=1", "--parallel.tp=1", "--parallel.plan="
