@@ -88,7 +88,7 @@ class ActivationMeter {
 StepMetrics step_metrics(const Meter& meter, int64_t step, int64_t start_step, int64_t total,
                          const StepResult& result, double lr, std::optional<double> val_loss,
                          Clock::time_point step_start, const comm::CommSnapshot& comm_before,
-                         StateBytes state_bytes) {
+                         const comm::CommSnapshot& comm_after, StateBytes state_bytes) {
   StepMetrics m;
   m.step = step + 1;
   m.total_steps = total;
@@ -104,7 +104,7 @@ StepMetrics step_metrics(const Meter& meter, int64_t step, int64_t start_step, i
           (meter.peak * meter.world_size);
   m.mem_bytes = resident_bytes();
   m.state_bytes = std::move(state_bytes);
-  set_comm_bytes(m, comm_before, meter.stats.snapshot());
+  set_comm_bytes(m, comm_before, comm_after);
   m.eta_s = elapsed / done * static_cast<double>(total - step - 1);
   return m;
 }
@@ -157,6 +157,8 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
           return job->micro_batch(step, micro);
         },
         lr);
+    // The step's bytes only: not those of the checkpoint or evaluation that may follow.
+    const comm::CommSnapshot comm_after = meter.stats.snapshot();
     summary.losses.push_back(result.loss);
 
     if (c.checkpoint_interval > 0 && (step + 1) % c.checkpoint_interval == 0)
@@ -169,7 +171,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     if ((step + 1) % c.log_interval == 0 || last || val_loss) {
       const StepMetrics m =
           step_metrics(meter, step, start_step, c.steps, result, lr, val_loss, step_start,
-                       comm_before, activations.with_activations(job->state_bytes()));
+                       comm_before, comm_after, activations.with_activations(job->state_bytes()));
       log_rank0("{}", format_metrics_line(m));
       if (rank0) writer.write(m);
     }

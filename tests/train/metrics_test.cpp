@@ -111,10 +111,10 @@ TEST(Metrics, NoDpBytesNoBrackets) {
 
 TEST(Metrics, DpAllReduceBytesOfATrainingStep) {
   // The MLP's gradients on dp=2: one all-reduce of all of them per step, 2·(n-1)·S/n bytes
-  // (NOTE [Communication volume]); the loss's all-reduce of one double adds 8. The first step:
-  // the last one's line also counts the evaluation after it.
+  // (NOTE [Communication volume]); the loss's all-reduce of one double adds 8. The last step's
+  // line too: not the evaluation's all-reduces after it.
   const int64_t grads = (256 * 64 + 256 + 64 * 256 + 64) * 8;
-  const nlohmann::json metrics = metrics_lines({"parallel.dp=2"}).front();
+  const nlohmann::json metrics = metrics_lines({"parallel.dp=2"}).back();
   std::printf("dp=2, rank 0: comm_bytes_by_kind %s\n",
               metrics.at("comm_bytes_by_kind").dump().c_str());
   const nlohmann::json& dp = metrics.at("comm_bytes_by_kind").at("dp");
