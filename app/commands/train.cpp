@@ -6,6 +6,7 @@
 #include "config/job_config.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/memory_meter.h"
 #include "dmodule/plan.h"
 #include "train/job.h"
 #include "train/trainer.h"
@@ -80,6 +81,7 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
                         "processes, but {} started {}",
                         config.source, config.pp, config.dp, config.tp, config.world_size(),
                         env.source, env.world);
+          install_memory_meter();  // for the activation bytes of the metrics
           run_training(config, connect_world(env, world_options(config)));
           return 0;
         });

@@ -54,7 +54,7 @@ int64_t CommStats::total_bytes() const {
   return total;
 }
 
-std::map<std::pair<std::string, CommKind>, CommCount> CommStats::snapshot() const {
+CommSnapshot CommStats::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return counts_;
 }

@@ -42,6 +42,9 @@ struct CommCount {
   int64_t bytes = 0;
 };
 
+/// Every counter, keyed by (label, kind).
+using CommSnapshot = std::map<std::pair<std::string, CommKind>, CommCount>;
+
 /// Thread-safe counters of one rank (collectives may run on autograd threads too).
 class CommStats {
  public:
@@ -53,8 +56,8 @@ class CommStats {
   int64_t bytes(const std::string& label, CommKind kind) const;
   /// All bytes sent.
   int64_t total_bytes() const;
-  /// A copy of every counter, keyed by (label, kind).
-  std::map<std::pair<std::string, CommKind>, CommCount> snapshot() const;
+  /// A copy of every counter.
+  CommSnapshot snapshot() const;
   /// Bytes by label, all kinds: what metrics report per step.
   std::map<std::string, int64_t> bytes_by_label() const;
 
@@ -62,7 +65,7 @@ class CommStats {
 
  private:
   mutable std::mutex mutex_;
-  std::map<std::pair<std::string, CommKind>, CommCount> counts_;
+  CommSnapshot counts_;
 };
 
 }  // namespace vescale::comm

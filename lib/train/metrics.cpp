@@ -21,7 +21,43 @@ std::string with_commas(double value) {
   return digits;
 }
 
+/// "rs" for "reduce_scatter": the console line's names of collective kinds.
+std::string short_kind_name(const std::string& kind) {
+  static const std::map<std::string, std::string> kShort = {{"all_reduce", "ar"},
+                                                            {"all_gather", "ag"},
+                                                            {"reduce_scatter", "rs"},
+                                                            {"all_to_all", "a2a"},
+                                                            {"broadcast", "bc"}};
+  auto it = kShort.find(kind);
+  return it == kShort.end() ? kind : it->second;
+}
+
+/// " (dp: rs 600KiB, ag 600KiB)", or "" when dp sent nothing.
+std::string dp_comm_by_kind(const StepMetrics& m) {
+  auto dp = m.comm_bytes_by_kind.find("dp");
+  if (dp == m.comm_bytes_by_kind.end() || dp->second.empty()) return "";
+  std::vector<std::string> kinds;
+  for (const auto& [kind, bytes] : dp->second)
+    kinds.push_back(
+        fmt::format("{} {}", short_kind_name(kind), format_bytes(static_cast<double>(bytes))));
+  return fmt::format(" (dp: {})", fmt::join(kinds, ", "));
+}
+
 }  // namespace
+
+void set_comm_bytes(StepMetrics& m, const comm::CommSnapshot& before,
+                    const comm::CommSnapshot& after) {
+  m.comm_bytes.clear();
+  m.comm_bytes_by_kind.clear();
+  for (const auto& [key, count] : after) {
+    const auto& [label, kind] = key;
+    if (label == "world") continue;
+    auto earlier = before.find(key);
+    const int64_t bytes = count.bytes - (earlier == before.end() ? 0 : earlier->second.bytes);
+    m.comm_bytes[label] += bytes;
+    if (bytes != 0) m.comm_bytes_by_kind[label][comm::comm_kind_name(kind)] = bytes;
+  }
+}
 
 std::string format_metrics_line(const StepMetrics& m) {
   int64_t comm = 0;
@@ -36,8 +72,8 @@ std::string format_metrics_line(const StepMetrics& m) {
                       m.grad_norm, with_commas(m.tokens_per_s), 100.0 * m.mfu,
                       format_bytes(static_cast<double>(m.mem_bytes)),
                       state.empty() ? "" : fmt::format(" ({})", fmt::join(state, ", ")));
-  line += fmt::format(" | comm {}/step | eta {}", format_bytes(static_cast<double>(comm)),
-                      format_duration(m.eta_s));
+  line += fmt::format(" | comm {}/step{} | eta {}", format_bytes(static_cast<double>(comm)),
+                      dp_comm_by_kind(m), format_duration(m.eta_s));
   return line;
 }
 
@@ -58,6 +94,7 @@ std::string metrics_json(const StepMetrics& m) {
     j["state_bytes"] = state;
   }
   j["comm_bytes"] = m.comm_bytes;
+  j["comm_bytes_by_kind"] = m.comm_bytes_by_kind;
   j["step_time_s"] = m.step_time_s;
   return j.dump();
 }

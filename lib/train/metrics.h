@@ -10,10 +10,15 @@
 #include <utility>
 #include <vector>
 
+#include "comm/comm_stats.h"
+
 namespace vescale {
 
-/// Training state bytes by kind, in this order: params, grads, optimizer.
+/// Training state bytes by kind, in this order: params, grads, optimizer (and, measured by the
+/// trainer, activations).
 using StateBytes = std::vector<std::pair<std::string, int64_t>>;
+/// Bytes by mesh dim label, then by collective kind ("all_reduce", "reduce_scatter", ...).
+using CommBytesByKind = std::map<std::string, std::map<std::string, int64_t>>;
 
 struct StepMetrics {
   int64_t step = 0;  ///< 1-based: steps done
@@ -25,12 +30,19 @@ struct StepMetrics {
   double tokens_per_s = 0;
   double mfu = 0;  ///< fraction
   int64_t mem_bytes = 0;
-  /// Rank 0's training state by kind, from tensor sizes: "params", "grads", "optimizer".
+  /// Rank 0's training state by kind, from tensor sizes: "params", "grads", "optimizer", and
+  /// "activations" where the memory meter runs (NOTE [Activation bytes] in trainer.cpp).
   StateBytes state_bytes;
   std::map<std::string, int64_t> comm_bytes;  ///< per step, by mesh dim
+  CommBytesByKind comm_bytes_by_kind;         ///< per step, by mesh dim and kind; no zero kinds
   double step_time_s = 0;
   double eta_s = 0;
 };
+
+/// Sets `m.comm_bytes` and `m.comm_bytes_by_kind` to what was sent between two CommStats
+/// snapshots, leaving out the "world" group.
+void set_comm_bytes(StepMetrics& m, const comm::CommSnapshot& before,
+                    const comm::CommSnapshot& after);
 
 /// "step 120/2000 | loss 1.9342 | lr 2.9e-4 | grad_norm 0.81 | tok/s 51,240 | mfu 0.42% | ...".
 std::string format_metrics_line(const StepMetrics& m);

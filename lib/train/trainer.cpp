@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/memory_meter.h"
 #include "core/units.h"
 #include "optim/lr_schedule.h"
 #include "train/checkpointing.h"
@@ -35,11 +36,59 @@ struct Meter {
   Clock::time_point start = Clock::now();
 };
 
+/// The schedule of `job`'s steps: its pipeline, or gradient accumulation without one.
+Schedule& schedule_of(Job& job) {
+  if (job.pipeline) return *job.pipeline;
+  return *job.accumulation;
+}
+
+/// The bytes of kind `kind` in `state`, 0 if absent.
+int64_t bytes_of(const StateBytes& state, const std::string& kind) {
+  for (const auto& [name, bytes] : state)
+    if (name == kind) return bytes;
+  return 0;
+}
+
+// NOTE [Activation bytes]
+// A step's activations on this rank are the metered live bytes (core/memory_meter.h) just before
+// its last backward starts, less those just before its first forward (after zero_grad freed the
+// last step's gradients), less the gradients that earlier micro-batches accumulated by then:
+// what the forward passes keep for backward, and the micro-batches themselves. Under a pipeline
+// that is what the rank's schedule stashes at that point. The first step also counts what grad
+// sync allocates once at its first last backward (its buckets), since its listener runs first.
+class ActivationMeter {
+ public:
+  explicit ActivationMeter(Job& job) : job_(job) {
+    schedule_of(job).on_last_backward([this] { before_last_backward(); });
+  }
+
+  /// Starts a step: its first before_forward() is the baseline.
+  void start_step() { baseline_.reset(); }
+  /// Call as each micro-batch's forward is about to start.
+  void before_forward() {
+    if (!baseline_) baseline_ = metered_live_bytes();
+  }
+  /// `state` and the last step's activations, where the memory meter runs.
+  StateBytes with_activations(StateBytes state) const {
+    if (memory_meter_installed()) state.emplace_back("activations", bytes_);
+    return state;
+  }
+
+ private:
+  void before_last_backward() {
+    const int64_t grads = bytes_of(job_.state_bytes(), "grads");
+    bytes_ = metered_live_bytes() - baseline_.value_or(0) - grads;
+  }
+
+  Job& job_;
+  std::optional<int64_t> baseline_;
+  int64_t bytes_ = 0;
+};
+
 StepMetrics step_metrics(const Meter& meter, int64_t step, int64_t start_step, int64_t total,
                          const StepResult& result, double lr, std::optional<double> val_loss,
-                         Clock::time_point step_start,
-                         const std::map<std::string, int64_t>& bytes_before,
-                         StateBytes state_bytes) {
+                         Clock::time_point step_start, const comm::CommSnapshot& comm_before,
+                         const comm::CommSnapshot& comm_after, StateBytes state_bytes) {
   StepMetrics m;
   m.step = step + 1;
   m.total_steps = total;
@@ -54,11 +103,8 @@ StepMetrics step_metrics(const Meter& meter, int64_t step, int64_t start_step, i
   m.mfu = meter.flops_per_sample * meter.samples_per_step * done / elapsed /
           (meter.peak * meter.world_size);
   m.mem_bytes = resident_bytes();
-  m.state_bytes = state_bytes;
-  for (const auto& [label, bytes] : meter.stats.bytes_by_label()) {
-    const int64_t before = bytes_before.count(label) ? bytes_before.at(label) : 0;
-    if (label != "world") m.comm_bytes[label] = bytes - before;
-  }
+  m.state_bytes = std::move(state_bytes);
+  set_comm_bytes(m, comm_before, comm_after);
   m.eta_s = elapsed / done * static_cast<double>(total - step - 1);
   return m;
 }
@@ -91,6 +137,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
                 "config {}: the checkpoint is at step {}, not before training.steps = {}", c.source,
                 start_step, c.steps);
   Meter meter(*job, world);
+  ActivationMeter activations(*job);
 
   TrainSummary summary;
   summary.first_val_loss = evaluate(*job);
@@ -100,11 +147,18 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
   for (int64_t step = start_step; step < c.steps; ++step) {
     const auto step_start = Clock::now();
     if (step == start_step + 1) timed_start = step_start;
-    const auto bytes_before = meter.stats.bytes_by_label();
+    const comm::CommSnapshot comm_before = meter.stats.snapshot();
     const double lr =
         lr_at(step, c.steps, c.lr, c.warmup_steps, c.decay == "cosine", c.min_lr_ratio);
-    const StepResult result =
-        job->train_step->run([&](int64_t micro) { return job->micro_batch(step, micro); }, lr);
+    activations.start_step();
+    const StepResult result = job->train_step->run(
+        [&](int64_t micro) {
+          activations.before_forward();
+          return job->micro_batch(step, micro);
+        },
+        lr);
+    // The step's bytes only: not those of the checkpoint or evaluation that may follow.
+    const comm::CommSnapshot comm_after = meter.stats.snapshot();
     summary.losses.push_back(result.loss);
 
     if (c.checkpoint_interval > 0 && (step + 1) % c.checkpoint_interval == 0)
@@ -115,8 +169,9 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
       val_loss = evaluate(*job);
     if (last) summary.final_val_loss = *val_loss;
     if ((step + 1) % c.log_interval == 0 || last || val_loss) {
-      const StepMetrics m = step_metrics(meter, step, start_step, c.steps, result, lr, val_loss,
-                                         step_start, bytes_before, job->state_bytes());
+      const StepMetrics m =
+          step_metrics(meter, step, start_step, c.steps, result, lr, val_loss, step_start,
+                       comm_before, comm_after, activations.with_activations(job->state_bytes()));
       log_rank0("{}", format_metrics_line(m));
       if (rank0) writer.write(m);
     }

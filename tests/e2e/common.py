@@ -26,14 +26,19 @@ def parse_table(stdout, first_column="dim"):
     raise AssertionError(f"no table with a '{first_column}' header in:\n{stdout}")
 
 
+def metrics_lines(folder):
+    """The JSON objects of `folder`/metrics.jsonl, one per line."""
+    with open(os.path.join(folder, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
 def train_losses(config, folder, *args, timeout=600):
     """Runs `vescale-train train CONFIG` into `folder`; returns the per-step losses of its
     metrics.jsonl (run with --metrics.log_interval=1)."""
     result = run("train", config, f"--job.dump_folder={folder}", *args, timeout=timeout)
     if result.returncode != 0:
         raise AssertionError(f"train {args} failed ({result.returncode}):\n{result.stderr[-3000:]}")
-    with open(os.path.join(folder, "metrics.jsonl")) as f:
-        return [json.loads(line)["loss"] for line in f]
+    return [m["loss"] for m in metrics_lines(folder)]
 
 
 def max_relative(a, b):

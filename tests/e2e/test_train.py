@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 import unittest
 
-from common import BINARY, max_relative, run, train_losses
+from common import BINARY, max_relative, metrics_lines, run, train_losses
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(ROOT, "configs", "gpt-dp2-tp2.toml")
@@ -52,6 +52,16 @@ class LayoutParity(unittest.TestCase):
             print(f"float64 {name}: {len(losses)} steps, max relative loss error {err:.3g}")
             self.assertEqual(len(losses), len(reference))
             self.assertLessEqual(err, 1e-10, name)
+        self.check_dp_metrics(metrics_lines(os.path.join(self.tmp, "DP2-64"))[-1])
+
+    def check_dp_metrics(self, metrics):
+        """Rank 0 of a dp=2 run reports its dp bytes by collective kind and its measured
+        activations."""
+        print(f"DP2 comm_bytes_by_kind {metrics['comm_bytes_by_kind']}, state_bytes {metrics['state_bytes']}")
+        dp = metrics["comm_bytes_by_kind"]["dp"]
+        self.assertGreater(dp.get("all_reduce", 0), 0, metrics)
+        self.assertEqual(sum(dp.values()), metrics["comm_bytes"]["dp"], metrics)
+        self.assertGreater(metrics["state_bytes"].get("activations", 0), 0, metrics)
 
     def test_float32_twenty_steps(self):
         single = "--parallel.dp=1", "--parallel.tp=1", "--parallel.plan="

@@ -1,5 +1,6 @@
 // Rank 0's training state in the metrics, by kind, measured from tensor sizes: parameters,
-// gradients and optimizer state of the MLP (64 -> 256 -> 64, float64) on 1 process and on tp=2.
+// gradients and optimizer state of the MLP (64 -> 256 -> 64, float64) on 1 process and on tp=2;
+// the bytes each step sends by mesh dim and collective kind, in the JSON and the console line.
 #include "train/metrics.h"
 
 #include <gtest/gtest.h>
@@ -34,8 +35,8 @@ log_interval = 1
 peak_flops = 1e12
 )";
 
-/// The state_bytes of the last metrics.jsonl line of a run.
-nlohmann::json last_state_bytes(const std::vector<std::string>& layout) {
+/// The metrics.jsonl lines of a run.
+std::vector<nlohmann::json> metrics_lines(const std::vector<std::string>& layout) {
   const std::string folder =
       (std::filesystem::temp_directory_path() /
        ("vescale-metrics-" + std::to_string(::getpid()) + "-" + std::to_string(layout.size())))
@@ -46,11 +47,17 @@ nlohmann::json last_state_bytes(const std::vector<std::string>& layout) {
   testing::run_ranks(static_cast<int>(config.world_size()),
                      [&](const comm::Group& world) { run_training(config, world); });
   std::ifstream in(folder + "/metrics.jsonl");
-  std::string line, last;
+  std::vector<nlohmann::json> lines;
+  std::string line;
   while (std::getline(in, line))
-    last = line;
+    lines.push_back(nlohmann::json::parse(line));
   std::filesystem::remove_all(folder);
-  return nlohmann::json::parse(last).at("state_bytes");
+  return lines;
+}
+
+/// The state_bytes of the last metrics.jsonl line of a run.
+nlohmann::json last_state_bytes(const std::vector<std::string>& layout) {
+  return metrics_lines(layout).back().at("state_bytes");
 }
 
 TEST(Metrics, StateBytesByKindFromTensorSizes) {
@@ -69,6 +76,51 @@ TEST(Metrics, StateBytesByKindFromTensorSizes) {
   EXPECT_EQ(tp.at("params").get<int64_t>(), rank0);
   EXPECT_EQ(tp.at("grads").get<int64_t>(), rank0);
   EXPECT_EQ(tp.at("optimizer").get<int64_t>(), 2 * rank0);
+}
+
+TEST(Metrics, CommBytesByKindBetweenSnapshots) {
+  using comm::CommKind;
+  const comm::CommSnapshot before = {{{"dp", CommKind::kAllReduce}, {1, 100}},
+                                     {{"tp", CommKind::kAllGather}, {1, 10}}};
+  const comm::CommSnapshot after = {{{"dp", CommKind::kAllReduce}, {2, 300}},
+                                    {{"dp", CommKind::kReduceScatter}, {1, 50 << 10}},
+                                    {{"tp", CommKind::kAllGather}, {1, 10}},
+                                    {{"world", CommKind::kBroadcast}, {1, 4096}}};
+  StepMetrics m;
+  set_comm_bytes(m, before, after);
+  EXPECT_EQ(m.comm_bytes, (std::map<std::string, int64_t>{{"dp", 200 + (50 << 10)}, {"tp", 0}}));
+  const CommBytesByKind by_kind = {{"dp", {{"all_reduce", 200}, {"reduce_scatter", 50 << 10}}}};
+  EXPECT_EQ(m.comm_bytes_by_kind, by_kind);
+
+  const std::string json = metrics_json(m);
+  EXPECT_NE(json.find(R"("comm_bytes_by_kind":{"dp":{"all_reduce":200,"reduce_scatter":51200}})"),
+            std::string::npos)
+      << json;
+  const std::string line = format_metrics_line(m);
+  EXPECT_NE(line.find("| comm 50.2KiB/step (dp: ar 200B, rs 50KiB) |"), std::string::npos) << line;
+}
+
+TEST(Metrics, NoDpBytesNoBrackets) {
+  StepMetrics m;
+  m.comm_bytes = {{"tp", 1024}};
+  m.comm_bytes_by_kind = {{"tp", {{"all_reduce", 1024}}}};
+  EXPECT_NE(format_metrics_line(m).find("| comm 1KiB/step | eta"), std::string::npos);
+  EXPECT_NE(metrics_json(m).find(R"("comm_bytes_by_kind":{"tp":{"all_reduce":1024}})"),
+            std::string::npos);
+}
+
+TEST(Metrics, DpAllReduceBytesOfATrainingStep) {
+  // The MLP's gradients on dp=2: one all-reduce of all of them per step, 2·(n-1)·S/n bytes
+  // (NOTE [Communication volume]); the loss's all-reduce of one double adds 8. The last step's
+  // line too: not the evaluation's all-reduces after it.
+  const int64_t grads = (256 * 64 + 256 + 64 * 256 + 64) * 8;
+  const nlohmann::json metrics = metrics_lines({"parallel.dp=2"}).back();
+  std::printf("dp=2, rank 0: comm_bytes_by_kind %s\n",
+              metrics.at("comm_bytes_by_kind").dump().c_str());
+  const nlohmann::json& dp = metrics.at("comm_bytes_by_kind").at("dp");
+  EXPECT_EQ(dp.at("all_reduce").get<int64_t>(), grads + 8);
+  EXPECT_EQ(dp.size(), 1u) << dp.dump();
+  EXPECT_EQ(metrics.at("comm_bytes").at("dp").get<int64_t>(), grads + 8);
 }
 
 }  // namespace
