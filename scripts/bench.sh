@@ -49,7 +49,7 @@ pipeline_row() {  # schedule, virtual, micro-batches
     --eval.interval=0 --eval.windows=4 --metrics.log_interval=30 "${args[@]}" 2>&1)
   sim=$("$BIN" plan schedule configs/gpt-tiny.toml "${args[@]}" 2>/dev/null | grep '^bubble' | awk '{print $2}')
   local tok b0 b1 m0 m1 f0 f1
-  tok=$(echo "$log" | grep "done:" | sed 's/.*, \([0-9]*\) tokens\/s/\1/')
+  tok=$(echo "$log" | grep "done:" | sed 's/.*, \([0-9]*\) tokens\/s.*/\1/')
   b0=$(echo "$log" | grep "pp rank 0:" | sed 's/.*bubble \([0-9.]*%\).*/\1/')
   b1=$(echo "$log" | grep "pp rank 1:" | sed 's/.*bubble \([0-9.]*%\).*/\1/')
   m0=$(echo "$log" | grep "pp rank 0:" | sed 's/.*peak resident memory //')
@@ -77,7 +77,7 @@ zero_row() {  # dp, stage
     --parallel.plan= --parallel.dp="$1" --parallel.zero="$2" 2>&1)
   local tok peak
   tok=$(echo "$log" | grep "done:" | sed 's/.*, \([0-9]*\) tokens\/s.*/\1/')
-  peak=$(echo "$log" | grep "done:" | sed -n 's/.*peak RSS \([0-9.]* [KMG]iB\).*/\1/p')
+  peak=$(echo "$log" | grep "done:" | sed -n 's/.*peak RSS \(.*\)$/\1/p')
   python3 - "$dir/metrics.jsonl" "$1" "$2" "$tok" "$peak" <<'PY'
 import json, sys
 path, dp, zero, tok, peak = sys.argv[1:]

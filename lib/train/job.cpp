@@ -197,6 +197,11 @@ void Job::after_update() {
   if (zero) zero->after_update();
 }
 
+Schedule& Job::schedule() {
+  if (pipeline) return *pipeline;
+  return *accumulation;
+}
+
 LayerRunner Job::layer_runner() {
   Task* t = task.get();
   LayerRunner run = [t](int64_t first, int64_t end, const Tensors& in) {
@@ -277,8 +282,7 @@ std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
           return task.forward_loss(b, param_mesh, run);
         });
   }
-  Schedule& schedule = job->pipeline ? static_cast<Schedule&>(*job->pipeline)
-                                     : static_cast<Schedule&>(*job->accumulation);
+  Schedule& schedule = job->schedule();
   std::vector<int> norm_dims = job->mesh.param_mesh_dims();
   if (c.pp > 1) norm_dims.push_back(job->mesh.mesh().dim_index("pp"));
   if (c.zero > 0) norm_dims.push_back(job->mesh.mesh().dim_index("dp"));

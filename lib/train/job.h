@@ -49,6 +49,8 @@ struct Job {
   Batch micro_batch(int64_t step, int64_t micro);
   /// This rank's training state by kind, from tensor sizes: "params", "grads", "optimizer".
   StateBytes state_bytes() const;
+  /// The schedule of the steps: the pipeline, or gradient accumulation without one.
+  Schedule& schedule();
   /// Runs the task's layers (under ZeRO-3, gathering each layer's parameters around it).
   LayerRunner layer_runner();
   /// After the optimizer updated its views (or a checkpoint was loaded into them): master

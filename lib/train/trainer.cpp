@@ -36,12 +36,6 @@ struct Meter {
   Clock::time_point start = Clock::now();
 };
 
-/// The schedule of `job`'s steps: its pipeline, or gradient accumulation without one.
-Schedule& schedule_of(Job& job) {
-  if (job.pipeline) return *job.pipeline;
-  return *job.accumulation;
-}
-
 /// The bytes of kind `kind` in `state`, 0 if absent.
 int64_t bytes_of(const StateBytes& state, const std::string& kind) {
   for (const auto& [name, bytes] : state)
@@ -59,7 +53,7 @@ int64_t bytes_of(const StateBytes& state, const std::string& kind) {
 class ActivationMeter {
  public:
   explicit ActivationMeter(Job& job) : job_(job) {
-    schedule_of(job).on_last_backward([this] { before_last_backward(); });
+    job.schedule().on_last_backward([this] { before_last_backward(); });
   }
 
   /// Starts a step: its first before_forward() is the baseline.
@@ -181,9 +175,9 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
   if (ran > 1)
     summary.tokens_per_s =
         meter.tokens_per_step * static_cast<double>(ran - 1) / seconds_since(timed_start);
-  log_rank0("done: {} steps in {}, val_loss {:.4f} -> {:.4f}, {:.0f} tokens/s", ran,
+  log_rank0("done: {} steps in {}, val_loss {:.4f} -> {:.4f}, {:.0f} tokens/s, peak RSS {}", ran,
             format_duration(summary.seconds), summary.first_val_loss, summary.final_val_loss,
-            summary.tokens_per_s);
+            summary.tokens_per_s, format_bytes(static_cast<double>(peak_resident_bytes())));
   if (job->pipeline) log_pipeline_stats(*job);
   return summary;
 }
