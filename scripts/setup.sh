@@ -15,6 +15,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev nlohmann-json3-dev
   # test cross-checks and the demo corpus
   python3 python3-torch python3-h5py python3-numpy fortunes
+  # scripts/plot_metrics.py
+  python3-matplotlib
 )
 
 missing=()

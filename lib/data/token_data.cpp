@@ -1,18 +1,17 @@
 #include "data/token_data.h"
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
 
 #include "core/device.h"
 #include "core/error.h"
+#include "data/file_map.h"
 #include "dtensor/random.h"
 
 namespace vescale {
@@ -23,90 +22,145 @@ at::TensorOptions host_long() {
   return at::dtype(at::kLong).device(kCpu);
 }
 
-/// Tokens held in memory as int64.
+void check_range(const TokenArray& a, int64_t begin, int64_t count) {
+  VS_CHECK(begin >= 0 && count >= 0 && begin + count <= a.size(),
+           "[data] tokens [{}, {}) out of range of {}", begin, begin + count, a.size());
+}
+
+/// Tokens held in memory as int64 (the synthetic task).
 class MemoryTokens : public TokenArray {
  public:
   explicit MemoryTokens(at::Tensor tokens) : tokens_(std::move(tokens)) {}
   int64_t size() const override { return tokens_.numel(); }
-  at::Tensor slice(int64_t begin, int64_t count) const override {
-    return tokens_.narrow(0, begin, count).clone();
+  void copy_to(int64_t begin, int64_t count, int64_t* out) const override {
+    check_range(*this, begin, count);
+    std::memcpy(out, tokens_.data_ptr<int64_t>() + begin, static_cast<size_t>(count) * 8);
   }
 
  private:
   at::Tensor tokens_;
 };
 
-/// A memory-mapped flat uint16 file.
+/// Tokens of type T (uint8 text bytes, uint16 token ids) in [first, first + count) of a mapped
+/// file, read in place and widened only when copied out.
+template <typename T>
 class MappedTokens : public TokenArray {
  public:
-  explicit MappedTokens(const std::string& path) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY);
-    VS_USER_CHECK(fd >= 0, "data {}: cannot open: {}", path, std::strerror(errno));
-    struct stat st {};
-    ::fstat(fd, &st);
-    bytes_ = static_cast<size_t>(st.st_size);
-    VS_USER_CHECK(bytes_ % 2 == 0 && bytes_ >= 4, "data {}: {} bytes is not a uint16 token file",
-                  path, bytes_);
-    data_ = ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    VS_USER_CHECK(data_ != MAP_FAILED, "data {}: mmap failed: {}", path, std::strerror(errno));
+  MappedTokens(std::shared_ptr<const FileMap> map, int64_t first, int64_t count, int64_t vocab)
+      : map_(std::move(map)), first_(first), count_(count), vocab_(vocab) {}
+  int64_t size() const override { return count_; }
+  void copy_to(int64_t begin, int64_t count, int64_t* out) const override {
+    check_range(*this, begin, count);
+    const T* src = tokens() + begin;
+    for (int64_t i = 0; i < count; ++i) {
+      out[i] = src[i];
+      if (out[i] >= vocab_) throw_outside_vocab(begin + i, out[i]);
+    }
   }
-  ~MappedTokens() override { ::munmap(data_, bytes_); }
-  int64_t size() const override { return static_cast<int64_t>(bytes_ / 2); }
-  at::Tensor slice(int64_t begin, int64_t count) const override {
-    VS_CHECK(begin >= 0 && begin + count <= size(), "[data] slice out of range of {}", path_);
-    const auto* tokens = static_cast<const uint16_t*>(data_) + begin;
-    at::Tensor out = at::empty({count}, host_long());
-    int64_t* dst = out.data_ptr<int64_t>();
+  /// Throws if a token of [begin, begin + count) is outside the vocabulary, reading in place.
+  void check_vocab(int64_t begin, int64_t count) const {
+    check_range(*this, begin, count);
+    const T* src = tokens() + begin;
     for (int64_t i = 0; i < count; ++i)
-      dst[i] = tokens[i];
-    return out;
+      if (static_cast<int64_t>(src[i]) >= vocab_) throw_outside_vocab(begin + i, src[i]);
   }
 
  private:
-  std::string path_;
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
+  const T* tokens() const { return reinterpret_cast<const T*>(map_->data()) + first_; }
+  [[noreturn]] void throw_outside_vocab(int64_t index, int64_t token) const {
+    throw UserError(
+        fmt::format("data {}: token {} at index {} is outside model.vocab_size = {}; "
+                    "set model.vocab_size to the data's vocabulary (at least {})",
+                    map_->path(), token, first_ + index, vocab_, token + 1));
+  }
+
+  std::shared_ptr<const FileMap> map_;
+  int64_t first_, count_, vocab_;
 };
 
-int64_t max_token(const TokenArray& a) {
-  return a.size() == 0 ? 0 : a.slice(0, a.size()).max().item<int64_t>();
+using BinTokens = MappedTokens<uint16_t>;
+
+/// NOTE [Vocabulary check]: the head of the file and chunks spread evenly over the rest.
+void scan_vocab(const BinTokens& tokens) {
+  const int64_t n = tokens.size();
+  const int64_t head = std::min(n, kScanHeadTokens);
+  tokens.check_vocab(0, head);
+  const int64_t rest = n - head;
+  if (rest <= 0) return;
+  const int64_t chunk = std::min(rest, kScanChunkTokens);
+  for (int64_t c = 0; c < kScanChunks; ++c) {
+    const int64_t begin = head + (rest - chunk) * c / std::max<int64_t>(kScanChunks - 1, 1);
+    tokens.check_vocab(begin, chunk);
+  }
+}
+
+/// The vocabulary `meta.json` declares, or 0 if the folder has none.
+int64_t meta_vocab_size(const std::filesystem::path& folder) {
+  const std::filesystem::path path = folder / "meta.json";
+  if (!std::filesystem::exists(path)) return 0;
+  std::ifstream in(path);
+  const nlohmann::json meta = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  VS_USER_CHECK(meta.is_object() && meta.contains("vocab_size") &&
+                    meta["vocab_size"].is_number_integer() && meta["vocab_size"] > 0,
+                "data {}: expected a JSON object with a positive integer \"vocab_size\"",
+                path.string());
+  return meta["vocab_size"].get<int64_t>();
+}
+
+std::shared_ptr<BinTokens> map_bin_tokens(const std::filesystem::path& path, int64_t vocab) {
+  auto map = std::make_shared<const FileMap>(path.string());
+  VS_USER_CHECK(map->bytes() % 2 == 0 && map->bytes() >= 4,
+                "data {}: {} bytes is not a uint16 token file", path.string(), map->bytes());
+  return std::make_shared<BinTokens>(map, 0, static_cast<int64_t>(map->bytes() / 2), vocab);
 }
 
 }  // namespace
 
+at::Tensor TokenArray::slice(int64_t begin, int64_t count) const {
+  at::Tensor out = at::empty({count}, host_long());
+  copy_to(begin, count, out.data_ptr<int64_t>());
+  return out;
+}
+
 TokenData load_text_tokens(const std::string& path, double val_fraction) {
-  std::ifstream in(path, std::ios::binary);
-  VS_USER_CHECK(in.good(), "data.path {}: cannot read the file", path);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  at::Tensor all = at::empty({static_cast<int64_t>(bytes.size())}, host_long());
-  int64_t* dst = all.data_ptr<int64_t>();
-  for (size_t i = 0; i < bytes.size(); ++i)
-    dst[i] = static_cast<unsigned char>(bytes[i]);
-  const int64_t n_val = static_cast<int64_t>(static_cast<double>(all.numel()) * val_fraction);
-  const int64_t n_train = all.numel() - n_val;
+  auto map = std::make_shared<const FileMap>(path);
+  const auto bytes = static_cast<int64_t>(map->bytes());
+  const auto n_val = static_cast<int64_t>(static_cast<double>(bytes) * val_fraction);
+  const int64_t n_train = bytes - n_val;
   VS_USER_CHECK(n_train > 1024 && n_val > 64,
-                "data.path {}: {} bytes is too little text to train on", path, bytes.size());
+                "data.path {}: {} bytes is too little text to train on", path, bytes);
   TokenData d;
-  d.train = std::make_shared<MemoryTokens>(all.narrow(0, 0, n_train));
-  d.val = std::make_shared<MemoryTokens>(all.narrow(0, n_train, n_val));
+  d.train = std::make_shared<MappedTokens<uint8_t>>(map, 0, n_train, 256);
+  d.val = std::make_shared<MappedTokens<uint8_t>>(map, n_train, n_val, 256);
   d.vocab_size = 256;
   d.description = fmt::format("text {} ({} train / {} val bytes)", path, n_train, n_val);
   return d;
 }
 
-TokenData load_bin_tokens(const std::string& folder) {
+TokenData load_bin_tokens(const std::string& folder, int64_t vocab_size) {
   namespace fs = std::filesystem;
   for (const char* name : {"train.bin", "val.bin"}) {
     VS_USER_CHECK(fs::exists(fs::path(folder) / name),
                   "data.path {}: missing {} (nanoGPT uint16 tokens)", folder, name);
   }
+  const int64_t meta_vocab = meta_vocab_size(folder);
+  VS_USER_CHECK(meta_vocab <= vocab_size,
+                "data {}: vocab_size {} is more than model.vocab_size = {}; set model.vocab_size "
+                ">= {}",
+                (fs::path(folder) / "meta.json").string(), meta_vocab, vocab_size, meta_vocab);
+  auto train = map_bin_tokens(fs::path(folder) / "train.bin", vocab_size);
+  auto val = map_bin_tokens(fs::path(folder) / "val.bin", vocab_size);
+  if (meta_vocab == 0) {
+    scan_vocab(*train);
+    scan_vocab(*val);
+  }
   TokenData d;
-  d.train = std::make_shared<MappedTokens>((fs::path(folder) / "train.bin").string());
-  d.val = std::make_shared<MappedTokens>((fs::path(folder) / "val.bin").string());
-  d.vocab_size = std::max(max_token(*d.train), max_token(*d.val)) + 1;
+  d.train = train;
+  d.val = val;
+  d.vocab_size = vocab_size;
   d.description =
-      fmt::format("tokens {} ({} train / {} val tokens)", folder, d.train->size(), d.val->size());
+      fmt::format("tokens {} ({} train / {} val tokens, vocab {} checked by {})", folder,
+                  train->size(), val->size(), vocab_size, meta_vocab ? "meta.json" : "a scan");
   return d;
 }
 
@@ -139,27 +193,40 @@ BatchSlice batch_slice(int64_t global_rows, int64_t dp, int64_t dp_rank, int64_t
   return {global_rows, dp_rank * per_rank + micro * rows, rows};
 }
 
+namespace {
+
+/// Where each row of `slice` starts: row i of the global batch at a uniform position in
+/// [0, span) drawn from (seed, step, i).
+std::vector<int64_t> row_starts(uint64_t seed, int64_t step, int64_t span,
+                                const BatchSlice& slice) {
+  Box rows = Box::whole({slice.global_rows});
+  rows.sizes = {slice.rows};
+  rows.offsets = {slice.row_offset};
+  const at::Tensor u = uniform(derive({seed, stream_id("batches")}, static_cast<uint64_t>(step)),
+                               rows, 0.0, 1.0, at::kDouble)
+                           .contiguous();
+  const double* draws = u.data_ptr<double>();
+  std::vector<int64_t> starts(static_cast<size_t>(slice.rows));
+  for (int64_t r = 0; r < slice.rows; ++r)
+    starts[static_cast<size_t>(r)] =
+        std::min<int64_t>(span - 1, static_cast<int64_t>(draws[r] * static_cast<double>(span)));
+  return starts;
+}
+
+}  // namespace
+
 std::pair<at::Tensor, at::Tensor> token_batch(const TokenArray& train, uint64_t seed, int64_t step,
                                               int64_t seq_len, const BatchSlice& slice) {
   const int64_t span = train.size() - seq_len - 1;
   VS_USER_CHECK(span > 0, "[data] the train split ({} tokens) is shorter than seq_len + 1 = {}",
                 train.size(), seq_len + 1);
-  // Row i of the global batch starts at a uniform position drawn from (seed, step, i).
-  Box rows = Box::whole({slice.global_rows});
-  rows.sizes = {slice.rows};
-  rows.offsets = {slice.row_offset};
-  const at::Tensor u = uniform(derive({seed, stream_id("batches")}, static_cast<uint64_t>(step)),
-                               rows, 0.0, 1.0, at::kDouble);
-  at::Tensor x = at::empty({slice.rows, seq_len}, host_long());
-  at::Tensor y = at::empty({slice.rows, seq_len}, host_long());
-  for (int64_t r = 0; r < slice.rows; ++r) {
-    const int64_t start =
-        std::min<int64_t>(span - 1, static_cast<int64_t>(u[r].item<double>() * span));
-    const at::Tensor chunk = train.slice(start, seq_len + 1);
-    x[r].copy_(chunk.narrow(0, 0, seq_len));
-    y[r].copy_(chunk.narrow(0, 1, seq_len));
-  }
-  return {x, y};
+  // Only the batch's windows are widened: seq_len + 1 tokens per row, inputs and targets overlap.
+  at::Tensor windows = at::empty({slice.rows, seq_len + 1}, host_long());
+  int64_t* dst = windows.data_ptr<int64_t>();
+  const std::vector<int64_t> starts = row_starts(seed, step, span, slice);
+  for (int64_t r = 0; r < slice.rows; ++r)
+    train.copy_to(starts[static_cast<size_t>(r)], seq_len + 1, dst + r * (seq_len + 1));
+  return {windows.narrow(1, 0, seq_len).contiguous(), windows.narrow(1, 1, seq_len).contiguous()};
 }
 
 int64_t val_windows_available(const TokenArray& val, int64_t seq_len) {

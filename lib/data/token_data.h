@@ -1,6 +1,8 @@
-// Token streams for GPT: the bytes of a text file, nanoGPT-style uint16 .bin files
-// (memory-mapped), or a synthetic learnable sequence; with batches that are a pure function of
-// (seed, step), so every layout sees the same samples and a resume continues exactly.
+// Token streams for GPT: the bytes of a text file, nanoGPT-style uint16 .bin files, or a
+// synthetic learnable sequence; with batches that are a pure function of (seed, step), so every
+// layout sees the same samples and a resume continues exactly. Files are memory-mapped shared and
+// read-only (data/file_map.h) and held in their own width (uint8 text, uint16 tokens): only the
+// windows of a batch are widened to int64, so a file of any size costs no memory up front.
 //
 // NOTE [Host data]
 // Every tensor data/ returns is on the CPU: it is filled through host pointers (files, memory
@@ -20,20 +22,38 @@ class TokenArray {
  public:
   virtual ~TokenArray() = default;
   virtual int64_t size() const = 0;
+  /// Widens tokens [begin, begin + count) into `out` (count int64s); a token outside the
+  /// vocabulary is a UserError naming the file (NOTE [Vocabulary check]).
+  virtual void copy_to(int64_t begin, int64_t count, int64_t* out) const = 0;
   /// tokens [begin, begin + count) as int64, on the CPU.
-  virtual at::Tensor slice(int64_t begin, int64_t count) const = 0;
+  at::Tensor slice(int64_t begin, int64_t count) const;
 };
 
 struct TokenData {
   std::shared_ptr<TokenArray> train, val;
-  int64_t vocab_size = 256;
+  int64_t vocab_size = 256;  ///< the vocabulary the model needs for this data
   std::string description;
 };
 
 /// data.source = "text": UTF-8 bytes are tokens (vocab 256); the last `val_fraction` is val.
+/// The file is mapped once; train and val are views of its bytes.
 TokenData load_text_tokens(const std::string& path, double val_fraction);
-/// data.source = "tokens": `folder`/train.bin and val.bin, flat uint16 (memory-mapped).
-TokenData load_bin_tokens(const std::string& folder);
+
+// NOTE [Vocabulary check]
+// data.source = "tokens" takes its vocabulary from model.vocab_size, checked against the data
+// without a full pass over a possibly huge file: by `meta.json` in the folder if present (a JSON
+// object whose "vocab_size" must be <= model.vocab_size), else by a bounded scan of each file
+// (its first kScanHeadTokens tokens and kScanChunks chunks of kScanChunkTokens spread evenly over
+// the rest: at most ~6 MB read per file). Every batch and validation window is checked again as
+// it is widened, so a token the scan missed fails with the same UserError at the step that reads
+// it, never as an out-of-range embedding lookup.
+inline constexpr int64_t kScanHeadTokens = 1 << 20;
+inline constexpr int64_t kScanChunks = 32;
+inline constexpr int64_t kScanChunkTokens = 1 << 16;
+
+/// data.source = "tokens": `folder`/train.bin and val.bin, flat uint16 (memory-mapped), for a
+/// model of `vocab_size` tokens (NOTE [Vocabulary check]).
+TokenData load_bin_tokens(const std::string& folder, int64_t vocab_size);
 /// data.source = "synthetic": a learnable stream (each token is 5 x the previous + 3, mod
 /// vocab, with a seeded 10% chance of +1), 1M train and 64K val tokens.
 TokenData synthetic_tokens(int64_t vocab_size, uint64_t seed);

@@ -8,7 +8,7 @@ namespace {
 
 TokenData load_tokens(const JobConfig& c) {
   if (c.data_source == "text") return load_text_tokens(c.data_path, c.val_fraction);
-  if (c.data_source == "tokens") return load_bin_tokens(c.data_path);
+  if (c.data_source == "tokens") return load_bin_tokens(c.data_path, c.vocab_size);
   return synthetic_tokens(c.vocab_size, static_cast<uint64_t>(c.seed));
 }
 

@@ -3,13 +3,61 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "core/error.h"
 
 namespace vescale {
 namespace {
+
+namespace fs = std::filesystem;
+
+/// A fresh folder under the test temp dir.
+std::string temp_folder(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+/// A sparse file of `tokens` zero tokens (no disk, no page cache until read).
+void write_sparse_tokens(const std::string& path, int64_t tokens) {
+  { std::ofstream touch(path, std::ios::binary); }
+  fs::resize_file(path, static_cast<uintmax_t>(tokens) * 2);
+}
+
+void write_token_at(const std::string& path, int64_t index, uint16_t token) {
+  std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+  f.seekp(index * 2);
+  f.write(reinterpret_cast<const char*>(&token), 2);
+}
+
+/// This process's resident memory (VmRSS), in bytes.
+int64_t resident_now() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  int64_t kib = 0;
+  while (status >> key) {
+    if (key == "VmRSS:") {
+      status >> kib;
+      break;
+    }
+  }
+  return kib * 1024;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 TEST(TokenData, BatchesArePureFunctionsOfSeedAndStepAndSlicesAgree) {
   const TokenData d = synthetic_tokens(50, 3);
@@ -45,13 +93,72 @@ TEST(TokenData, TextAndBinFiles) {
       out.write(reinterpret_cast<const char*>(&v), 2);
     }
   }
-  const TokenData bin = load_bin_tokens(dir);
+  const TokenData bin = load_bin_tokens(dir, 1000);
   EXPECT_EQ(bin.vocab_size, 1000);
   EXPECT_EQ(bin.train->size(), 3000);
   EXPECT_EQ(bin.val->slice(999, 2)[1].item<int64_t>(), 0);
-  EXPECT_THROW(load_bin_tokens("/nonexistent"), UserError);
+  EXPECT_THROW(load_bin_tokens("/nonexistent", 1000), UserError);
   auto [vx, vy] = val_window(*bin.val, 2, 10);
   EXPECT_EQ(vx[0][0].item<int64_t>(), 20);
+}
+
+TEST(TokenData, VocabularyMismatchNamesFileTokenAndVocab) {
+  const std::string dir = temp_folder("vocab-mismatch");
+  write_sparse_tokens(dir + "/train.bin", 5000);
+  write_sparse_tokens(dir + "/val.bin", 5000);
+  write_token_at(dir + "/train.bin", 1234, 300);
+  const std::string message = error_of([&] { load_bin_tokens(dir, 256); });
+  std::printf("error: %s\n", message.c_str());
+  EXPECT_NE(message.find(dir + "/train.bin"), std::string::npos) << message;
+  EXPECT_NE(message.find("token 300 at index 1234"), std::string::npos) << message;
+  EXPECT_NE(message.find("model.vocab_size = 256"), std::string::npos) << message;
+  EXPECT_EQ(load_bin_tokens(dir, 301).vocab_size, 301);
+}
+
+TEST(TokenData, TokenPastTheScanFailsWhenRead) {
+  // 64M tokens: the scan reads the first 1M and 32 chunks of 64K, so index 1.5M is not scanned.
+  const std::string dir = temp_folder("past-scan");
+  write_sparse_tokens(dir + "/train.bin", int64_t{64} << 20);
+  write_sparse_tokens(dir + "/val.bin", 5000);
+  const int64_t hidden = kScanHeadTokens + kScanHeadTokens / 2;
+  write_token_at(dir + "/train.bin", hidden, 40000);
+  const TokenData d = load_bin_tokens(dir, 256);
+  EXPECT_EQ(d.train->slice(hidden - 10, 10).sum().item<int64_t>(), 0);
+  const std::string message = error_of([&] { d.train->slice(hidden - 10, 20); });
+  EXPECT_NE(message.find("token 40000 at index"), std::string::npos) << message;
+}
+
+TEST(TokenData, MetaJsonDeclaresTheVocabulary) {
+  const std::string dir = temp_folder("meta");
+  write_sparse_tokens(dir + "/train.bin", 5000);
+  write_sparse_tokens(dir + "/val.bin", 5000);
+  std::ofstream(dir + "/meta.json") << R"({"vocab_size": 50257})";
+  const std::string message = error_of([&] { load_bin_tokens(dir, 256); });
+  EXPECT_NE(message.find("meta.json: vocab_size 50257"), std::string::npos) << message;
+  EXPECT_EQ(load_bin_tokens(dir, 50304).vocab_size, 50304);
+  std::ofstream(dir + "/meta.json") << "[1, 2]";
+  EXPECT_THROW(load_bin_tokens(dir, 50304), UserError);
+}
+
+TEST(TokenData, HugeSparseFileStartsWithLittleMemoryAndFast) {
+  // 4 GiB each (2^31 zero tokens): widening one whole to int64 would take 16 GiB.
+  const std::string dir = temp_folder("huge");
+  write_sparse_tokens(dir + "/train.bin", int64_t{1} << 31);
+  write_sparse_tokens(dir + "/val.bin", int64_t{1} << 31);
+  const int64_t rss_before = resident_now();
+  const auto start = std::chrono::steady_clock::now();
+  const TokenData d = load_bin_tokens(dir, 256);
+  auto [x, y] = token_batch(*d.train, 1, 0, 64, batch_slice(16, 1, 0, 1, 0));
+  auto [vx, vy] = val_window(*d.val, 0, 64);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double growth_mib = static_cast<double>(resident_now() - rss_before) / (1 << 20);
+  std::printf("4 GiB token files: load + first batch in %.3f s, resident growth %.1f MiB\n",
+              seconds, growth_mib);
+  EXPECT_EQ(x.sum().item<int64_t>() + vy.sum().item<int64_t>(), 0);
+  EXPECT_LT(growth_mib, 100.0);
+  EXPECT_LT(seconds, 2.0);
+  fs::remove_all(dir);
 }
 
 }  // namespace
