@@ -6,6 +6,7 @@
 #include "commands/commands.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/torch_features.h"
 
 namespace {
 
@@ -30,7 +31,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "vescale-train: train models on a pp x dp x tp device mesh and get the numbers of a "
       "single-device run"};
-  app.set_version_flag("--version", kVersion);
+  // The version, the LibTorch it was built with and the fast paths built in (NOTE [Fast paths]).
+  app.set_version_flag("--version",
+                       fmt::format("vescale-train {}\n{}", kVersion, vescale::build_summary()));
   // Logs go to stderr from the start; --log-level applies as soon as it is parsed.
   vescale::init_logging({0, 1, false, invocation.log_level});
   app.add_option("--log-level", invocation.log_level, "trace, debug, info, warn or error")

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "commands/commands.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/units.h"
@@ -25,6 +26,7 @@ struct BenchOptions {
   int warmup = 2;
   double timeout_s = 60;
   std::string backend = "auto";
+  std::string device = "auto";
 };
 
 /// One collective under test: runs once on buffers sized for `bytes` and checks the result.
@@ -37,8 +39,9 @@ struct Collective {
   bool (*run)(const comm::Group& group, int64_t elems);
 };
 
-at::Tensor filled(int64_t elems, double value) {
-  return at::full({elems}, value, at::kFloat);
+/// A message on the group's device.
+at::Tensor filled(const comm::Group& g, int64_t elems, double value) {
+  return at::full({elems}, value, at::TensorOptions(at::kFloat).device(g.device()));
 }
 bool all_equal(const at::Tensor& t, double value) {
   return t.numel() == 0 || t.eq(value).all().item<bool>();
@@ -48,7 +51,7 @@ bool all_equal(const at::Tensor& t, double value) {
 const Collective kCollectives[] = {
     {"all_reduce", [](int n) { return 2.0 * (n - 1) / n; },
      [](const comm::Group& g, int64_t elems) {
-       at::Tensor t = filled(elems, g.rank() + 1);
+       at::Tensor t = filled(g, elems, g.rank() + 1);
        g.all_reduce(t);
        return all_equal(t, g.size() * (g.size() + 1) / 2.0);
      }},
@@ -56,7 +59,7 @@ const Collective kCollectives[] = {
      [](const comm::Group& g, int64_t elems) {
        const int64_t per_rank = std::max<int64_t>(1, elems / g.size());
        at::Tensor out =
-           g.all_gather(filled(per_rank, g.rank()), 0, std::vector<int64_t>(g.size(), per_rank));
+           g.all_gather(filled(g, per_rank, g.rank()), 0, std::vector<int64_t>(g.size(), per_rank));
        bool ok = out.numel() == per_rank * g.size();
        for (int r = 0; ok && r < g.size(); ++r)
          ok = all_equal(out.narrow(0, r * per_rank, per_rank), r);
@@ -65,7 +68,7 @@ const Collective kCollectives[] = {
     {"reduce_scatter", [](int n) { return (n - 1) / double(n); },
      [](const comm::Group& g, int64_t elems) {
        const int64_t per_rank = std::max<int64_t>(1, elems / g.size());
-       at::Tensor out = g.reduce_scatter(filled(per_rank * g.size(), g.rank() + 1));
+       at::Tensor out = g.reduce_scatter(filled(g, per_rank * g.size(), g.rank() + 1));
        return out.numel() == per_rank && all_equal(out, g.size() * (g.size() + 1) / 2.0);
      }},
     {"all_to_all", [](int n) { return (n - 1) / double(n); },
@@ -74,7 +77,7 @@ const Collective kCollectives[] = {
        const int64_t per_rank = std::max<int64_t>(1, elems / n);
        std::vector<at::Tensor> inputs;
        for (int r = 0; r < n; ++r)
-         inputs.push_back(filled(per_rank, g.rank() * n + r));
+         inputs.push_back(filled(g, per_rank, g.rank() * n + r));
        auto outputs = g.all_to_all(inputs, std::vector<std::vector<int64_t>>(n, {per_rank}));
        bool ok = true;
        for (int r = 0; r < n; ++r)
@@ -83,15 +86,15 @@ const Collective kCollectives[] = {
      }},
     {"broadcast", [](int) { return 1.0; },
      [](const comm::Group& g, int64_t elems) {
-       at::Tensor t = filled(elems, g.rank() == 0 ? 42 : -1);
+       at::Tensor t = filled(g, elems, g.rank() == 0 ? 42 : -1);
        g.broadcast(t, 0);
        return all_equal(t, 42);
      }},
     {"send_recv", [](int) { return 1.0; },
      [](const comm::Group& g, int64_t elems) {
        const int n = g.size();
-       at::Tensor in = filled(elems, -1);
-       g.send_recv(filled(elems, g.rank()), (g.rank() + 1) % n, in, (g.rank() + n - 1) % n);
+       at::Tensor in = filled(g, elems, -1);
+       g.send_recv(filled(g, elems, g.rank()), (g.rank() + 1) % n, in, (g.rank() + n - 1) % n);
        return all_equal(in, (g.rank() + n - 1) % n);
      }},
 };
@@ -148,6 +151,8 @@ void print_table(const std::vector<Row>& rows, const std::string& header) {
 
 int run_bench(const BenchOptions& options, const LaunchEnv& env) {
   comm::GroupOptions group_options;
+  group_options.device = parse_device(options.device, env.local_rank);
+  bind_device(group_options.device);
   group_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
   group_options.backend = comm::parse_backend(options.backend);
   const MeshSpec spec =
@@ -191,7 +196,8 @@ int run_bench(const BenchOptions& options, const LaunchEnv& env) {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         row.counted_bytes = (group.stats().bytes(group.label()) - bytes_before) / row.iters;
         // The table shows the slowest rank; agreement on `ok` needs every rank's check.
-        at::Tensor summary = at::tensor({elapsed / row.iters, row.ok ? 0.0 : 1.0}, at::kDouble);
+        at::Tensor summary =
+            at::tensor({elapsed / row.iters, row.ok ? 0.0 : 1.0}, at::kDouble).to(world.device());
         world.all_reduce(summary, comm::ReduceOp::kMax);
         row.seconds = summary[0].item<double>();
         row.ok = summary[1].item<double>() == 0.0;
@@ -202,9 +208,9 @@ int run_bench(const BenchOptions& options, const LaunchEnv& env) {
   }
   if (env.rank == 0) {
     std::string header = fmt::format(
-        "comm bench: mesh {} ({} processes, {}), float32; time per call, max over ranks; "
+        "comm bench: mesh {} ({} processes, {}, {}), float32; time per call, max over ranks; "
         "bytes/rank as counted by comm/ (rank 0)",
-        spec.str(), env.world, comm::backend_name(world.backend()));
+        spec.str(), env.world, comm::backend_name(world.backend()), world.device().str());
     if (!skipped.empty())
       header += fmt::format("\nsize-1 dims are free and skipped: {}", fmt::join(skipped, ", "));
     if (rows.empty())
@@ -242,7 +248,12 @@ void add_comm_command(CLI::App& app, const Invocation& invocation) {
       ->capture_default_str();
   bench->add_option("--timeout", options->timeout_s, "Seconds any collective may take")
       ->capture_default_str();
-  bench->add_option("--backend", options->backend, "auto, gloo or nccl")->capture_default_str();
+  bench->add_option("--backend", options->backend, "auto (nccl on CUDA, gloo on cpu), gloo or nccl")
+      ->capture_default_str();
+  bench
+      ->add_option("--device", options->device,
+                   "auto (cuda:LOCAL_RANK when a GPU is visible, else cpu), cpu or cuda")
+      ->capture_default_str();
   bench->callback([options, &invocation] {
     int nproc = options->nproc;
     if (nproc == 0)

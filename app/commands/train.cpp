@@ -6,9 +6,12 @@
 #include "config/job_config.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/logging.h"
 #include "core/memory_meter.h"
+#include "core/torch_features.h"
 #include "dmodule/plan.h"
 #include "train/job.h"
+#include "train/model_factory.h"
 #include "train/trainer.h"
 
 namespace vescale::app {
@@ -33,16 +36,37 @@ void precheck(const JobConfig& c) {
                   c.source, c.data_path);
   }
   if (!c.plan.empty()) Plan::load(c.plan);
+  // As local rank 0 would resolve them: "cuda" without a GPU, or NCCL without it, fails here.
+  comm::resolve_backend(comm::parse_backend(c.backend), parse_device(c.device, 0));
 }
 
-/// The world group of a job: its timeout and backend; the device tensors live on (the CPU
-/// until training.device arrives with the GPU path).
-comm::GroupOptions world_options(const JobConfig& config) {
+/// This rank's device (training.device for LOCAL_RANK), made current, with TF32 matmuls when it
+/// computes float32 on CUDA (NOTE [Fast paths]).
+Device bind_rank_device(const JobConfig& config, const LaunchEnv& env) {
+  const Device device = parse_device(config.device, env.local_rank);
+  bind_device(device);
+  configure_matmul_precision(device, job_dtype(config));
+  return device;
+}
+
+/// The world group of a job: its timeout, backend and the device its tensors live on.
+comm::GroupOptions world_options(const JobConfig& config, Device device) {
   comm::GroupOptions group;
   group.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
   group.backend = comm::parse_backend(config.backend);
-  group.device = kCpu;
+  group.device = device;
   return group;
+}
+
+/// Binds this rank's device and connects the job's world group; rank 0 says which device,
+/// backend and fast paths the job uses.
+comm::Group connect_job(const JobConfig& config, const LaunchEnv& env) {
+  const Device device = bind_rank_device(config, env);
+  comm::Group world = connect_world(env, world_options(config, device));
+  log_rank0("[device] rank 0 computes on {} (training.device = {}), comm backend {}; {}",
+            device.str(), config.device, comm::backend_name(world.backend()),
+            fast_paths_summary(device, job_dtype(config)));
+  return world;
 }
 
 }  // namespace
@@ -82,7 +106,7 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
                         config.source, config.pp, config.dp, config.tp, config.world_size(),
                         env.source, env.world);
           install_memory_meter();  // for the activation bytes of the metrics
-          run_training(config, connect_world(env, world_options(config)));
+          run_training(config, connect_job(config, env));
           return 0;
         });
     if (code != 0) throw CLI::RuntimeError(code);
@@ -105,8 +129,7 @@ void add_eval_command(CLI::App& app, const Invocation& invocation) {
     precheck(config);
     const int code =
         run_on_ranks(static_cast<int>(config.world_size()), invocation, [&](const LaunchEnv& env) {
-          const double val_loss =
-              run_evaluation(config, connect_world(env, world_options(config)), *checkpoint);
+          const double val_loss = run_evaluation(config, connect_job(config, env), *checkpoint);
           if (env.rank == 0) std::printf("val_loss %.17g\n", val_loss);
           return 0;
         });

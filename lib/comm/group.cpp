@@ -39,6 +39,25 @@ Backend parse_backend(const std::string& text) {
   throw UserError(fmt::format("[comm] unknown backend '{}': use auto, gloo or nccl", text));
 }
 
+Backend resolve_backend(Backend requested, Device device) {
+  if (requested == Backend::kAuto) return device.is_cuda() ? Backend::kNccl : Backend::kGloo;
+  if (requested == Backend::kNccl) {
+    VS_USER_CHECK(nccl_available(),
+                  "[comm] comm.backend = 'nccl', but this build has no NCCL or this process sees "
+                  "no GPU (NCCL needs a CUDA LibTorch and a GPU): use comm.backend = 'gloo' or "
+                  "'auto'");
+    VS_USER_CHECK(device.is_cuda(),
+                  "[comm] comm.backend = 'nccl' moves CUDA tensors, but this rank computes on {}: "
+                  "set training.device = 'cuda' (or 'auto'), or comm.backend = 'auto'",
+                  device.str());
+  }
+  VS_USER_CHECK(requested != Backend::kGloo || !device.is_cuda(),
+                "[comm] comm.backend = 'gloo' moves CPU tensors only, but this rank computes on "
+                "{}: use comm.backend = 'nccl' or 'auto', or training.device = 'cpu'",
+                device.str());
+  return requested;
+}
+
 namespace {
 
 std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& host) {
@@ -58,11 +77,6 @@ c10::intrusive_ptr<BackendBase> make_backend(const c10::intrusive_ptr<::c10d::St
     return c10::make_intrusive<::c10d::ProcessGroupGloo>(store, rank, size, gloo_options);
   }
   return detail::make_nccl_process_group(store, rank, size, options.timeout);
-}
-
-Backend resolve(Backend backend) {
-  if (backend != Backend::kAuto) return backend;
-  return nccl_available() ? Backend::kNccl : Backend::kGloo;
 }
 
 int64_t product(c10::IntArrayRef sizes) {
@@ -180,7 +194,7 @@ Group Group::create(const Store& store, int rank, int world, GroupOptions option
   impl->root_store = store.impl()->store;
   impl->prefix = "vescale/" + options.label;
   impl->options = options;
-  impl->backend = resolve(options.backend);
+  impl->backend = resolve_backend(options.backend, options.device);
   impl->rank = rank;
   impl->size = world;
   impl->root_ranks.resize(world);

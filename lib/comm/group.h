@@ -30,10 +30,14 @@ const char* backend_name(Backend backend);
 Backend parse_backend(const std::string& text);
 /// True when this build can create NCCL groups (CUDA LibTorch with NCCL and a visible GPU).
 bool nccl_available();
+/// The backend of a group whose tensors live on `device`: kAuto is NCCL on CUDA and Gloo on the
+/// CPU. Throws UserError for NCCL in a build without it or off CUDA, and for Gloo on CUDA (our
+/// Gloo collectives move CPU tensors only).
+Backend resolve_backend(Backend requested, Device device);
 
 struct GroupOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
-  Backend backend = Backend::kAuto;  ///< kAuto: NCCL when available, else Gloo
+  Backend backend = Backend::kAuto;  ///< kAuto: NCCL on a CUDA device, else Gloo
   /// Label under which the group's bytes are counted ("world", "tp", ...).
   std::string label = "world";
   /// Address Gloo binds to; empty: from GLOO_SOCKET_IFNAME, else this host's name.

@@ -222,6 +222,7 @@ void check_values(const JobConfig& c) {
   };
   one_of("model.name", c.model, {"gpt", "mlp"});
   one_of("data.source", c.data_source, {"synthetic", "text", "tokens"});
+  one_of("training.device", c.device, {"auto", "cpu", "cuda"});
   one_of("training.dtype", c.dtype, {"float32", "float64", "bfloat16"});
   one_of("optimizer.name", c.optimizer, {"adamw", "sgd"});
   one_of("lr_scheduler.decay", c.decay, {"cosine", "constant"});
@@ -261,6 +262,14 @@ void check_combinations(const JobConfig& c) {
                 "config {}: data.source = \"{}\" needs data.path", c.source, c.data_source);
   VS_USER_CHECK(c.model == "gpt" || c.data_source == "synthetic",
                 "config {}: model.name = \"mlp\" trains on data.source = \"synthetic\" only",
+                c.source);
+  VS_USER_CHECK(c.backend != "nccl" || c.device != "cpu",
+                "config {}: comm.backend = \"nccl\" moves CUDA tensors, but training.device = "
+                "\"cpu\": use comm.backend = \"auto\" or \"gloo\", or training.device = \"cuda\"",
+                c.source);
+  VS_USER_CHECK(c.backend != "gloo" || c.device != "cuda",
+                "config {}: comm.backend = \"gloo\" moves CPU tensors only, but training.device = "
+                "\"cuda\": use comm.backend = \"auto\" or \"nccl\"",
                 c.source);
   VS_USER_CHECK(c.val_fraction > 0 && c.val_fraction < 1,
                 "config {}: data.val_fraction = {} must be in (0, 1)", c.source, c.val_fraction);
@@ -328,6 +337,8 @@ const std::vector<ConfigKey>& config_schema() {
           "Sequences (or MLP samples) per step, over all dp ranks"),
       key("training.seq_len", &C::seq_len, 64, "GPT tokens per sequence"),
       key("training.seed", &C::seed, 0, "Seed of init, data order and dropout"),
+      key("training.device", &C::device, "auto",
+          "auto (cuda:LOCAL_RANK when a GPU is visible, else cpu), cpu or cuda"),
       key("training.dtype", &C::dtype, "float32",
           "float32, float64 or bfloat16 (bf16 compute, float32 master weights and state)"),
       key("training.grad_clip", &C::grad_clip, 1.0,
@@ -362,7 +373,7 @@ const std::vector<ConfigKey>& config_schema() {
       key("metrics.peak_flops", &C::peak_flops, 0.0,
           "Peak FLOP/s per rank for MFU (0: measured matmul rate)"),
       key("comm.timeout_s", &C::timeout_s, 300.0, "Seconds any collective may take"),
-      key("comm.backend", &C::backend, "auto", "auto, gloo or nccl"),
+      key("comm.backend", &C::backend, "auto", "auto (nccl on CUDA, gloo on cpu), gloo or nccl"),
       key("comm.bucket_mb", &C::bucket_mb, 25.0, "Gradient all-reduce bucket size in MiB"),
   };
   return schema;

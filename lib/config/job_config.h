@@ -35,6 +35,7 @@ struct JobConfig {
   double val_fraction;
   // [training]
   int64_t steps, global_batch_size, seq_len, seed;
+  std::string device;  ///< "auto", "cpu" or "cuda" (rank r: cuda:LOCAL_RANK)
   std::string dtype;
   double grad_clip;
   // [optimizer]

@@ -1,5 +1,6 @@
 #include "core/device.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
@@ -23,8 +24,8 @@ Device resolve_device(const std::string& setting, int local_rank, int gpus) {
   }
   if (setting == "cpu" || (setting == "auto" && gpus == 0)) return kCpu;
   VS_USER_CHECK(gpus > 0,
-                "training.device = 'cuda', but this process sees no GPU (a CPU-only LibTorch, or "
-                "no visible CUDA device): use 'cpu' or 'auto'");
+                "training.device = 'cuda', but no GPU is visible to this process (a CPU-only "
+                "LibTorch, or no CUDA device): use 'cpu' or 'auto'");
   VS_USER_CHECK(local_rank >= 0 && local_rank < gpus,
                 "training.device = '{}': local rank {} needs GPU cuda:{}, but this process sees "
                 "{} GPU(s): start at most {} processes per node",
@@ -34,6 +35,11 @@ Device resolve_device(const std::string& setting, int local_rank, int gpus) {
 
 Device parse_device(const std::string& setting, int local_rank) {
   return resolve_device(setting, local_rank, cuda_device_count());
+}
+
+void bind_device(Device device) {
+  // The generic device guard: no CUDA header, so this compiles in the CPU build too.
+  if (device.is_cuda()) c10::impl::getDeviceGuardImpl(device.type())->setDevice(device);
 }
 
 }  // namespace vescale

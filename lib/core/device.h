@@ -22,5 +22,8 @@ int cuda_device_count();
 Device resolve_device(const std::string& setting, int local_rank, int gpus);
 /// resolve_device with the GPUs this process sees.
 Device parse_device(const std::string& setting, int local_rank);
+/// Makes `device` the current CUDA device of the calling thread (libraries that allocate on "the
+/// current device", NCCL's barrier among them, then use the rank's GPU). Nothing for the CPU.
+void bind_device(Device device);
 
 }  // namespace vescale

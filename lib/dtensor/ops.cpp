@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/torch_features.h"
 #include "dtensor/op_driver.h"
 #include "dtensor/transitions.h"
 
@@ -166,6 +167,10 @@ DTensor causal_attention(const DTensor& q, const DTensor& k, const DTensor& v) {
        fixed(detail::attention_rule()),
        q.shape(),
        [t, scale_factor](const Locals& l, const Specs&, const DTensorSpec&) {
+         // NOTE [Fast paths]: the fused kernel on CUDA (not float64), else the explicit one.
+         if (use_fused_attention(l[0].device(), l[0].scalar_type())) {
+           return fused::causal_attention(l[0], l[1], l[2]);
+         }
          at::Tensor scores = at::matmul(l[0], l[1].transpose(-2, -1)) * scale_factor;
          at::Tensor future = at::ones({t, t}, at::dtype(at::kBool).device(l[0].device())).triu(1);
          scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());

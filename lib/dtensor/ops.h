@@ -36,7 +36,8 @@ DTensor dropout(const DTensor& x, double p, const RngKey& key, bool training,
 /// Layer norm over the last dim.
 DTensor layer_norm(const DTensor& x, const DTensor& weight, const DTensor& bias, double eps);
 DTensor softmax(const DTensor& x, int64_t dim);
-/// Causal softmax attention on q, k, v [B, H, T, D], scaled by 1/sqrt(D).
+/// Causal softmax attention on q, k, v [B, H, T, D], scaled by 1/sqrt(D), without dropout on the
+/// attention probabilities; fused on CUDA where LibTorch has it (NOTE [Fast paths]).
 DTensor causal_attention(const DTensor& q, const DTensor& k, const DTensor& v);
 /// Rows of `weight` [V, C] at integer `ids`.
 DTensor embedding(const DTensor& ids, const DTensor& weight);

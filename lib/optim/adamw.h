@@ -1,4 +1,6 @@
-// AdamW (decoupled weight decay, PyTorch's update to the bit) over ParamViews.
+// AdamW (decoupled weight decay, PyTorch's update to the bit) over ParamViews. On CUDA tensors
+// (not float64) PyTorch's fused kernel takes the same step where LibTorch has it:
+// NOTE [Fast paths].
 #pragma once
 
 #include "optim/optimizer.h"

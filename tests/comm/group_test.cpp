@@ -388,6 +388,43 @@ TEST(Collectives, NcclStubOnABuildWithoutIt) {
   EXPECT_EQ(Group::create(Store::in_memory(), 0, 1, options).backend(), Backend::kGloo);
 }
 
+/// The message of the UserError that resolve_backend throws, or "(no error)".
+std::string backend_error(Backend requested, Device device) {
+  try {
+    resolve_backend(requested, device);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Backends, AutoIsNcclOnCudaAndGlooOnCpu) {
+  const Device gpu(c10::kCUDA, 1);  // a device name only: nothing is allocated on it
+  EXPECT_EQ(resolve_backend(Backend::kAuto, gpu), Backend::kNccl);
+  EXPECT_EQ(resolve_backend(Backend::kAuto, kCpu), Backend::kGloo);
+  EXPECT_EQ(resolve_backend(Backend::kGloo, kCpu), Backend::kGloo);
+  EXPECT_NE(backend_error(Backend::kGloo, gpu)
+                .find("'gloo' moves CPU tensors only, but this rank "
+                      "computes on cuda:1"),
+            std::string::npos);
+  if (nccl_available()) {
+    EXPECT_EQ(resolve_backend(Backend::kNccl, gpu), Backend::kNccl);
+    EXPECT_NE(backend_error(Backend::kNccl, kCpu).find("'nccl' moves CUDA tensors"),
+              std::string::npos);
+  } else {
+    // A CPU build: explicit NCCL fails on any device, before any connection is tried.
+    for (const Device& device : {kCpu, gpu}) {
+      EXPECT_NE(backend_error(Backend::kNccl, device)
+                    .find("comm.backend = 'nccl', but this build has no NCCL"),
+                std::string::npos)
+          << device;
+    }
+    GroupOptions options;
+    options.backend = Backend::kNccl;
+    EXPECT_THROW(Group::create(Store::in_memory(), 0, 1, options), UserError);
+  }
+}
+
 TEST(Collectives, SplitLabelsCountSeparately) {
   run_ranks(4, [](const Group& world) {
     Group pair = world.split({{0, 1}, {2, 3}}, "pair");

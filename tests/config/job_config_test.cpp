@@ -94,6 +94,37 @@ TEST(JobConfig, PipelineKeysAndStringLists) {
   EXPECT_EQ(JobConfig::parse("", "j", {"parallel.pp_schedule=zbv"}).pp_schedule, "zbv");
 }
 
+TEST(JobConfig, TrainingDeviceAndBackend) {
+  const JobConfig defaults = JobConfig::parse("", "job.toml");
+  EXPECT_EQ(defaults.device, "auto");
+  EXPECT_EQ(defaults.backend, "auto");
+  EXPECT_NE(defaults.text.find("[training]\n"), std::string::npos);
+  EXPECT_NE(defaults.text.find("device = 'auto'\n"), std::string::npos) << defaults.text;
+  EXPECT_EQ(JobConfig::parse("[training]\ndevice = \"cpu\"\n", "job.toml").device, "cpu");
+  EXPECT_EQ(JobConfig::parse("", "job.toml", {"training.device=cuda"}).device, "cuda");
+  const JobConfig gpu = JobConfig::parse(
+      "[training]\ndevice = \"cuda\"\n[comm]\nbackend = "
+      "\"nccl\"\n",
+      "job.toml");
+  EXPECT_EQ(gpu.device, "cuda");
+  EXPECT_EQ(gpu.backend, "nccl");
+
+  EXPECT_NE(error_of("[training]\ndevice = \"gpu\"\n")
+                .find("config job.toml: training.device = \"gpu\" is not one of auto, cpu, cuda"),
+            std::string::npos);
+  EXPECT_NE(error_of("[training]\ndevice = 0\n")
+                .find("config job.toml:2: key 'training.device' must be a string"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"training.device=cuda:1"}).find("is not one of auto, cpu, cuda"),
+            std::string::npos);
+  EXPECT_NE(error_of("[training]\ndevice = \"cpu\"\n[comm]\nbackend = \"nccl\"\n")
+                .find("comm.backend = \"nccl\" moves CUDA tensors, but training.device = \"cpu\""),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"training.device=cuda", "comm.backend=gloo"})
+                .find("comm.backend = \"gloo\" moves CPU tensors only"),
+            std::string::npos);
+}
+
 bool same_field(const JobConfig& a, const JobConfig& b, const ConfigField& field) {
   return std::visit([&](auto f) { return a.*f == b.*f; }, field);
 }

@@ -27,6 +27,21 @@ TEST(Device, CudaWithoutAGpuForTheRankIsAUserError) {
   EXPECT_THROW(resolve_device("cuda", -1, 2), UserError);
 }
 
+TEST(Device, CudaWithoutAnyGpuSaysNoneIsVisible) {
+  try {
+    resolve_device("cuda", 0, 0);
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("training.device = 'cuda'"), std::string::npos) << message;
+    EXPECT_NE(message.find("no GPU is visible"), std::string::npos) << message;
+  }
+}
+
+TEST(Device, BindingTheCpuDoesNothing) {
+  EXPECT_NO_THROW(bind_device(kCpu));
+}
+
 TEST(Device, UnknownSettingSuggestsTheNearest) {
   try {
     resolve_device("cudda", 0, 0);

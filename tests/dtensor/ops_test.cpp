@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "core/error.h"
+#include "core/torch_features.h"
 #include "support/expect_close.h"
 #include "support/run_ranks.h"
 #include "support/tensors.h"
@@ -356,6 +357,28 @@ TEST(OpRules, ParameterMixingPartialAndFullGradientsIsAnError) {
     DTensor replicated = distribute_tensor(pattern({6, 4}, 0.1), mesh, {Placement::replicate()});
     ops::mul(sharded, w);
     EXPECT_THROW(ops::mul(replicated, w), Error);
+  });
+}
+
+TEST(OpRules, AttentionOffCudaIsTheExplicitKernelBitwise) {
+  // NOTE [Fast paths]: on the CPU, and in float64 anywhere, attention keeps the explicit kernel.
+  ASSERT_FALSE(use_fused_attention(kCpu, at::kFloat));
+  run_ranks(1, [](const comm::Group& world) {
+    DeviceMesh mesh(world, MeshSpec{{1}, {"tp"}});
+    for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+      std::vector<at::Tensor> qkv;
+      std::vector<DTensor> d;
+      for (int i = 0; i < 3; ++i) {
+        qkv.push_back(pattern({2, 3, 5, 4}, 0.3 * (i + 1)).to(dtype));
+        d.push_back(distribute_tensor(qkv.back(), mesh, {Placement::replicate()}));
+      }
+      at::Tensor s = at::matmul(qkv[0], qkv[1].transpose(-2, -1)) * (1.0 / std::sqrt(4.0));
+      s = s.masked_fill(at::ones({5, 5}, at::kBool).triu(1), -INFINITY);
+      const at::Tensor reference = at::matmul(at::softmax(s, -1), qkv[2]);
+      const at::Tensor out = ops::causal_attention(d[0], d[1], d[2]).to_local();
+      EXPECT_EQ(out.scalar_type(), dtype);
+      EXPECT_TRUE(at::equal(out, reference)) << dtype;
+    }
   });
 }
 

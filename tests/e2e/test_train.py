@@ -190,6 +190,33 @@ class BadConfigs(unittest.TestCase):
     def test_unknown_plan(self):
         self.check(self.BASE + '[parallel]\ntp = 2\nplan = "gpt/megatron-spp"\n', "did you mean 'gpt/megatron-sp'")
 
+    def test_cuda_without_a_gpu(self):
+        if "CPU only" not in run("--version").stdout:
+            self.skipTest("this LibTorch has CUDA: whether a GPU is visible is the machine's")
+        self.check(self.BASE, "training.device = 'cuda', but no GPU is visible", "--training.device=cuda")
+        self.check(self.BASE, "comm.backend = 'nccl', but this build has no NCCL", "--comm.backend=nccl")
+        self.check(self.BASE + '[training]\ndevice = "gpu"\n',
+                   'training.device = "gpu" is not one of auto, cpu, cuda')
+
+
+class Version(unittest.TestCase):
+    def test_version_names_libtorch_and_fast_paths(self):
+        result = run("--version")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("LibTorch ", result.stdout)
+        self.assertIn("fast paths built in: ", result.stdout)
+
+    def test_training_logs_its_device_and_fast_paths(self):
+        tmp = tempfile.mkdtemp(prefix="vescale-device-")
+        try:
+            result = run("train", CONFIG, "--parallel.dp=1", "--parallel.tp=1", "--training.steps=1",
+                         "--training.device=cpu", f"--job.dump_folder={tmp}")
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("[device] rank 0 computes on cpu (training.device = cpu), comm backend gloo; "
+                          "fused attention off", result.stderr)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
 
 class PlanCommand(unittest.TestCase):
     def test_list_show_lint(self):

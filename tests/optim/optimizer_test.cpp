@@ -5,6 +5,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "core/torch_features.h"
 #include "optim/sgd.h"
 #include "support/run_ranks.h"
 #include "support/tensors.h"
@@ -62,6 +65,34 @@ TEST(Optimizer, AdamWOnTwoFlatViewsEqualsWholeBitwise) {
 
 TEST(Optimizer, SGDOnTwoFlatViewsEqualsWholeBitwise) {
   check_halves_equal_whole<SGD>(SGDOptions{0.9, 0.01});
+}
+
+TEST(Optimizer, AdamWOffCudaIsTheExplicitUpdateBitwise) {
+  // NOTE [Fast paths]: on the CPU, and in float64 anywhere, AdamW keeps the explicit update.
+  ASSERT_FALSE(use_fused_adamw(kCpu, at::kFloat));
+  const double lr = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, decay = 0.1;
+  run_ranks(1, [&](const comm::Group& world) {
+    DeviceMesh mesh(world, MeshSpec{{1}, {"tp"}});
+    for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+      const at::Tensor g = pattern({6, 4}, 0.7).to(dtype);
+      DTensor p(pattern({6, 4}, 0.1).to(dtype),
+                DTensorSpec(mesh, {Placement::replicate()}, {6, 4}));
+      p.requires_grad_();
+      p.to_local().mutable_grad() = g;
+      AdamW opt({ParamView::whole("w", &p, p.spec())}, AdamWOptions{lr, beta1, beta2, eps, decay});
+      at::Tensor w = pattern({6, 4}, 0.1).to(dtype), m = at::zeros_like(w), v = at::zeros_like(w);
+      for (int step = 1; step <= 3; ++step) {
+        opt.step(lr);
+        const double bias1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+        const double bias2 = 1.0 - std::pow(beta2, static_cast<double>(step));
+        w.mul_(1.0 - lr * decay);
+        m.mul_(beta1).add_(g, 1.0 - beta1);
+        v.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
+        w.addcdiv_(m, (v.sqrt() / std::sqrt(bias2)).add_(eps), -lr / bias1);
+      }
+      EXPECT_TRUE(at::equal(p.to_local().detach(), w)) << dtype;
+    }
+  });
 }
 
 TEST(Optimizer, StateTensorsCarryTheViewsGlobalPlace) {

@@ -1,0 +1,100 @@
+// NOTE [Fast paths]: which fast kernels a build has and where they apply. On Debian's LibTorch
+// 1.13 (the CPU build) every fused flag is off and the explicit kernels are the only path.
+#include "core/torch_features.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace vescale {
+namespace {
+
+const Device kGpu(c10::kCUDA, 0);  // a device name only: nothing is allocated on it
+
+TEST(TorchFeatures, FlagsFollowTheLibTorchVersion) {
+  EXPECT_EQ(kHasFusedAttention, TORCH_VERSION_MAJOR >= 2);
+  EXPECT_EQ(kHasFusedAdamW,
+            TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1));
+  EXPECT_TRUE(kHasTf32Control);  // 1.12 and later
+#if TORCH_VERSION_MAJOR < 2
+  // The CPU build machine's LibTorch 1.13: no fused kernel is compiled in.
+  EXPECT_FALSE(kHasFusedAttention);
+  EXPECT_FALSE(kHasFusedAdamW);
+#endif
+}
+
+TEST(TorchFeatures, FusedKernelsOnlyOnCudaAndNeverInFloat64) {
+  for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16}) {
+    EXPECT_FALSE(use_fused_attention(kCpu, dtype)) << dtype;
+    EXPECT_FALSE(use_fused_adamw(kCpu, dtype)) << dtype;
+    EXPECT_FALSE(use_tf32_matmul(kCpu, dtype)) << dtype;
+  }
+  EXPECT_FALSE(use_fused_attention(kGpu, at::kDouble));
+  EXPECT_FALSE(use_fused_adamw(kGpu, at::kDouble));
+  EXPECT_FALSE(use_tf32_matmul(kGpu, at::kDouble));
+  EXPECT_FALSE(use_tf32_matmul(kGpu, at::kBFloat16));  // TF32 rounds float32 operands only
+  EXPECT_EQ(use_fused_attention(kGpu, at::kFloat), kHasFusedAttention);
+  EXPECT_EQ(use_fused_adamw(kGpu, at::kFloat), kHasFusedAdamW);
+  EXPECT_EQ(use_tf32_matmul(kGpu, at::kFloat), kHasTf32Control);
+}
+
+/// The name setFloat32MatmulPrecision takes (LibTorch 2.x keeps only the string form).
+const char* precision_name(at::Float32MatmulPrecision p) {
+  switch (p) {
+    case at::Float32MatmulPrecision::HIGHEST:
+      return "highest";
+    case at::Float32MatmulPrecision::HIGH:
+      return "high";
+    default:
+      return "medium";
+  }
+}
+
+TEST(TorchFeatures, Tf32OnlyForFloat32OnCuda) {
+  at::Context& context = at::globalContext();
+  const std::string before = precision_name(context.float32MatmulPrecision());
+  context.setFloat32MatmulPrecision("highest");
+  EXPECT_FALSE(configure_matmul_precision(kCpu, at::kFloat));
+  EXPECT_FALSE(configure_matmul_precision(kGpu, at::kDouble));
+  EXPECT_EQ(context.float32MatmulPrecision(), at::Float32MatmulPrecision::HIGHEST);
+  // The setting itself is process-wide and device-free, so it can be checked without a GPU.
+  EXPECT_TRUE(configure_matmul_precision(kGpu, at::kFloat));
+  EXPECT_EQ(context.float32MatmulPrecision(), at::Float32MatmulPrecision::HIGH);
+  context.setFloat32MatmulPrecision(before);
+}
+
+TEST(TorchFeatures, SummariesSayWhatIsOnAndWhy) {
+  EXPECT_EQ(
+      fast_paths_summary(kGpu, at::kDouble),
+      "fused attention off (" +
+          std::string(kHasFusedAttention ? "float64 is the reference" : "needs LibTorch 2.0") +
+          "), fused AdamW off (" +
+          (kHasFusedAdamW ? "float64 is the reference" : "needs LibTorch 2.1") +
+          "), TF32 matmuls off (float64 is the reference)");
+  const std::string cpu = fast_paths_summary(kCpu, at::kFloat);
+  EXPECT_NE(cpu.find("TF32 matmuls off (CUDA only)"), std::string::npos) << cpu;
+  EXPECT_NE(fast_paths_summary(kGpu, at::kFloat).find("TF32 matmuls on"), std::string::npos);
+  const std::string build = build_summary();
+  EXPECT_NE(build.find("LibTorch " TORCH_VERSION), std::string::npos) << build;
+#if TORCH_VERSION_MAJOR < 2
+  EXPECT_NE(build.find("fast paths built in: TF32 matmuls (used on CUDA"), std::string::npos)
+      << build;
+#endif
+}
+
+TEST(TorchFeatures, FusedKernelsRefuseToRunWithoutLibTorchSupport) {
+  if (kHasFusedAttention && kHasFusedAdamW) GTEST_SKIP() << "this LibTorch has both kernels";
+  const at::Tensor q = at::zeros({1, 1, 2, 2});
+  if (!kHasFusedAttention) {
+    EXPECT_THROW(fused::causal_attention(q, q, q), Error);
+  }
+  at::Tensor p = at::zeros({4});
+  if (!kHasFusedAdamW) {
+    EXPECT_THROW(fused::adamw_step({{p}, {p}, {p}, {p}}, {0.1, 0.9, 0.95, 1e-8, 0.0, 1}), Error);
+    EXPECT_NO_THROW(fused::adamw_step({}, {0.1, 0.9, 0.95, 1e-8, 0.0, 1}));  // nothing to do
+  }
+}
+
+}  // namespace
+}  // namespace vescale
