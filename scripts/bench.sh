@@ -10,7 +10,8 @@
 #   4. ZeRO: gpt-tiny at dp=2 and dp=4 (tp=1) for parallel.zero = 0, 1, 2, 3 (30 steps): tokens/s,
 #      rank 0's parameters / gradients / optimizer state after a step (from tensor sizes), its
 #      peak resident memory, and the dp bytes per step by kind.
-# Usage: scripts/bench.sh [--sizes 1K,1M,16M]
+# Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or comm, train, pipeline; a comma list)
+# runs only those tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,10 +21,15 @@ BIN="${BUILD_DIR:-build}/vescale-train"
 SIZES=(--sizes 1K,64K,1M,16M)
 [ $# -gt 0 ] && SIZES=("$@")
 
+BENCH=${BENCH:-comm,train,pipeline,zero}
+wanted() { [[ ",$BENCH," == *",$1,"* ]]; }
+
+if wanted comm; then
 "$BIN" comm bench --nproc 2 "${SIZES[@]}" 2>/dev/null
 echo
 "$BIN" comm bench --nproc 4 --mesh pp=1,dp=2,tp=2 "${SIZES[@]}" 2>/dev/null
 echo
+fi
 
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
@@ -32,13 +38,16 @@ train() {  # name, overrides...
   "$BIN" train configs/gpt-tiny.toml --job.dump_folder="$OUT/$name" --training.steps=60 \
     --eval.interval=0 --eval.windows=4 --metrics.log_interval=60 "$@" 2>&1 | grep "done:" | sed 's/.*done: //'
 }
+if wanted train; then
 echo "training throughput: configs/gpt-tiny.toml, float32, 60 steps (tokens/s after the first step)"
 printf "%-24s %s\n" "layout" "result"
 printf "%-24s %s\n" "1 process" "$(train single --parallel.dp=1 --parallel.tp=1 --parallel.plan=)"
 printf "%-24s %s\n" "dp=2 x tp=2 megatron-sp" "$(train dp2tp2)"
 printf "%-24s %s\n" "dp=2 x tp=2 megatron-tp" "$(train dp2tp2tp --parallel.plan=gpt/megatron-tp)"
-
 echo
+fi
+
+if wanted pipeline; then
 echo "pipeline schedules: configs/gpt-tiny.toml at pp=2 (dp=1, tp=1), float32, 30 steps"
 printf "%-18s %4s %10s %16s %10s %22s %22s\n" "schedule" "m" "tokens/s" "bubble r0 / r1" "simulated" "peak RSS r0 / r1" "in flight r0 / r1"
 pipeline_row() {  # schedule, virtual, micro-batches
@@ -66,8 +75,10 @@ for m in 4 8 16; do
   pipeline_row zbv 2 "$m"
   pipeline_row zb-h1 1 "$m"
 done
-
 echo
+fi
+
+if wanted zero; then
 echo "ZeRO: configs/gpt-tiny.toml (tp=1), float32, 30 steps; rank 0's state after a step, peak RSS, dp bytes per step"
 printf "%-4s %-5s %10s %12s %12s %12s %12s %s\n" "dp" "zero" "tokens/s" "params" "grads" "optimizer" "peak RSS" "dp bytes/step"
 zero_row() {  # dp, stage
@@ -95,3 +106,4 @@ for dp in 2 4; do
     zero_row "$dp" "$zero"
   done
 done
+fi
