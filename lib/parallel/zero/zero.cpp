@@ -125,21 +125,29 @@ void Zero::after_update() {
   if (stage_ == 3 || dp_.size() == 1) return;
   torch::autograd::AutoGradMode no_grad(false);
   for (const auto& bucket : buckets_) {
-    std::vector<std::vector<FlatRange>> pieces;
-    for (size_t k : bucket)
-      pieces.push_back(pieces_[k]);
-    const DpPacking packing(std::move(pieces), dp_.size());
-    const at::Tensor& first = params_[bucket.front()].second->to_local();
-    at::Tensor segment = at::zeros({packing.segment()}, first.options());
-    for (size_t i = 0; i < bucket.size(); ++i)
-      packing.in_segment(segment, i, dp_.rank()).copy_(piece(bucket[i]));
-    const at::Tensor packed =
-        dp_.all_gather(segment, 0, std::vector<int64_t>(dp_.size(), packing.segment()));
+    Gather g = start_all_gather(bucket);
+    g.work.wait();
     for (size_t i = 0; i < bucket.size(); ++i) {
       at::Tensor flat = params_[bucket[i]].second->to_local().detach().view({-1});
-      packing.unpack(packed, i, flat);
+      g.packing->unpack(g.packed, i, flat);
     }
   }
+}
+
+Zero::Gather Zero::start_all_gather(std::vector<size_t> params) {
+  Gather g;
+  g.params = std::move(params);
+  std::vector<std::vector<FlatRange>> pieces;
+  for (size_t k : g.params)
+    pieces.push_back(pieces_[k]);
+  g.packing = std::make_shared<DpPacking>(std::move(pieces), dp_.size());
+  const at::TensorOptions options = piece(g.params.front()).options();
+  g.segment = at::zeros({g.packing->segment()}, options);
+  for (size_t i = 0; i < g.params.size(); ++i)
+    g.packing->in_segment(g.segment, i, dp_.rank()).copy_(piece(g.params[i]));
+  g.packed = at::empty({g.packing->numel()}, options);
+  g.work = dp_.all_gather_async(g.segment, g.packed);
+  return g;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -161,21 +169,12 @@ void Zero::to_pieces() {
 
 std::optional<Zero::Gather> Zero::start_gather(const std::vector<size_t>& params) {
   torch::autograd::AutoGradMode no_grad(false);
-  Gather g;
-  std::vector<std::vector<FlatRange>> pieces;
+  std::vector<size_t> absent;
   for (size_t k : params) {
-    if (whole_[k]) continue;
-    g.params.push_back(k);
-    pieces.push_back(pieces_[k]);
+    if (!whole_[k]) absent.push_back(k);
   }
-  if (g.params.empty()) return std::nullopt;
-  g.packing = std::make_shared<DpPacking>(std::move(pieces), dp_.size());
-  const at::TensorOptions options = rows_[g.params.front()].options();
-  g.segment = at::zeros({g.packing->segment()}, options);
-  for (size_t i = 0; i < g.params.size(); ++i)
-    g.packing->in_segment(g.segment, i, dp_.rank()).copy_(rows_[g.params[i]]);
-  g.packed = at::empty({g.packing->numel()}, options);
-  g.work = dp_.all_gather_async(g.segment, g.packed);
+  if (absent.empty()) return std::nullopt;
+  Gather g = start_all_gather(std::move(absent));
   // The receiving buffer is a whole copy of these parameters already.
   gathered_bytes_ += storage_bytes(g.packed);
   peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);

@@ -87,11 +87,15 @@ class Zero {
     at::Tensor segment, packed;
     comm::Work work;
   };
+  /// Starts the all-gather of every dp rank's rows of `params` (this rank's from piece()).
+  /// *Collective* over dp.
+  Gather start_all_gather(std::vector<size_t> params);
   /// Makes parameters whole on every dp rank (those already whole are skipped), after finishing
   /// a prefetch in flight. *Collective*.
   void gather(const std::vector<size_t>& params);
   /// Starts gathering parameters (an all-gather in flight while the current layer computes).
   void prefetch(const std::vector<size_t>& params);
+  /// Stage 3: start_all_gather of those of `params` not whole now (none: nullopt).
   std::optional<Gather> start_gather(const std::vector<size_t>& params);
   void finish_gather(Gather& g);
   void finish_prefetch();
