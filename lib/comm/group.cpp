@@ -331,22 +331,14 @@ at::Tensor Group::all_gather(const at::Tensor& local, int64_t dim,
       std::all_of(sizes.begin(), sizes.end(), [&](int64_t s) { return s == sizes[0]; });
   shape[0] = total;
 
-  at::Tensor out;
-  if (total == 0 || inner == 0) {
-    out = at::empty(shape, x.options());
-  } else if (even) {
-    const at::Tensor wire = impl_->on_wire(x);
-    std::vector<std::vector<at::Tensor>> outputs(1);
-    for (int r = 0; r < n; ++r)
-      outputs[0].push_back(at::empty_like(wire));
-    std::vector<at::Tensor> inputs{wire};
-    ::c10d::AllgatherOptions opts;
-    opts.timeout = impl_->options.timeout;
-    impl_->wait(
-        impl_->guarded("all_gather", [&] { return impl_->pg->allgather(outputs, inputs, opts); }),
-        "all_gather");
-    out = at::cat(outputs[0], 0).to(x.scalar_type());
-  } else {
+  at::Tensor out = at::empty(shape, x.options());
+  if (even && total > 0 && inner > 0) {
+    // Equal pieces: c10d's all-gather straight into the result (it counts the bytes).
+    at::Tensor flat = out.view({-1});
+    all_gather_async(x.view({-1}), flat).wait();
+    return out.movedim(0, dim);
+  }
+  if (total > 0 && inner > 0) {
     // Uneven: every rank sends its own piece to every peer (an all-to-all whose input is the
     // local piece repeated), which is exactly the bytes of an all-gather.
     std::vector<int64_t> in_counts(n, x.numel());
@@ -354,9 +346,8 @@ at::Tensor Group::all_gather(const at::Tensor& local, int64_t dim,
     for (int r = 0; r < n; ++r)
       out_counts[r] = sizes[r] * inner;
     at::Tensor input = x.reshape({-1}).repeat({n});
-    at::Tensor output = at::empty({total * inner}, x.options());
+    at::Tensor output = out.view({-1});
     impl_->alltoall(output, input, out_counts, in_counts, "all_gather");
-    out = output.view(shape);
   }
   impl_->record(CommKind::kAllGather, (n - 1) * static_cast<int64_t>(local.nbytes()));
   return out.movedim(0, dim);
