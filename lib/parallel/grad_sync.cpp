@@ -159,8 +159,9 @@ void GradSync::fill(size_t k, const at::Tensor& grad) {
     sum = accumulated.reshape({-1});
   }
   if (b.packing) {
+    // Made zeroed at the bucket's first fill: a parameter without a gradient leaves zeros.
     if (!b.flat.defined()) b.flat = at::zeros({b.packing->numel()}, p.options().dtype(b.dtype));
-    b.packing->pack(b.flat, slot, sum.defined() ? sum : at::zeros({p.numel()}, p.options()));
+    if (sum.defined()) b.packing->pack(b.flat, slot, sum);
   } else {
     at::Tensor dst = b.flat.narrow(0, b.offsets[slot], p.numel());
     if (sum.defined()) {
@@ -177,7 +178,7 @@ void GradSync::release_grads(size_t keep) {
   for (size_t k : to_release_)
     params_[k]->to_local().mutable_grad() = at::Tensor();
   to_release_.clear();
-  if (keep != kNoBucket) to_release_.push_back(keep);
+  to_release_.push_back(keep);
 }
 
 void GradSync::on_grad(size_t k, const at::Tensor& grad) {
@@ -293,11 +294,12 @@ int64_t GradSync::grad_bytes() const {
   }
   for (const auto& b : buckets_) {
     if (b.packing && b.flat.defined()) total += static_cast<int64_t>(b.flat.nbytes());
-    const bool own_pieces =
+    // The rank's segment, unless ZeRO-1 copied it into .grad (counted above).
+    const bool piece_held =
         dp_grads_ == DpGrads::kScatterInBackward || b.dtype != params_[b.params.front()]->dtype();
-    if (b.piece.defined() && own_pieces) total += static_cast<int64_t>(b.piece.nbytes());
-    if (b.packing || b.dtype == params_[b.params.front()]->dtype()) continue;
-    for (size_t k : b.params)  // reduced in a wider type, each its own tensor
+    if (b.piece.defined() && piece_held) total += static_cast<int64_t>(b.piece.nbytes());
+    if (b.packing) continue;
+    for (size_t k : b.params)  // reduced in a wider type (mixed precision): each its own tensor
       if (piece_grads_[k].defined()) total += static_cast<int64_t>(piece_grads_[k].nbytes());
   }
   return total;
