@@ -16,21 +16,21 @@
 namespace vescale {
 namespace {
 
-/// Mixed precision: the parameters become bf16 (`dtype`); returns their float32 values.
-std::map<const DTensor*, at::Tensor> to_compute_dtype(ParallelizedModule& model,
-                                                      at::ScalarType dtype) {
-  std::map<const DTensor*, at::Tensor> initial;
+/// Mixed precision: the parameters become bf16 (`dtype`); returns their float32 values by FQN.
+std::map<std::string, at::Tensor> to_compute_dtype(ParallelizedModule& model,
+                                                   at::ScalarType dtype) {
+  std::map<std::string, at::Tensor> initial;
   for (auto& [fqn, p] : model.parameters()) {
     const at::Tensor state = p->get().to_local().detach();
     p->value = DTensor(state.to(dtype), p->get().spec());
     p->get().requires_grad_(true);
-    initial[&p->get()] = state;
+    initial[fqn] = state;
   }
   return initial;
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const JobConfig& c, Job& job,
-                                          const std::map<const DTensor*, at::Tensor>& initial) {
+                                          const std::map<std::string, at::Tensor>& initial) {
   // Each parameter's whole local shard (or its rows under ZeRO), placed on the job mesh (for
   // checkpoints).
   std::vector<ParamView> views;
@@ -46,11 +46,8 @@ std::unique_ptr<Optimizer> make_optimizer(const JobConfig& c, Job& job,
     }
   }
   if (!initial.empty()) {
-    std::map<std::string, const at::Tensor*> by_name;
-    for (const auto& [fqn, p] : job.params)
-      by_name[fqn] = &initial.at(p);
-    job.master = std::make_unique<MasterWeights>(views, [&by_name](const ParamView& v) {
-      return by_name.at(v.name)->reshape({-1}).narrow(0, v.offset, v.flat.numel());
+    job.master = std::make_unique<MasterWeights>(views, [&initial](const ParamView& v) {
+      return initial.at(v.name).reshape({-1}).narrow(0, v.offset, v.flat.numel());
     });
     views = job.master->views();
   }
@@ -70,6 +67,17 @@ void check_world(const JobConfig& c, const comm::Group& world) {
 bool under(const std::string& fqn, const std::vector<std::string>& modules) {
   return std::any_of(modules.begin(), modules.end(),
                      [&](const std::string& m) { return fqn.rfind(m + ".", 0) == 0; });
+}
+
+/// The parameters under `modules` (by any of their names), each once, in the model's order.
+std::vector<const Parameter*> parameters_in(Module& model,
+                                            const std::vector<std::string>& modules) {
+  std::vector<const Parameter*> out;
+  std::set<const Parameter*> seen;
+  for (const auto& [fqn, p] : model.all_parameter_names()) {
+    if (under(fqn, modules) && seen.insert(p.get()).second) out.push_back(p.get());
+  }
+  return out;
 }
 
 /// The pipeline's cut of the task's layers: the schedule, and per stage its layers and modules.
@@ -133,11 +141,8 @@ void setup_pipeline(Job& job, const PipelinePlan& plan, std::vector<StepParam>& 
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     StageLayers stage{plan.stages[s].begin, plan.stages[s].end, {}};
     if (plan.schedule.stage_rank[s] == rank) {
-      std::set<const Parameter*> seen;
-      for (const auto& [fqn, p] : model.all_parameter_names()) {
-        if (under(fqn, plan.modules[s]) && seen.insert(p.get()).second)
-          stage.params.push_back(local.at(p.get())->to_local());
-      }
+      for (const Parameter* p : parameters_in(model, plan.modules[s]))
+        stage.params.push_back(local.at(p)->to_local());
     }
     stages.push_back(stage);
   }
@@ -147,19 +152,15 @@ void setup_pipeline(Job& job, const PipelinePlan& plan, std::vector<StepParam>& 
 
 /// ZeRO-3: the parameters (indices into job.params) each of the task's layers uses.
 std::vector<std::vector<size_t>> layer_params(const Job& job) {
-  std::map<const DTensor*, size_t> index;
-  for (size_t k = 0; k < job.params.size(); ++k)
-    index[job.params[k].second] = k;
-  std::map<const Parameter*, size_t> of;
+  std::map<const Parameter*, size_t> index;  // job.params lists job.model's, in its order
   for (const auto& [fqn, p] : job.model->parameters())
-    of[p.get()] = index.at(&p->get());
+    index.emplace(p.get(), index.size());
   std::vector<std::vector<size_t>> out;
   for (const Layer& layer : job.task->layers()) {
-    std::set<size_t> used;
-    for (const auto& [fqn, p] : job.task->model()->all_parameter_names()) {
-      if (under(fqn, layer.modules) && of.count(p.get())) used.insert(of.at(p.get()));
+    out.emplace_back();
+    for (const Parameter* p : parameters_in(*job.task->model(), layer.modules)) {
+      if (index.count(p)) out.back().push_back(index.at(p));  // on this rank's stages
     }
-    out.emplace_back(used.begin(), used.end());
   }
   return out;
 }
@@ -242,7 +243,7 @@ std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
   }
   job->model = parallelize_module(job->task->model(), job->mesh.param_mesh(), job_plan(c), options);
   const bool mixed = job_dtype(c) != state_dtype(c);
-  std::map<const DTensor*, at::Tensor> initial;
+  std::map<std::string, at::Tensor> initial;
   if (mixed) initial = to_compute_dtype(*job->model, job_dtype(c));
   std::vector<DTensor*> params;
   std::vector<StepParam> step_params;
