@@ -59,14 +59,6 @@ CommSnapshot CommStats::snapshot() const {
   return counts_;
 }
 
-std::map<std::string, int64_t> CommStats::bytes_by_label() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::map<std::string, int64_t> out;
-  for (const auto& [key, count] : counts_)
-    out[key.first] += count.bytes;
-  return out;
-}
-
 void CommStats::reset() {
   std::lock_guard<std::mutex> lock(mutex_);
   counts_.clear();

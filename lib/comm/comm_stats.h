@@ -58,8 +58,6 @@ class CommStats {
   int64_t total_bytes() const;
   /// A copy of every counter.
   CommSnapshot snapshot() const;
-  /// Bytes by label, all kinds: what metrics report per step.
-  std::map<std::string, int64_t> bytes_by_label() const;
 
   void reset();
 

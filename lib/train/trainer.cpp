@@ -36,13 +36,6 @@ struct Meter {
   Clock::time_point start = Clock::now();
 };
 
-/// The bytes of kind `kind` in `state`, 0 if absent.
-int64_t bytes_of(const StateBytes& state, const std::string& kind) {
-  for (const auto& [name, bytes] : state)
-    if (name == kind) return bytes;
-  return 0;
-}
-
 // NOTE [Activation bytes]
 // A step's activations on this rank are the metered live bytes (core/memory_meter.h) just before
 // its last backward starts, less those just before its first forward (after zero_grad freed the
@@ -70,7 +63,7 @@ class ActivationMeter {
 
  private:
   void before_last_backward() {
-    const int64_t grads = bytes_of(job_.state_bytes(), "grads");
+    const int64_t grads = job_.grad_sync->grad_bytes();
     bytes_ = metered_live_bytes() - baseline_.value_or(0) - grads;
   }
 
