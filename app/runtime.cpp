@@ -1,6 +1,5 @@
 #include "runtime.h"
 
-#include <ATen/Parallel.h>
 #include <unistd.h>
 
 #include <climits>
@@ -9,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/thread_budget.h"
 #include "launch/local_launcher.h"
 
 namespace vescale::app {
@@ -19,18 +19,6 @@ std::string self_executable(const std::string& fallback) {
   const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
   if (n <= 0) return fallback;
   return std::string(path, static_cast<size_t>(n));
-}
-
-/// Intra-op threads of this rank: OMP_NUM_THREADS if set (our launcher sets it), else the cores
-/// divided among the local ranks. See NOTE [Thread budget].
-void set_thread_budget(const LaunchEnv& env) {
-  int threads = 0;
-  if (const char* omp = std::getenv("OMP_NUM_THREADS")) threads = std::atoi(omp);
-  if (threads <= 0) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::max(1, cores / std::max(1, env.local_world));
-  }
-  at::set_num_threads(threads);
 }
 
 }  // namespace
@@ -59,7 +47,8 @@ int run_on_ranks(int nproc, const Invocation& invocation,
     env->source = "single process";
   }
   init_logging({env->rank, env->world, env->source != "local", invocation.log_level});
-  set_thread_budget(*env);
+  const std::string threads = apply_thread_budget(thread_budget_from_env(env->local_world));
+  if (env->rank == 0) spdlog::info("{}", threads);
   return body(*env);
 }
 

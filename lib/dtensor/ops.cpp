@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/torch_features.h"
+#include "dtensor/local_kernels.h"
 #include "dtensor/op_driver.h"
 #include "dtensor/transitions.h"
 
@@ -159,23 +160,17 @@ DTensor softmax(const DTensor& x, int64_t dim) {
 DTensor causal_attention(const DTensor& q, const DTensor& k, const DTensor& v) {
   VS_CHECK(q.ndim() == 4 && q.shape() == k.shape() && q.shape() == v.shape(),
            "[dtensor] causal_attention: q, k, v must share one [B, H, T, D] shape");
-  const int64_t t = q.size(2);
-  const double scale_factor = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  return run_op(
-      {"causal_attention",
-       {&q, &k, &v},
-       fixed(detail::attention_rule()),
-       q.shape(),
-       [t, scale_factor](const Locals& l, const Specs&, const DTensorSpec&) {
-         // NOTE [Fast paths]: the fused kernel on CUDA (not float64), else the explicit one.
-         if (use_fused_attention(l[0].device(), l[0].scalar_type())) {
-           return fused::causal_attention(l[0], l[1], l[2]);
-         }
-         at::Tensor scores = at::matmul(l[0], l[1].transpose(-2, -1)) * scale_factor;
-         at::Tensor future = at::ones({t, t}, at::dtype(at::kBool).device(l[0].device())).triu(1);
-         scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
-         return at::matmul(at::softmax(scores, -1), l[2]);
-       }});
+  return run_op({"causal_attention",
+                 {&q, &k, &v},
+                 fixed(detail::attention_rule()),
+                 q.shape(),
+                 [](const Locals& l, const Specs&, const DTensorSpec&) {
+                   // NOTE [Fast paths]: the fused kernel on CUDA (not float64), else
+                   // NOTE [Explicit attention].
+                   if (use_fused_attention(l[0].device(), l[0].scalar_type()))
+                     return fused::causal_attention(l[0], l[1], l[2]);
+                   return local::causal_attention(l[0], l[1], l[2]);
+                 }});
 }
 
 DTensor embedding(const DTensor& ids, const DTensor& weight) {

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/thread_budget.h"
 #include "launch/free_port.h"
 
 extern char** environ;
@@ -73,16 +74,13 @@ std::vector<std::string> worker_env(const LocalLaunchOptions& options, int rank,
   env.push_back(fmt::format("MASTER_ADDR={}", options.master_addr));
   env.push_back(fmt::format("MASTER_PORT={}", port));
   env.push_back("VESCALE_LAUNCHER=local");
-  // NOTE [Thread budget]: OpenBLAS threads x intra-op threads x ranks must not exceed the cores,
-  // or the workers fight over them. Respect what the user set; otherwise split the cores.
-  int threads = options.threads_per_worker;
-  if (threads <= 0) {
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    threads = std::max(1, static_cast<int>(cores) / std::max(1, options.nproc));
-  }
-  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
-    if (std::getenv(var) == nullptr) env.push_back(fmt::format("{}={}", var, threads));
-  }
+  // NOTE [Thread budget]: the workers' OpenBLAS reads its threads when it loads, so the budget
+  // travels in the environment.
+  const ThreadBudget budget = thread_budget_from_env(options.nproc);
+  if (std::getenv("OMP_NUM_THREADS") == nullptr)
+    env.push_back(fmt::format("OMP_NUM_THREADS={}", budget.intra_op));
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr)
+    env.push_back(fmt::format("OPENBLAS_NUM_THREADS={}", budget.blas));
   return env;
 }
 

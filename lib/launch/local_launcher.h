@@ -13,8 +13,6 @@ struct LocalLaunchOptions {
   std::vector<std::string> argv;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  ///< 0: a free port
-  /// Threads per worker for OpenBLAS and OpenMP when the user set none: cores / nproc.
-  int threads_per_worker = 0;
   /// Time the other workers get to stop after SIGTERM before SIGKILL.
   std::chrono::milliseconds grace{std::chrono::seconds(5)};
   /// Prefix each output line with "[rank N] ", except rank 0's stdout (the command's result).

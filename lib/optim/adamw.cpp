@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <map>
+#include <string>
+#include <tuple>
 #include <utility>
 
 #include "core/torch_features.h"
@@ -12,16 +14,23 @@
 namespace vescale {
 namespace {
 
-/// The explicit update: the reference (float64), and the only path on the CPU and LibTorch 1.13.
-void explicit_update(at::Tensor& p, const at::Tensor& g, at::Tensor& exp_avg,
-                     at::Tensor& exp_avg_sq, const fused::AdamWHyper& h) {
+/// The explicit update of a list of alike tensors, with foreach ops: the reference (float64), and
+/// the path on the CPU and LibTorch 1.13. Per tensor it is exactly
+///   p *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+///   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+/// so the values do not depend on how tensors are grouped.
+void foreach_update(const fused::AdamWLists& l, const fused::AdamWHyper& h) {
   const double bias1 = 1.0 - std::pow(h.beta1, static_cast<double>(h.step));
   const double bias2 = 1.0 - std::pow(h.beta2, static_cast<double>(h.step));
-  if (h.weight_decay != 0) p.mul_(1.0 - h.lr * h.weight_decay);
-  exp_avg.mul_(h.beta1).add_(g, 1.0 - h.beta1);
-  exp_avg_sq.mul_(h.beta2).addcmul_(g, g, 1.0 - h.beta2);
-  const at::Tensor denom = (exp_avg_sq.sqrt() / std::sqrt(bias2)).add_(h.eps);
-  p.addcdiv_(exp_avg, denom, -h.lr / bias1);
+  if (h.weight_decay != 0) at::_foreach_mul_(l.params, 1.0 - h.lr * h.weight_decay);
+  at::_foreach_mul_(l.exp_avgs, h.beta1);
+  at::_foreach_add_(l.exp_avgs, l.grads, 1.0 - h.beta1);
+  at::_foreach_mul_(l.exp_avg_sqs, h.beta2);
+  at::_foreach_addcmul_(l.exp_avg_sqs, l.grads, l.grads, 1.0 - h.beta2);
+  std::vector<at::Tensor> denoms = at::_foreach_sqrt(l.exp_avg_sqs);
+  at::_foreach_div_(denoms, std::sqrt(bias2));
+  at::_foreach_add_(denoms, h.eps);
+  at::_foreach_addcdiv_(l.params, l.exp_avgs, denoms, -h.lr / bias1);
 }
 
 /// Whether PyTorch's fused kernel can update these (NOTE [Fast paths]): CUDA, not float64, and
@@ -48,8 +57,9 @@ AdamW::AdamW(std::vector<ParamView> views, AdamWOptions options)
 void AdamW::step(double lr) {
   torch::autograd::AutoGradMode no_grad(false);
   ++steps_;
-  // One fused launch per (weight decay on, dtype); the rest update one by one.
-  std::map<std::pair<bool, at::ScalarType>, fused::AdamWLists> fused_groups;
+  // One launch per group of alike tensors: (weight decay on, dtype, device, fusable).
+  using Group = std::tuple<bool, at::ScalarType, std::string, bool>;
+  std::map<Group, fused::AdamWLists> groups;
   for (size_t k = 0; k < views_.size(); ++k) {
     const at::Tensor g = views_[k].grad();
     if (!g.defined()) continue;
@@ -59,18 +69,21 @@ void AdamW::step(double lr) {
     if (!exp_avg.defined()) exp_avg = at::zeros_like(p);
     if (!exp_avg_sq.defined()) exp_avg_sq = at::zeros_like(p);
     const bool decay = views_[k].weight_decay && options_.weight_decay != 0;
-    if (fusable({p, g, exp_avg, exp_avg_sq})) {
-      fused::AdamWLists& lists = fused_groups[{decay, p.scalar_type()}];
-      lists.params.push_back(p);
-      lists.grads.push_back(g);
-      lists.exp_avgs.push_back(exp_avg);
-      lists.exp_avg_sqs.push_back(exp_avg_sq);
+    const bool fuse = fusable({p, g, exp_avg, exp_avg_sq});
+    fused::AdamWLists& lists = groups[{decay, p.scalar_type(), p.device().str(), fuse}];
+    lists.params.push_back(p);
+    lists.grads.push_back(g);
+    lists.exp_avgs.push_back(exp_avg);
+    lists.exp_avg_sqs.push_back(exp_avg_sq);
+  }
+  for (const auto& [group, lists] : groups) {
+    const fused::AdamWHyper h = hyper(options_, lr, std::get<0>(group), steps_);
+    if (std::get<3>(group)) {
+      fused::adamw_step(lists, h);
     } else {
-      explicit_update(p, g, exp_avg, exp_avg_sq, hyper(options_, lr, decay, steps_));
+      foreach_update(lists, h);
     }
   }
-  for (const auto& [group, lists] : fused_groups)
-    fused::adamw_step(lists, hyper(options_, lr, group.first, steps_));
 }
 
 }  // namespace vescale

@@ -10,12 +10,33 @@
 
 namespace vescale {
 
+namespace {
+
+/// The sum of squares of `grads` as a 0-dim float64 tensor on `device`, with no host sync: one
+/// foreach norm per list (each norm accumulates in at least float32; half types are widened to
+/// float32 first), squared and summed in float64.
+at::Tensor sum_of_squares(const std::vector<at::Tensor>& grads, const Device& device) {
+  if (grads.empty()) return at::zeros({}, at::dtype(at::kDouble).device(device));
+  std::vector<at::Tensor> wide;
+  wide.reserve(grads.size());
+  for (const at::Tensor& g : grads) {
+    const bool full = g.scalar_type() == at::kFloat || g.scalar_type() == at::kDouble;
+    wide.push_back(full ? g : g.to(at::kFloat));
+  }
+  std::vector<at::Tensor> norms = at::_foreach_norm(wide, 2);
+  for (at::Tensor& n : norms)
+    n = n.to(at::kDouble);
+  return at::stack(norms).square().sum();
+}
+
+}  // namespace
+
 double global_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh& mesh,
                         const std::vector<int>& reduce_dims) {
   // Squares summed per subset of reduce_dims (bit i: reduce_dims[i] splits the piece): a piece
   // split over dims D is summed over D and counted once over the rest.
   const size_t n = reduce_dims.size();
-  std::vector<double> by_subset(size_t{1} << n, 0.0);
+  std::vector<std::vector<at::Tensor>> by_subset(size_t{1} << n);
   for (const GradPiece& piece : pieces) {
     if (!piece.grad.defined() || !piece.counted) continue;
     size_t subset = 0;
@@ -27,27 +48,26 @@ double global_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh& 
                d, mesh.str());
       subset |= size_t{1} << (it - reduce_dims.begin());
     }
-    by_subset[subset] += piece.grad.to(at::kDouble).pow(2).sum().item<double>();
+    by_subset[subset].push_back(piece.grad);
   }
+  std::vector<at::Tensor> sums;
+  for (const auto& grads : by_subset)
+    sums.push_back(sum_of_squares(grads, mesh.device()));
   // One all-reduce per dim, of the subsets that contain it (the same list on every rank).
   for (size_t i = 0; i < n; ++i) {
     std::vector<size_t> members;
-    for (size_t subset = 0; subset < by_subset.size(); ++subset) {
+    for (size_t subset = 0; subset < sums.size(); ++subset) {
       if (subset & (size_t{1} << i)) members.push_back(subset);
     }
-    std::vector<double> values;
+    std::vector<at::Tensor> values;
     for (size_t subset : members)
-      values.push_back(by_subset[subset]);
-    at::Tensor sums = at::tensor(values, at::kDouble).to(mesh.device());
-    mesh.group(reduce_dims[i]).all_reduce(sums, comm::ReduceOp::kSum);
-    const at::Tensor host = sums.cpu();
+      values.push_back(sums[subset]);
+    at::Tensor packed = at::stack(values);
+    mesh.group(reduce_dims[i]).all_reduce(packed, comm::ReduceOp::kSum);
     for (size_t m = 0; m < members.size(); ++m)
-      by_subset[members[m]] = host[static_cast<int64_t>(m)].item<double>();
+      sums[members[m]] = packed[static_cast<int64_t>(m)];
   }
-  double total = 0;
-  for (double s : by_subset)
-    total += s;
-  return std::sqrt(total);
+  return std::sqrt(at::stack(sums).sum().item<double>());
 }
 
 double clip_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh& mesh,
@@ -56,9 +76,11 @@ double clip_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh& me
   const double coef = max_norm / (norm + 1e-6);
   if (max_norm > 0 && coef < 1.0) {
     torch::autograd::AutoGradMode no_grad(false);
+    std::vector<at::Tensor> grads;
     for (const GradPiece& piece : pieces) {
-      if (piece.grad.defined()) piece.grad.mul_(coef);
+      if (piece.grad.defined()) grads.push_back(piece.grad);
     }
+    at::_foreach_mul_(grads, coef);
   }
   return norm;
 }

@@ -361,16 +361,19 @@ TEST(OpRules, ParameterMixingPartialAndFullGradientsIsAnError) {
 }
 
 TEST(OpRules, AttentionOffCudaIsTheExplicitKernelBitwise) {
-  // NOTE [Fast paths]: on the CPU, and in float64 anywhere, attention keeps the explicit kernel.
+  // NOTE [Fast paths]: on the CPU, and in float64 anywhere, attention keeps the explicit kernel,
+  // and NOTE [Explicit attention]'s additive mask and fused scale give the textbook values and
+  // gradients bit for bit.
   ASSERT_FALSE(use_fused_attention(kCpu, at::kFloat));
   run_ranks(1, [](const comm::Group& world) {
     DeviceMesh mesh(world, MeshSpec{{1}, {"tp"}});
     for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
-      std::vector<at::Tensor> qkv;
+      std::vector<at::Tensor> qkv, mine;
       std::vector<DTensor> d;
       for (int i = 0; i < 3; ++i) {
-        qkv.push_back(pattern({2, 3, 5, 4}, 0.3 * (i + 1)).to(dtype));
-        d.push_back(distribute_tensor(qkv.back(), mesh, {Placement::replicate()}));
+        qkv.push_back(pattern({2, 3, 5, 4}, 0.3 * (i + 1)).to(dtype).requires_grad_());
+        mine.push_back(qkv.back().detach().clone().requires_grad_());
+        d.push_back(distribute_tensor(mine.back(), mesh, {Placement::replicate()}));
       }
       at::Tensor s = at::matmul(qkv[0], qkv[1].transpose(-2, -1)) * (1.0 / std::sqrt(4.0));
       s = s.masked_fill(at::ones({5, 5}, at::kBool).triu(1), -INFINITY);
@@ -378,6 +381,11 @@ TEST(OpRules, AttentionOffCudaIsTheExplicitKernelBitwise) {
       const at::Tensor out = ops::causal_attention(d[0], d[1], d[2]).to_local();
       EXPECT_EQ(out.scalar_type(), dtype);
       EXPECT_TRUE(at::equal(out, reference)) << dtype;
+      const at::Tensor upstream = pattern({2, 3, 5, 4}, 0.7).to(dtype);
+      reference.backward(upstream);
+      out.backward(upstream);
+      for (int i = 0; i < 3; ++i)
+        EXPECT_TRUE(at::equal(mine[i].grad(), qkv[i].grad())) << dtype << " input " << i;
     }
   });
 }

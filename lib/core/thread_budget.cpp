@@ -1,0 +1,66 @@
+#include "core/thread_budget.h"
+
+#include <ATen/Parallel.h>
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+namespace vescale {
+namespace {
+
+/// A positive thread count from an environment value, else 0.
+int positive(const char* value) {
+  if (value == nullptr) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(value, &end, 10);
+  return end != value && *end == '\0' && n > 0 && n < 1 << 16 ? static_cast<int>(n) : 0;
+}
+
+}  // namespace
+
+ThreadBudget choose_thread_budget(int cores, int local_ranks, const char* omp,
+                                  const char* openblas) {
+  ThreadBudget b;
+  const int per_rank = std::max(1, std::max(1, cores) / std::max(1, local_ranks));
+  b.intra_op = 1;
+  b.blas = per_rank;
+  b.origin = fmt::format("{} cores / {} local rank{}", cores, local_ranks,
+                         local_ranks == 1 ? "" : "s");
+  if (const int n = positive(omp)) {
+    b.intra_op = n;
+    b.origin += ", OMP_NUM_THREADS";
+  }
+  if (const int n = positive(openblas)) {
+    b.blas = n;
+    b.origin += ", OPENBLAS_NUM_THREADS";
+  }
+  return b;
+}
+
+ThreadBudget thread_budget_from_env(int local_ranks) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return choose_thread_budget(cores, local_ranks, std::getenv("OMP_NUM_THREADS"),
+                              std::getenv("OPENBLAS_NUM_THREADS"));
+}
+
+std::string apply_thread_budget(const ThreadBudget& budget) {
+  at::set_num_threads(budget.intra_op);
+  // OpenBLAS is found by its symbols, not linked against: the BLAS is whatever Debian's
+  // alternatives (or the user's LibTorch) put behind libblas.
+  using SetThreads = void (*)(int);
+  using GetConfig = char* (*)();
+  auto set = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  auto config = reinterpret_cast<GetConfig>(::dlsym(RTLD_DEFAULT, "openblas_get_config"));
+  std::string blas = "BLAS threads not set (not OpenBLAS)";
+  if (set != nullptr) {
+    set(budget.blas);
+    blas = fmt::format("OpenBLAS {} thread{}", budget.blas, budget.blas == 1 ? "" : "s");
+    if (config != nullptr) blas += fmt::format(" ({})", config());
+  }
+  return fmt::format("threads: {} intra-op, {} [{}]", budget.intra_op, blas, budget.origin);
+}
+
+}  // namespace vescale
