@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
   } catch (const vescale::UserError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const vescale::DivergedError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 3;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

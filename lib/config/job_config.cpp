@@ -153,6 +153,10 @@ void set_value(Values& values, const std::string& name, const std::string& at, P
   auto parsed = parse(k->default_value);
   VS_USER_CHECK(parsed.has_value(), "{}: key '{}' must be {}", at, name,
                 type_name(k->default_value));
+  const double* number = std::get_if<double>(&*parsed);
+  VS_USER_CHECK(number == nullptr || std::isfinite(*number),
+                "{}: key '{}' must be a finite number, got {}", at, name,
+                number == nullptr ? 0.0 : *number);
   values[name] = *parsed;
 }
 
@@ -226,6 +230,7 @@ void check_values(const JobConfig& c) {
   one_of("training.dtype", c.dtype, {"float32", "float64", "bfloat16"});
   one_of("optimizer.name", c.optimizer, {"adamw", "sgd"});
   one_of("lr_scheduler.decay", c.decay, {"cosine", "constant"});
+  one_of("training.on_nonfinite", c.on_nonfinite, {"stop", "skip"});
   one_of("comm.backend", c.backend, {"auto", "gloo", "nccl"});
   one_of("checkpoint.format", c.checkpoint_format, {"sharded", "deduped", "merged"});
   one_of("parallel.pp_schedule", c.pp_schedule,
@@ -245,6 +250,7 @@ void check_values(const JobConfig& c) {
   positive("training.steps", c.steps);
   positive("training.global_batch_size", c.global_batch_size);
   positive("training.seq_len", c.seq_len);
+  positive("training.max_skipped", c.max_skipped);
   positive("metrics.log_interval", c.log_interval);
 }
 
@@ -343,6 +349,10 @@ const std::vector<ConfigKey>& config_schema() {
           "float32, float64 or bfloat16 (bf16 compute, float32 master weights and state)"),
       key("training.grad_clip", &C::grad_clip, 1.0,
           "Clip the global gradient norm to this (0: off)"),
+      key("training.on_nonfinite", &C::on_nonfinite, "stop",
+          "A NaN/inf loss or gradient norm: stop (exit 3, nothing saved) or skip the update"),
+      key("training.max_skipped", &C::max_skipped, 10,
+          "With on_nonfinite = skip: stop after this many skipped steps in a row"),
       key("optimizer.name", &C::optimizer, "adamw", "adamw or sgd"),
       key("optimizer.lr", &C::lr, 3e-4, "Peak learning rate"),
       key("optimizer.beta1", &C::beta1, 0.9, "AdamW beta1"),

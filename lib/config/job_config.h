@@ -38,6 +38,8 @@ struct JobConfig {
   std::string device;  ///< "auto", "cpu" or "cuda" (rank r: cuda:LOCAL_RANK)
   std::string dtype;
   double grad_clip;
+  std::string on_nonfinite;  ///< "stop" or "skip" (NOTE [Non-finite steps])
+  int64_t max_skipped;       ///< skipped steps in a row before stopping
   // [optimizer]
   std::string optimizer;
   double lr, beta1, beta2, eps, weight_decay, momentum;

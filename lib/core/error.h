@@ -22,6 +22,13 @@ class UserError : public Error {
   using Error::Error;
 };
 
+/// Training produced a loss or gradient norm that is not finite and the job stops
+/// (NOTE [Non-finite steps]). The command exits with code 3.
+class DivergedError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// A collective or rendezvous did not complete within its timeout.
 class TimeoutError : public Error {
  public:

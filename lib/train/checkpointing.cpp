@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/units.h"
+#include "train/nonfinite.h"
 
 namespace vescale {
 namespace {
@@ -125,9 +126,20 @@ bool load_optimizer(Job& job, const CheckpointReader& reader) {
 void save_job(Job& job, int64_t step, const comm::Group& world) {
   const JobConfig& c = job.config;
   const auto start = Clock::now();
+  const std::vector<StateTensor> state = job_state(job);
+  // NOTE [Non-finite steps]: never a checkpoint of a state with a NaN or inf.
+  std::vector<at::Tensor> tensors;
+  for (const StateTensor& s : state)
+    tensors.push_back(s.local);
+  if (!finite_everywhere(tensors, world)) {
+    throw DivergedError(fmt::format(
+        "step {}: the parameters or optimizer state hold a NaN or inf; the checkpoint was not "
+        "written (the last one in {} is intact). Lower optimizer.lr, or resume from it",
+        step, c.dump_folder));
+  }
   const std::string dir = (std::filesystem::path(c.dump_folder) / "checkpoints").string();
   const std::string folder = save_checkpoint(dir, parse_checkpoint_format(c.checkpoint_format),
-                                             job_state(job), tied_names(job.model->module()),
+                                             state, tied_names(job.model->module()),
                                              job_meta(job, step, world), world, c.checkpoint_keep);
   log_rank0("saved {} ({}) in {}", folder, c.checkpoint_format,
             format_duration(seconds_since(start)));

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
+
 namespace vescale {
 
 TrainStep::TrainStep(const JobMesh& mesh, std::vector<StepParam> params, std::vector<int> norm_dims,
@@ -31,8 +33,15 @@ StepResult TrainStep::run(const MicroBatches& batches, double lr) {
   const std::vector<double> losses = schedule_.run(batches);
   grad_sync_.finish();
   result.grad_norm = clip_grad_norm(grad_pieces(), mesh_.mesh(), norm_dims_, max_grad_norm_);
-  optimizer_.step(lr);
+  result.loss = mean_loss(losses);
+  // NOTE [Non-finite steps]: every rank has the same loss and norm, so all drop the update.
+  result.updated = std::isfinite(result.loss) && std::isfinite(result.grad_norm);
+  if (result.updated) optimizer_.step(lr);
   if (after_update_) after_update_();
+  return result;
+}
+
+double TrainStep::mean_loss(const std::vector<double>& losses) const {
   double sum = 0;
   for (double l : losses)
     sum += l;
@@ -41,8 +50,7 @@ StepResult TrainStep::run(const MicroBatches& batches, double lr) {
   mesh_.group("dp").all_reduce(loss, comm::ReduceOp::kAvg);
   // Under a pipeline only the last stage's rank has losses: the others add 0.
   if (mesh_.pp() > 1) mesh_.group("pp").all_reduce(loss, comm::ReduceOp::kSum);
-  result.loss = loss.item<double>();
-  return result;
+  return loss.item<double>();
 }
 
 }  // namespace vescale

@@ -25,6 +25,9 @@ struct StepParam {
 struct StepResult {
   double loss = 0;       ///< mean over micro-batches and dp ranks: the global batch's mean loss
   double grad_norm = 0;  ///< before clipping
+  /// False when the loss or gradient norm was not finite: the optimizer did not step
+  /// (NOTE [Non-finite steps]).
+  bool updated = true;
 };
 
 class TrainStep {
@@ -45,6 +48,8 @@ class TrainStep {
  private:
   /// Each parameter's reduced gradient (its rows under ZeRO) with the job-mesh dims that split it.
   std::vector<GradPiece> grad_pieces() const;
+  /// The global batch's mean loss from this rank's micro-batch losses. *Collective*.
+  double mean_loss(const std::vector<double>& losses) const;
 
   const JobMesh& mesh_;
   std::vector<StepParam> params_;

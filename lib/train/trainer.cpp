@@ -17,6 +17,7 @@
 #include "train/evaluator.h"
 #include "train/job.h"
 #include "train/metrics.h"
+#include "train/nonfinite.h"
 
 namespace vescale {
 namespace {
@@ -127,6 +128,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
   ActivationMeter activations(*job);
 
   TrainSummary summary;
+  NonFiniteGuard nonfinite(c.on_nonfinite, c.max_skipped);
   summary.first_val_loss = evaluate(*job);
   log_rank0("step {}/{} | val_loss {:.4f}", start_step, c.steps, summary.first_val_loss);
   meter.start = Clock::now();
@@ -147,6 +149,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     // The step's bytes only: not those of the checkpoint or evaluation that may follow.
     const comm::CommSnapshot comm_after = meter.stats.snapshot();
     summary.losses.push_back(result.loss);
+    nonfinite.after_step(step, result);
 
     if (c.checkpoint_interval > 0 && (step + 1) % c.checkpoint_interval == 0)
       save_job(*job, step + 1, world);
@@ -171,6 +174,9 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
   log_rank0("done: {} steps in {}, val_loss {:.4f} -> {:.4f}, {:.0f} tokens/s, peak RSS {}", ran,
             format_duration(summary.seconds), summary.first_val_loss, summary.final_val_loss,
             summary.tokens_per_s, format_bytes(static_cast<double>(peak_resident_bytes())));
+  if (nonfinite.skipped() > 0)
+    log_rank0("{} step{} skipped: the loss or gradient norm was not finite", nonfinite.skipped(),
+              nonfinite.skipped() == 1 ? "" : "s");
   if (job->pipeline) log_pipeline_stats(*job);
   return summary;
 }
