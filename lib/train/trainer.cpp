@@ -125,6 +125,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
                 start_step, c.steps);
   Meter meter(*job, world);
   ActivationMeter activations(*job);
+  JobCheckpointer checkpointer(*job, world);
 
   TrainSummary summary;
   summary.first_val_loss = evaluate(*job);
@@ -149,7 +150,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     summary.losses.push_back(result.loss);
 
     if (c.checkpoint_interval > 0 && (step + 1) % c.checkpoint_interval == 0)
-      save_job(*job, step + 1, world);
+      checkpointer.save(step + 1);
     const bool last = step + 1 == c.steps;
     std::optional<double> val_loss;
     if (last || (c.eval_interval > 0 && (step + 1) % c.eval_interval == 0))
@@ -163,6 +164,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
       if (rank0) writer.write(m);
     }
   }
+  checkpointer.finish();  // the last save is committed before training reports it is done
   summary.seconds = seconds_since(meter.start);
   const int64_t ran = c.steps - start_step;
   if (ran > 1)
