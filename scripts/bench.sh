@@ -9,9 +9,14 @@
 #      resident memory and peak micro-batches in flight;
 #   4. ZeRO: gpt-tiny at dp=2 and dp=4 (tp=1) for parallel.zero = 0, 1, 2, 3 (30 steps): tokens/s,
 #      rank 0's parameters / gradients / optimizer state after a step (from tensor sizes), its
-#      peak resident memory, and the dp bytes per step by kind.
-# Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or comm, train, pipeline; a comma list)
-# runs only those tables.
+#      peak resident memory, and the dp bytes per step by kind;
+#   5. checkpoints: a GPT of about 300 MB of state (n_embd 512, 8 blocks, AdamW) on tp=2, saved
+#      sharded and merged, sync and async: the training stall per checkpoint (time the training
+#      thread spent in the save), the write throughput (the step folder's bytes over the time from
+#      the first file opened to COMMIT, files fsynced), `dd conv=fsync` of as many bytes into the
+#      same folder, their ratio, and rank 0's peak resident memory.
+# Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or comm, train, pipeline, checkpoint;
+# a comma list) runs only those tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +26,7 @@ BIN="${BUILD_DIR:-build}/vescale-train"
 SIZES=(--sizes 1K,64K,1M,16M)
 [ $# -gt 0 ] && SIZES=("$@")
 
-BENCH=${BENCH:-comm,train,pipeline,zero}
+BENCH=${BENCH:-comm,train,pipeline,zero,checkpoint}
 wanted() { [[ ",$BENCH," == *",$1,"* ]]; }
 
 if wanted comm; then
@@ -104,6 +109,44 @@ PY
 for dp in 2 4; do
   for zero in 0 1 2 3; do
     zero_row "$dp" "$zero"
+  done
+done
+fi
+
+if wanted checkpoint; then
+echo
+echo "checkpoints: gpt n_embd 512, 8 blocks, AdamW (about 300 MB of state), dp=1 x tp=2, float32, 7 steps, saves at 3 and 6"
+echo "(stall: training thread's time in the save; write: step folder bytes / time from first file opened to COMMIT, fsync included, as dd conv=fsync)"
+printf "%-8s %-6s %10s %12s %12s %12s %7s %12s\n" "format" "mode" "size" "stall ms" "write MB/s" "dd MB/s" "ratio" "peak RSS r0"
+checkpoint_row() {  # format, async
+  local dir="$OUT/ckpt-$1-$2" log
+  log=$("$BIN" train configs/gpt-tiny.toml --job.dump_folder="$dir" --model.n_embd=512 \
+    --model.n_layer=8 --model.n_head=8 --parallel.dp=1 --parallel.tp=2 \
+    --parallel.plan=gpt/megatron-tp --training.global_batch_size=2 --training.seq_len=32 \
+    --training.steps=7 --eval.interval=0 --eval.windows=1 --metrics.log_interval=7 \
+    --checkpoint.interval=3 --checkpoint.keep=1 --checkpoint.format="$1" \
+    --checkpoint.async="$2" 2>&1)
+  local peak saves bytes dd
+  peak=$(echo "$log" | grep "done:" | sed -n 's/.*peak RSS \(.*\)$/\1/p')
+  saves=$(echo "$log" | grep "saved " | sed 's/.*: \(.*\) in .*, \([0-9]*\) MB\/s (stall \([0-9]*\) ms)/\1 \2 \3/')
+  bytes=$(du -sb "$dir/checkpoints"/step-000006 | cut -f1)
+  dd=$(dd if=/dev/zero of="$dir/ddtest" bs=1M count=$((bytes / 1048576)) conv=fsync 2>&1 | tail -1)
+  rm -f "$dir/ddtest"
+  python3 - "$1" "$2" "$bytes" "$peak" "$dd" "$saves" <<'PY'
+import sys
+fmt, mode, size, peak, dd, saves = sys.argv[1:]
+rows = [l.split() for l in saves.splitlines() if l.strip()]
+stall = sum(float(r[-1]) for r in rows) / len(rows)
+write = sum(float(r[-2]) for r in rows) / len(rows)
+parts = dd.split()
+dd_mbs = float(parts[0]) / 1e6 / float(parts[parts.index("copied,") + 1])
+mode = "async" if mode == "true" else "sync"
+print(f"{fmt:<8} {mode:<6} {int(size) / 1e6:>7.0f} MB {stall:>12.0f} {write:>12.0f} {dd_mbs:>12.0f} {write / dd_mbs:>7.2f} {peak:>12}")
+PY
+}
+for format in sharded merged; do
+  for async in false true; do
+    checkpoint_row "$format" "$async"
   done
 done
 fi

@@ -5,8 +5,14 @@
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <sstream>
 
 #include "core/error.h"
@@ -23,6 +29,16 @@ std::string step_folder(int64_t step) {
   return fmt::format("step-{:06d}", step);
 }
 
+/// Flushes a file's (or a folder's) data to the disk: a checkpoint is committed only once its
+/// files would survive a power cut, not just a crash of the program.
+void sync_to_disk(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  VS_CHECK(fd >= 0, "[checkpoint] cannot open {} to sync it", path.string());
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  VS_CHECK(rc == 0, "[checkpoint] syncing {} to disk failed (disk full?)", path.string());
+}
+
 void write_text_atomically(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".tmp";
   {
@@ -30,6 +46,7 @@ void write_text_atomically(const fs::path& path, const std::string& text) {
     out << text;
     VS_CHECK(out.good(), "[checkpoint] cannot write {}", tmp.string());
   }
+  sync_to_disk(tmp);
   fs::rename(tmp, path);
 }
 
@@ -73,31 +90,44 @@ CheckpointMeta read_meta(const h5::File& file) {
   return m;
 }
 
-void write_piece(h5::File& file, const StateTensor& t, int64_t replica_id) {
-  const std::string path = "/" + t.name;
-  file.write(path, t.local);
-  file.set_attr(path, "global_shape", t.spec.shape);
-  file.set_attr(path, "global_offset", t.spec.local_offset());
-  file.set_attr(path, "placements", placements_str(t.spec.placements));
-  file.set_attr(path, "mesh_shape", t.spec.mesh.shape());
-  file.set_attr(path, "mesh_dims", fmt::format("{}", fmt::join(t.spec.mesh.dim_names(), ",")));
-  file.set_attr(path, "replica_id", replica_id);
+void write_piece(h5::File& file, const SavedPiece& p) {
+  const std::string path = "/" + p.name;
+  file.write(path, p.tensor);
+  file.set_attr(path, "global_shape", p.global_shape);
+  file.set_attr(path, "global_offset", p.global_offset);
+  file.set_attr(path, "placements", p.placements);
+  file.set_attr(path, "mesh_shape", p.mesh_shape);
+  file.set_attr(path, "mesh_dims", p.mesh_dims);
+  file.set_attr(path, "replica_id", p.replica_id);
+}
+
+/// A copy in host memory that training cannot change (a clone on the CPU).
+at::Tensor host_copy(const at::Tensor& t) {
+  return t.detach().to(at::kCPU, t.scalar_type(), /*non_blocking=*/false, /*copy=*/true,
+                       at::MemoryFormat::Contiguous);
+}
+
+/// A rank's piece of `t`, a copy in host memory when `copy`, else `t`'s own local tensor.
+SavedPiece shard_piece(const StateTensor& t, int64_t replica_id, bool copy) {
+  return {t.name,
+          copy ? host_copy(t.local) : t.local.detach(),
+          t.spec.shape,
+          t.spec.local_offset(),
+          placements_str(t.spec.placements),
+          t.spec.mesh.shape(),
+          fmt::format("{}", fmt::join(t.spec.mesh.dim_names(), ",")),
+          replica_id};
+}
+
+/// A full tensor of a merged file, with the attributes of a single piece covering it all.
+SavedPiece full_piece(const std::string& name, at::Tensor full) {
+  std::vector<int64_t> shape = full.sizes().vec();
+  std::vector<int64_t> offset(shape.size(), 0);
+  return {name, std::move(full), std::move(shape), std::move(offset), "merged", {1}, "merged", 0};
 }
 
 /// Hard links for tied names, listed in /meta "aliases" as "alias=target;..." (a hard link has
 /// no direction: the list says which name is the parameter's own).
-/// A full tensor of a merged file, with the attributes of a single piece covering it all.
-void write_full(h5::File& file, const std::string& name, const at::Tensor& full) {
-  const std::string path = "/" + name;
-  file.write(path, full);
-  file.set_attr(path, "global_shape", full.sizes().vec());
-  file.set_attr(path, "global_offset", std::vector<int64_t>(full.dim(), 0));
-  file.set_attr(path, "placements", std::string("merged"));
-  file.set_attr(path, "mesh_shape", std::vector<int64_t>{1});
-  file.set_attr(path, "mesh_dims", std::string("merged"));
-  file.set_attr(path, "replica_id", int64_t{0});
-}
-
 void link_aliases(h5::File& file, const std::map<std::string, std::string>& aliases) {
   std::string listed;
   for (const auto& [alias, target] : aliases) {
@@ -164,6 +194,132 @@ void check_rank_files(const fs::path& path, const CheckpointMeta& meta) {
                 path.string(), meta.world_size, fmt::join(missing, ", "));
 }
 
+/// Rank 0 creates <dir>/step-XXXXXX (refusing a committed one); every rank waits for it.
+fs::path prepare_folder(const std::string& dir, const CheckpointMeta& meta,
+                        const comm::Group& world) {
+  const fs::path folder = fs::path(dir) / step_folder(meta.step);
+  if (world.rank() == 0) {
+    VS_USER_CHECK(!fs::exists(folder / "COMMIT"),
+                  "[checkpoint] {} is already committed; not overwriting it", folder.string());
+    fs::create_directories(folder);
+  }
+  world.barrier();
+  return folder;
+}
+
+/// This rank's pieces of a sharded or deduped checkpoint (copies in host memory when `copy`).
+std::vector<SavedPiece> rank_pieces(CheckpointFormat format, const std::vector<StateTensor>& state,
+                                    bool copy) {
+  std::vector<SavedPiece> pieces;
+  for (const auto& t : state) {
+    VS_CHECK(!t.spec.has_partial(), "[checkpoint] {} is Partial ({}): reduce it first", t.name,
+             t.spec.str());
+    std::vector<int> split = t.spec.split_dims();
+    split.insert(split.end(), t.held_along.begin(), t.held_along.end());
+    const Replica replica = t.spec.mesh.replica(split);
+    if (format == CheckpointFormat::kDeduped) {
+      // One writer per unique piece, spread over its replicas by name.
+      const int64_t writer =
+          static_cast<int64_t>(stream_id(t.name) % static_cast<uint64_t>(replica.count));
+      if (replica.index != writer || t.local.numel() == 0) continue;
+    }
+    pieces.push_back(shard_piece(t, replica.index, copy));
+  }
+  return pieces;
+}
+
+/// rank-XXXXX.h5 of a sharded or deduped checkpoint: written under a temporary name, synced to
+/// disk and renamed.
+void write_rank_file(const fs::path& folder, int rank, const CheckpointMeta& meta,
+                     const std::map<std::string, std::string>& aliases,
+                     const std::vector<SavedPiece>& pieces) {
+  const fs::path final_path = folder / fmt::format("rank-{:05d}.h5", rank);
+  const fs::path tmp = final_path.string() + ".tmp";
+  {
+    h5::File file = h5::File::create(tmp.string());
+    write_meta(file, meta);
+    file.make_group("/model");
+    for (const auto& p : pieces)
+      write_piece(file, p);
+    link_aliases(file, aliases);
+  }
+  sync_to_disk(tmp);
+  fs::rename(tmp, final_path);
+}
+
+/// The rank that writes this rank's tensors to a merged file: the first replica of the ranks
+/// holding the same tensors (differing only along `held_along`); rank 0 without a pipeline.
+int merged_writer_rank(const std::vector<StateTensor>& state, const comm::Group& world) {
+  if (state.empty()) return world.rank();
+  const DeviceMesh& mesh = state.front().spec.mesh;
+  const auto& held = state.front().held_along;
+  std::vector<int64_t> coord = mesh.coordinate();
+  for (int d = 0; d < mesh.ndim(); ++d) {
+    if (std::find(held.begin(), held.end(), d) == held.end()) coord[d] = 0;
+  }
+  return mesh.rank_at(coord);
+}
+
+/// Hands each of this rank's full tensors to a sink (the merged file, or a snapshot).
+using PieceSource = std::function<void(const std::function<void(SavedPiece)>&)>;
+
+/// model.h5: the writers add their tensors in rank order, each in its turn (rank 0 first, which
+/// creates the file), while the ranks whose tensors they write take part in producing them; rank
+/// 0 then links the aliases, syncs the file to disk and renames it. *Collective* over `group`.
+void write_merged_file(const fs::path& folder, const CheckpointMeta& meta,
+                       const std::map<std::string, std::string>& aliases, const comm::Group& group,
+                       int writer_rank, const PieceSource& pieces) {
+  const fs::path final_path = folder / "model.h5";
+  const fs::path tmp = final_path.string() + ".tmp";
+  for (int turn = 0; turn < group.size(); ++turn) {
+    if (turn == writer_rank) {
+      std::optional<h5::File> file;
+      if (group.rank() == writer_rank) {
+        file = turn == 0 ? h5::File::create(tmp.string()) : h5::File::open_for_append(tmp.string());
+        if (turn == 0) write_meta(*file, meta);
+      }
+      pieces([&](SavedPiece p) {
+        if (file) write_piece(*file, p);
+      });
+    }
+    group.barrier();
+  }
+  if (group.rank() == 0) {
+    {
+      h5::File file = h5::File::open_for_append(tmp.string());
+      link_aliases(file, aliases);
+    }
+    sync_to_disk(tmp);
+    fs::rename(tmp, final_path);
+  }
+}
+
+/// Once every rank's files are complete: COMMIT, then `latest`, then pruning to the newest `keep`
+/// committed steps (rank 0). *Collective* over `group`.
+void commit(const fs::path& dir, const fs::path& folder, const CheckpointMeta& meta, int64_t keep,
+            const comm::Group& group) {
+  group.barrier();
+  if (group.rank() == 0) {
+    sync_to_disk(folder);  // the renames of the files into it
+    write_text_atomically(folder / "COMMIT",
+                          fmt::format("step {}\nformat {}\n", meta.step, meta.format));
+    write_text_atomically(dir / "latest", step_folder(meta.step) + "\n");
+    if (keep > 0) {
+      std::vector<fs::path> committed;
+      for (const auto& e : fs::directory_iterator(dir)) {
+        if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0 &&
+            fs::exists(e.path() / "COMMIT")) {
+          committed.push_back(e.path());
+        }
+      }
+      std::sort(committed.begin(), committed.end());
+      for (size_t i = 0; i + static_cast<size_t>(keep) < committed.size(); ++i)
+        fs::remove_all(committed[i]);
+    }
+  }
+  group.barrier();
+}
+
 }  // namespace
 
 CheckpointFormat parse_checkpoint_format(const std::string& text) {
@@ -192,90 +348,80 @@ std::string save_checkpoint(const std::string& dir, CheckpointFormat format,
   torch::autograd::AutoGradMode no_grad(false);
   CheckpointMeta meta = meta_in;
   meta.format = checkpoint_format_name(format);
-  const fs::path folder = fs::path(dir) / step_folder(meta.step);
-  if (world.rank() == 0) {
-    VS_USER_CHECK(!fs::exists(folder / "COMMIT"),
-                  "[checkpoint] {} is already committed; not overwriting it", folder.string());
-    fs::create_directories(folder);
-  }
-  world.barrier();
-
-  auto write_file = [&](const std::string& name, const std::function<void(h5::File&)>& fill) {
-    const fs::path final_path = folder / name;
-    const std::string tmp = final_path.string() + ".tmp";
-    {
-      h5::File file = h5::File::create(tmp);
-      write_meta(file, meta);
-      fill(file);
-      link_aliases(file, aliases);
-    }
-    fs::rename(tmp, final_path);
-  };
+  const fs::path folder = prepare_folder(dir, meta, world);
   if (format == CheckpointFormat::kMerged) {
-    std::vector<at::Tensor> full;
-    for (const auto& t : state)
-      full.push_back(DTensor(t.local, t.spec).full_tensor());
-    // The writers: the first replica of each set of tensors (rank 0 alone without a pipeline),
-    // in rank order, each adding its tensors to the one file.
-    const bool writer =
-        state.empty() || state.front().spec.mesh.replica(state.front().held_along).index == 0;
-    const fs::path final_path = folder / "model.h5";
-    const std::string tmp = final_path.string() + ".tmp";
-    for (int turn = 0; turn < world.size(); ++turn) {
-      if (turn == world.rank() && writer) {
-        h5::File file = turn == 0 ? h5::File::create(tmp) : h5::File::open_for_append(tmp);
-        if (turn == 0) write_meta(file, meta);
-        for (size_t k = 0; k < state.size(); ++k)
-          write_full(file, state[k].name, full[k]);
-      }
-      world.barrier();
-    }
-    if (world.rank() == 0) {
-      {
-        h5::File file = h5::File::open_for_append(tmp);
-        link_aliases(file, aliases);
-      }
-      fs::rename(tmp, final_path);
+    // One full tensor at a time, written as soon as it is gathered: rank 0 never holds the
+    // gathered state besides its own shards.
+    write_merged_file(folder, meta, aliases, world, merged_writer_rank(state, world),
+                      [&](const std::function<void(SavedPiece)>& sink) {
+                        for (const auto& t : state)
+                          sink(full_piece(t.name, DTensor(t.local, t.spec).full_tensor()));
+                      });
+  } else {
+    write_rank_file(folder, world.rank(), meta, aliases, rank_pieces(format, state, false));
+  }
+  commit(dir, folder, meta, keep, world);
+  return folder.string();
+}
+
+int64_t CheckpointSnapshot::bytes() const {
+  int64_t total = 0;
+  for (const auto& p : pieces)
+    total += static_cast<int64_t>(p.tensor.nbytes());
+  return total;
+}
+
+CheckpointSnapshot snapshot_checkpoint(const std::string& dir, CheckpointFormat format,
+                                       const std::vector<StateTensor>& state,
+                                       const std::map<std::string, std::string>& aliases,
+                                       const CheckpointMeta& meta, const comm::Group& world,
+                                       int64_t keep) {
+  torch::autograd::AutoGradMode no_grad(false);
+  CheckpointSnapshot s;
+  s.dir = dir;
+  s.format = format;
+  s.meta = meta;
+  s.meta.format = checkpoint_format_name(format);
+  s.aliases = aliases;
+  s.keep = keep;
+  s.folder = prepare_folder(dir, s.meta, world).string();
+  s.writer_rank = world.rank();
+  if (format == CheckpointFormat::kMerged) {
+    // The writer keeps each gathered tensor (the one copy of the state it holds); a tensor the
+    // gather did not copy (replicated, or a group of one) is the live one and is copied.
+    s.writer_rank = merged_writer_rank(state, world);
+    for (const auto& t : state) {
+      at::Tensor full = DTensor(t.local, t.spec).full_tensor();
+      if (s.writer_rank != world.rank()) continue;
+      if (full.is_alias_of(t.local) || !full.is_cpu()) full = host_copy(full);
+      s.pieces.push_back(full_piece(t.name, full.detach()));
     }
   } else {
-    write_file(fmt::format("rank-{:05d}.h5", world.rank()), [&](h5::File& file) {
-      file.make_group("/model");
-      for (const auto& t : state) {
-        VS_CHECK(!t.spec.has_partial(), "[checkpoint] {} is Partial ({}): reduce it first", t.name,
-                 t.spec.str());
-        std::vector<int> split = t.spec.split_dims();
-        split.insert(split.end(), t.held_along.begin(), t.held_along.end());
-        const Replica replica = t.spec.mesh.replica(split);
-        if (format == CheckpointFormat::kDeduped) {
-          // One writer per unique piece, spread over its replicas by name.
-          const int64_t writer =
-              static_cast<int64_t>(stream_id(t.name) % static_cast<uint64_t>(replica.count));
-          if (replica.index != writer || t.local.numel() == 0) continue;
-        }
-        write_piece(file, t, replica.index);
-      }
-    });
+    s.pieces = rank_pieces(format, state, true);
   }
-  world.barrier();
-  if (world.rank() == 0) {
-    write_text_atomically(folder / "COMMIT",
-                          fmt::format("step {}\nformat {}\n", meta.step, meta.format));
-    write_text_atomically(fs::path(dir) / "latest", step_folder(meta.step) + "\n");
-    if (keep > 0) {
-      std::vector<fs::path> committed;
-      for (const auto& e : fs::directory_iterator(dir)) {
-        if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0 &&
-            fs::exists(e.path() / "COMMIT")) {
-          committed.push_back(e.path());
-        }
-      }
-      std::sort(committed.begin(), committed.end());
-      for (size_t i = 0; i + static_cast<size_t>(keep) < committed.size(); ++i)
-        fs::remove_all(committed[i]);
-    }
+  return s;
+}
+
+void write_snapshot(const CheckpointSnapshot& s, const comm::Group& group) {
+  const fs::path folder = s.folder;
+  if (s.format == CheckpointFormat::kMerged) {
+    write_merged_file(folder, s.meta, s.aliases, group, s.writer_rank,
+                      [&](const std::function<void(SavedPiece)>& sink) {
+                        for (const auto& p : s.pieces)
+                          sink(p);
+                      });
+  } else {
+    write_rank_file(folder, group.rank(), s.meta, s.aliases, s.pieces);
   }
-  world.barrier();
-  return folder.string();
+  commit(s.dir, folder, s.meta, s.keep, group);
+}
+
+int64_t folder_bytes(const std::string& folder) {
+  int64_t total = 0;
+  for (const auto& e : fs::directory_iterator(folder)) {
+    if (e.is_regular_file()) total += static_cast<int64_t>(e.file_size());
+  }
+  return total;
 }
 
 CheckpointReader::CheckpointReader(const std::string& path_in) {
@@ -427,7 +573,7 @@ int64_t merge_checkpoint(const CheckpointReader& reader, const std::string& outp
     write_meta(file, meta);
     for (const auto& name : reader.names()) {
       if (model_only && name.rfind("model/", 0) != 0) continue;
-      write_full(file, name, reader.read_full(name));
+      write_piece(file, full_piece(name, reader.read_full(name)));
       ++written;
     }
     link_aliases(file, reader.aliases());

@@ -375,6 +375,9 @@ const std::vector<ConfigKey>& config_schema() {
           "Save every this many steps (0: never)"),
       key("checkpoint.keep", &C::checkpoint_keep, 3,
           "Committed checkpoints kept; older ones are pruned (0: all)"),
+      key("checkpoint.async", &C::checkpoint_async, false,
+          "Copy the state to host memory and write it in a background thread while training "
+          "goes on"),
       key("checkpoint.load", &C::checkpoint_load, "",
           "Resume from: a step folder, a merged .h5, or \"latest\" "
           "(<dump_folder>/checkpoints/latest)"),

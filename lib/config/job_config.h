@@ -52,6 +52,7 @@ struct JobConfig {
   // [checkpoint]
   std::string checkpoint_format, checkpoint_load;
   int64_t checkpoint_interval, checkpoint_keep;
+  bool checkpoint_async;  ///< write in a background thread (NOTE [Async checkpoints])
   // [metrics]
   int64_t log_interval;
   double peak_flops;

@@ -2,8 +2,11 @@
 
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <numeric>
 #include <set>
 
 #include "core/clock.h"
@@ -121,28 +124,64 @@ bool load_optimizer(Job& job, const CheckpointReader& reader) {
   return complete;
 }
 
+/// Rank 0's line for a committed save: the step folder's bytes over the time from the first
+/// file opened to COMMIT written (files synced to disk included), and the training thread's stall.
+void log_saved(const std::string& folder, const std::string& how, double write_s, double stall_s) {
+  if (log_rank() != 0) return;
+  const auto bytes = static_cast<double>(folder_bytes(folder));
+  log_rank0("saved {} ({}): {} in {}, {:.0f} MB/s (stall {:.0f} ms)", folder, how,
+            format_bytes(bytes), format_duration(write_s), bytes / 1e6 / std::max(write_s, 1e-9),
+            1e3 * stall_s);
+}
+
 }  // namespace
 
-void save_job(Job& job, int64_t step, const comm::Group& world) {
-  const JobConfig& c = job.config;
+JobCheckpointer::JobCheckpointer(Job& job, const comm::Group& world) : job_(job), world_(world) {}
+
+void JobCheckpointer::save(int64_t step) {
+  const JobConfig& c = job_.config;
   const auto start = Clock::now();
-  const std::vector<StateTensor> state = job_state(job);
+  const std::vector<StateTensor> state = job_state(job_);
   // NOTE [Non-finite steps]: never a checkpoint of a state with a NaN or inf.
   std::vector<at::Tensor> tensors;
   for (const StateTensor& s : state)
     tensors.push_back(s.local);
-  if (!finite_everywhere(tensors, world)) {
+  if (!finite_everywhere(tensors, world_)) {
     throw DivergedError(fmt::format(
         "step {}: the parameters or optimizer state hold a NaN or inf; the checkpoint was not "
         "written (the last one in {} is intact). Lower optimizer.lr, or resume from it",
         step, c.dump_folder));
   }
   const std::string dir = (std::filesystem::path(c.dump_folder) / "checkpoints").string();
-  const std::string folder = save_checkpoint(dir, parse_checkpoint_format(c.checkpoint_format),
-                                             state, tied_names(job.model->module()),
-                                             job_meta(job, step, world), world, c.checkpoint_keep);
-  log_rank0("saved {} ({}) in {}", folder, c.checkpoint_format,
-            format_duration(seconds_since(start)));
+  const CheckpointFormat format = parse_checkpoint_format(c.checkpoint_format);
+  const auto aliases = tied_names(job_.model->module());
+  const CheckpointMeta meta = job_meta(job_, step, world_);
+  if (!c.checkpoint_async) {
+    const auto write_start = Clock::now();
+    const std::string folder =
+        save_checkpoint(dir, format, state, aliases, meta, world_, c.checkpoint_keep);
+    log_saved(folder, c.checkpoint_format, seconds_since(write_start), seconds_since(start));
+    return;
+  }
+  writer_.wait();  // the previous save is committed on every rank (or its failure is thrown)
+  if (!writer_group_) {
+    std::vector<int> ranks(static_cast<size_t>(world_.size()));
+    std::iota(ranks.begin(), ranks.end(), 0);
+    // Labelled "world": its (barrier-only) traffic is not a mesh dim's in the metrics.
+    writer_group_ = world_.split({ranks}, "world");
+  }
+  auto snapshot = std::make_shared<const CheckpointSnapshot>(
+      snapshot_checkpoint(dir, format, state, aliases, meta, world_, c.checkpoint_keep));
+  const double stall = seconds_since(start);
+  writer_.start([snapshot, group = *writer_group_, stall, name = c.checkpoint_format + ", async"] {
+    const auto write_start = Clock::now();
+    write_snapshot(*snapshot, group);
+    log_saved(snapshot->folder, name, seconds_since(write_start), stall);
+  });
+}
+
+void JobCheckpointer::finish() {
+  writer_.wait();
 }
 
 int64_t load_job(Job& job, const CheckpointReader& reader) {

@@ -4,16 +4,48 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "checkpoint/async_writer.h"
 #include "checkpoint/checkpoint.h"
 #include "train/job.h"
 
 namespace vescale {
 
-/// Saves the job's state after `step` steps to <dump_folder>/checkpoints (checkpoint.format,
-/// pruned to checkpoint.keep) and logs where and how long it took. *Collective.*
-void save_job(Job& job, int64_t step, const comm::Group& world);
+// NOTE [Async checkpoints]
+// With checkpoint.async, a save copies what this rank writes to host memory on the training thread
+// (merged: the writer gathers full tensors one at a time and keeps them; the others keep nothing)
+// and hands the copy to one background thread, which writes and commits it with the same protocol
+// as a synchronous save (files under temporary names, synced and renamed; a barrier; COMMIT;
+// latest; pruning) while training goes on. The background thread's barriers (and a merged save's
+// turns) go over a group of its own, split once from the world group: never the groups training
+// uses, since Gloo collectives of two threads on one group would interleave. So COMMIT is written
+// only once every rank's files are complete, and a crash mid-write leaves `latest` at the previous
+// committed step. The next save, the end of training and the destructor (an error unwinding)
+// wait for the write in flight; loads happen before the first save.
+
+/// Saves the job's state to <dump_folder>/checkpoints
+/// (checkpoint.format, pruned to checkpoint.keep), in the training thread or, with
+/// checkpoint.async, in the background (NOTE [Async checkpoints]), and logs each save's size,
+/// write time and throughput and how long training stalled for it.
+class JobCheckpointer {
+ public:
+  JobCheckpointer(Job& job, const comm::Group& world);
+  /// Waits for a write in flight (logging, not throwing, its failure).
+  ~JobCheckpointer() = default;
+
+  /// Saves the state after `step` steps (async: waits for the previous save first). *Collective.*
+  void save(int64_t step);
+  /// Waits until the write in flight is committed (on every rank); rethrows its failure.
+  void finish();
+
+ private:
+  Job& job_;
+  const comm::Group& world_;
+  std::optional<comm::Group> writer_group_;  ///< the background thread's barriers (async)
+  AsyncWriter writer_;                       ///< last: destroyed (waited for) first
+};
 
 /// Loads parameters (and optimizer state when the checkpoint has it) into this rank's shards,
 /// reading only the hyperslabs it holds. Returns the step to continue from.

@@ -126,6 +126,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
                 start_step, c.steps);
   Meter meter(*job, world);
   ActivationMeter activations(*job);
+  JobCheckpointer checkpointer(*job, world);
 
   TrainSummary summary;
   NonFiniteGuard nonfinite(c.on_nonfinite, c.max_skipped);
@@ -152,7 +153,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     nonfinite.after_step(step, result);
 
     if (c.checkpoint_interval > 0 && (step + 1) % c.checkpoint_interval == 0)
-      save_job(*job, step + 1, world);
+      checkpointer.save(step + 1);
     const bool last = step + 1 == c.steps;
     std::optional<double> val_loss;
     if (last || (c.eval_interval > 0 && (step + 1) % c.eval_interval == 0))
@@ -166,6 +167,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
       if (rank0) writer.write(m);
     }
   }
+  checkpointer.finish();  // the last save is committed before training reports it is done
   summary.seconds = seconds_since(meter.start);
   const int64_t ran = c.steps - start_step;
   if (ran > 1)

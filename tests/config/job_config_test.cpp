@@ -30,6 +30,8 @@ TEST(JobConfig, DefaultsFileAndOverrides) {
   EXPECT_DOUBLE_EQ(c.lr, 1e-2);
   EXPECT_EQ(c.name, "quoted");
   EXPECT_EQ(c.global_batch_size, 8);  // default
+  EXPECT_FALSE(c.checkpoint_async);   // default
+  EXPECT_TRUE(JobConfig::parse("[checkpoint]\nasync = true\n", "j").checkpoint_async);
   EXPECT_EQ(c.world_size(), 2);
   EXPECT_NE(c.text.find("[training]\nsteps = 7"), std::string::npos) << c.text;
   // A float key accepts an integer.
@@ -61,6 +63,10 @@ TEST(JobConfig, ErrorsNameFileLineAndKey) {
             std::string::npos);
   EXPECT_NE(error_of("[data]\nsource = \"text\"\n").find("needs data.path"), std::string::npos);
   EXPECT_NE(error_of("steps = 3\n").find("must be a [section]"), std::string::npos);
+  EXPECT_NE(error_of("", {"checkpoint.async=yes"})
+                .find("override --checkpoint.async=yes: key 'checkpoint.async' must be true or "
+                      "false"),
+            std::string::npos);
 }
 
 TEST(JobConfig, PipelineKeysAndStringLists) {
