@@ -23,7 +23,7 @@ the same sizes. What it matches, and where in vescale-train it comes from:
     generator than vescale's, so not the same windows).
 Prints `peer done: N steps, X tokens/s` with tokens/s over steps 2..N, as vescale-train's `done:`.
 --init DIR loads parameters (and exp_avg / exp_avg_sq) from raw float64 files DIR/<fqn>.bin
-(bench/peers/README.md); --dump DIR writes the final parameters the same way (for the check in
+(bench/README.md); --dump DIR writes the final parameters the same way (for the check in
 tests/e2e/test_peers.py).
 """
 import argparse
