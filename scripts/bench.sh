@@ -49,10 +49,13 @@ PY=/usr/bin/python3  # Debian's, with python3-torch (the python3 on PATH may lac
 PLAIN="${VESCALE_BENCH_PLAIN:-${BUILD_DIR:-build}/vescale-bench-plain}"
 PEER_ROUNDS=${PEER_ROUNDS:-3}
 PEER_STEPS=${PEER_STEPS:-40}
-# The peers' fastest thread settings on this 2-core machine (BENCH=peer-threads measures them).
-PEER_PY1_ENV=${PEER_PY1_ENV-OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1}
-PEER_DDP_ENV=${PEER_DDP_ENV-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1}
-PEER_PLAIN_ENV=${PEER_PLAIN_ENV-OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1}
+# The peers' candidate thread settings, ';'-separated: every candidate runs in every round and a
+# peer's row is its fastest candidate by median, so the peers are tuned for the machine as it is
+# during the run (BENCH=peer-threads measures a wider grid). vescale-train sets none.
+PEER_PY1_ENVS=${PEER_PY1_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1}
+PEER_PLAIN_ENVS=${PEER_PLAIN_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1}
+PEER_DDP_ENVS=${PEER_DDP_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1}
+PEER_PY_ARGS=${PEER_PY_ARGS-}  # e.g. --foreach (AdamW's multi-tensor path)
 PEER_ARGS=(configs/gpt-tiny.toml --training.seq_len=128 --model.block_size=128
   --training.steps="$PEER_STEPS")
 tokens_per_s() { sed -n 's/.*done: .*, \([0-9]*\) tokens\/s.*/\1/p' | tail -1; }
@@ -63,9 +66,11 @@ peer_run() {  # row [VAR=value ...]
   local clean=(env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u MKL_NUM_THREADS "$@")
   local vs=("$BIN" train "${PEER_ARGS[@]}" --job.dump_folder="$OUT/peer-$row" --eval.interval=0
     --eval.windows=1 --metrics.log_interval="$PEER_STEPS" --checkpoint.interval=0)
+  # shellcheck disable=SC2086  # PEER_PY_ARGS is a list of words
   case $row in
-    py1) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" ;;
-    ddp) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" --nproc 2 ;;
+    py1) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" $PEER_PY_ARGS ;;
+    py1-foreach) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" --foreach ;;
+    ddp) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" --nproc 2 $PEER_PY_ARGS ;;
     plain) "${clean[@]}" "$PLAIN" "${PEER_ARGS[@]}" ;;
     vs1) "${clean[@]}" "${vs[@]}" --parallel.dp=1 --parallel.tp=1 --parallel.plan= ;;
     dp2) "${clean[@]}" "${vs[@]}" --parallel.dp=2 --parallel.tp=1 --parallel.plan=gpt/dp-only ;;
@@ -82,7 +87,7 @@ peer_rounds() {
       IFS='|' read -r name row envs <<<"$spec"
       # shellcheck disable=SC2086  # envs is a list of VAR=value words
       runs[$name]+="$(peer_run "$row" $envs) "
-      echo "  round $r/$PEER_ROUNDS: $name done" >&2
+      echo "  round $r/$PEER_ROUNDS: $name" >&2
     done
   done
   for spec in "$@"; do
@@ -90,7 +95,15 @@ peer_rounds() {
     printf '%s\t%s\n' "$name" "${runs[$name]}"
   done
 }
-# Medians (min-max) of peer_rounds' lines, with the ratio to a reference row: "name|ref|kind".
+# Rows "label|row|candidate envs (;-separated)" as peer_rounds specs "label [env]|row|env".
+peer_candidates() {
+  local label=$1 row=$2 envs=$3 env
+  if [ -z "$envs" ]; then echo "$label|$row|"; return; fi
+  IFS=';' read -ra list <<<"$envs"
+  for env in "${list[@]}"; do echo "$label [$env]|$row|$env"; done
+}
+# The table of peer_rounds' lines: per label "label|ref|kind", its fastest candidate's median
+# (min-max), its setting, and the ratio to label ref (kind overhead: ref / label - 1).
 peer_table() {  # file of peer_rounds' lines, row specs...
   "$PY" - "$@" <<'PY'
 import statistics, sys
@@ -98,21 +111,32 @@ runs = {}
 for line in open(sys.argv[1]):
     name, _, values = line.rstrip("\n").partition("\t")
     runs[name] = [float(v) for v in values.split()]
-median = {n: statistics.median(v) if v else None for n, v in runs.items()}
-print(f"{'row':<32} {'tokens/s':>9} {'min-max':>15}  {'vs. peer':<30}")
+def best(label):
+    """The fastest candidate of label: (median, runs, setting) or None."""
+    found = []
+    for name, v in runs.items():
+        if v and (name == label or name.startswith(label + " [")):
+            found.append((statistics.median(v), v, name[len(label):].strip(" []") or "defaults"))
+    return max(found) if found else None
+print(f"{'row':<32} {'tokens/s':>9} {'min-max':>15}  {'vs. peer':<42} threads")
+notes = []
 for spec in sys.argv[2:]:
-    name, ref, kind = spec.split("|")
-    v, m = runs[name], median[name]
-    if m is None:
-        print(f"{name:<32} {'failed':>9}")
+    label, ref, kind = spec.split("|")
+    b, r = best(label), best(ref) if ref else None
+    if b is None:
+        print(f"{label:<32} {'failed':>9}")
         continue
+    m, v, setting = b
     note = ""
-    if ref and median.get(ref):
-        if kind == "overhead":
-            note = f"vescale 1 process overhead {(m / median[ref] - 1) * 100:+.1f}%"
-        else:
-            note = f"{m / median[ref]:.2f}x {ref}"
-    print(f"{name:<32} {m:>9,.0f} {f'{min(v):,.0f}-{max(v):,.0f}':>15}  {note}")
+    if r and kind == "overhead":
+        note = f"vescale 1 process overhead {(m / r[0] - 1) * 100:+.1f}%"
+    elif r:
+        note = f"{m / r[0]:.2f}x {ref}"
+    print(f"{label:<32} {m:>9,.0f} {f'{min(v):,.0f}-{max(v):,.0f}':>15}  {note:<42} {setting}")
+    others = [(n, statistics.median(x)) for n, x in runs.items() if x and n.startswith(label + " [")]
+    if len(others) > 1:
+        notes.append(f"  {label} candidates: " + "; ".join(f"{n[len(label):].strip(' []')}: {x:,.0f}" for n, x in others))
+print("\n".join(notes))
 PY
 }
 
@@ -120,13 +144,17 @@ if wanted peers; then
 if [ ! -x "$PLAIN" ]; then echo "[bench] $PLAIN is missing (built with -DVESCALE_BUILD_BENCH=ON)" >&2; exit 1; fi
 echo "peers: the same GPT (configs/gpt-tiny.toml, seq_len = block_size = 128: 4 layers, C = 128, 4 heads,"
 echo "  vocab 256, global batch 16, float32, AdamW, clip 1.0, fortunes), $PEER_STEPS steps; tokens/s after the first step,"
-echo "  median (min-max) of $PEER_ROUNDS interleaved rounds"
-echo "  machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(date -u +%Y-%m-%d)"
-echo "  python torch $("$PY" -c 'import torch; print(torch.__version__)'); threads: python 1 process [${PEER_PY1_ENV:-defaults}],"
-echo "  DDP [${PEER_DDP_ENV:-defaults}] per rank, plain [${PEER_PLAIN_ENV:-defaults}], vescale-train [its defaults]"
-peer_rounds "python 1 process|py1|$PEER_PY1_ENV" "vescale 1 process|vs1|" "plain libtorch 1 process|plain|$PEER_PLAIN_ENV" \
-  "python DDP 2 processes|ddp|$PEER_DDP_ENV" "vescale dp=2|dp2|" "vescale tp=2 megatron-sp|tp2|" \
-  "vescale dp=2 x tp=2 megatron-sp|dp2tp2|" >"$OUT/peers.tsv"
+echo "  median (min-max) of $PEER_ROUNDS interleaved rounds; machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(date -u +%Y-%m-%d)"
+echo "  python torch $("$PY" -c 'import torch; print(torch.__version__)')${PEER_PY_ARGS:+ ($PEER_PY_ARGS)}; peers' threads: the fastest of their"
+echo "  candidates (threads column); vescale-train with its defaults (no thread variables set)"
+mapfile -t specs < <(peer_candidates "python 1 process" py1 "$PEER_PY1_ENVS"
+  peer_candidates "vescale 1 process" vs1 ""
+  peer_candidates "plain libtorch 1 process" plain "$PEER_PLAIN_ENVS"
+  peer_candidates "python DDP 2 processes" ddp "$PEER_DDP_ENVS"
+  peer_candidates "vescale dp=2" dp2 ""
+  peer_candidates "vescale tp=2 megatron-sp" tp2 ""
+  peer_candidates "vescale dp=2 x tp=2 megatron-sp" dp2tp2 "")
+peer_rounds "${specs[@]}" >"$OUT/peers.tsv"
 peer_table "$OUT/peers.tsv" "python 1 process||" "vescale 1 process|python 1 process|" \
   "plain libtorch 1 process|vescale 1 process|overhead" "python DDP 2 processes||" \
   "vescale dp=2|python DDP 2 processes|" "vescale tp=2 megatron-sp|python DDP 2 processes|" \
@@ -146,7 +174,8 @@ for omp in - 1 2; do
     specs+=("plain 1 process threads $omp blas $blas|plain|$envs")
   done
 done
-for omp in - 1; do
+specs+=("python 1 process threads 2 blas 1, AdamW foreach|py1-foreach|OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1")
+for omp in - 1 2; do
   for blas in - 1; do
     envs=""
     [ "$omp" != - ] && envs+="OMP_NUM_THREADS=$omp "

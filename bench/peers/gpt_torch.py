@@ -226,7 +226,7 @@ def run_rank(c, args, rank, world):
         [{"params": decay, "weight_decay": c["optimizer.weight_decay"]},
          {"params": no_decay, "weight_decay": 0.0}],
         lr=c["optimizer.lr"], betas=(c["optimizer.beta1"], c["optimizer.beta2"]),
-        eps=c["optimizer.eps"])
+        eps=c["optimizer.eps"], foreach=args.foreach)
     if args.init:
         load_state(model, optimizer, args.init, args.start_step)
     net = nn.parallel.DistributedDataParallel(model) if world > 1 else model
@@ -268,6 +268,8 @@ def main():
     parser.add_argument("config")
     parser.add_argument("--nproc", type=int, default=1, help="DDP over Gloo on N processes")
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: default)")
+    parser.add_argument("--foreach", action="store_true",
+                        help="AdamW's multi-tensor path (1.13's default is the per-tensor loop)")
     parser.add_argument("--init", default="", help="a folder of raw float64 <fqn>.bin tensors")
     parser.add_argument("--start-step", type=int, default=0, help="steps done before --init's state")
     parser.add_argument("--dump", default="", help="write the final parameters here")
