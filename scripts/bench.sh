@@ -55,7 +55,7 @@ PEER_STEPS=${PEER_STEPS:-40}
 PEER_PY1_ENVS=${PEER_PY1_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1}
 PEER_PLAIN_ENVS=${PEER_PLAIN_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1}
 PEER_DDP_ENVS=${PEER_DDP_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1}
-PEER_PY_ARGS=${PEER_PY_ARGS-}  # e.g. --foreach (AdamW's multi-tensor path)
+PEER_PY_ARGS=${PEER_PY_ARGS---foreach}  # AdamW's multi-tensor path: ~6% faster here than 1.13's default loop
 PEER_ARGS=(configs/gpt-tiny.toml --training.seq_len=128 --model.block_size=128
   --training.steps="$PEER_STEPS")
 tokens_per_s() { sed -n 's/.*done: .*, \([0-9]*\) tokens\/s.*/\1/p' | tail -1; }
