@@ -118,21 +118,24 @@ def best(label):
         if v and (name == label or name.startswith(label + " [")):
             found.append((statistics.median(v), v, name[len(label):].strip(" []") or "defaults"))
     return max(found) if found else None
-print(f"{'row':<32} {'tokens/s':>9} {'min-max':>15}  {'vs. peer':<42} threads")
+w = max(len(spec.split("|")[0]) for spec in sys.argv[2:])
+print(f"{'row':<{w}} {'tokens/s':>9} {'min-max':>15}  {'vs. peer':<42} threads")
 notes = []
 for spec in sys.argv[2:]:
     label, ref, kind = spec.split("|")
     b, r = best(label), best(ref) if ref else None
     if b is None:
-        print(f"{label:<32} {'failed':>9}")
+        print(f"{label:<{w}} {'failed':>9}")
         continue
     m, v, setting = b
+    if kind == "grid":  # the label names the setting
+        setting = ""
     note = ""
     if r and kind == "overhead":
         note = f"vescale 1 process overhead {(m / r[0] - 1) * 100:+.1f}%"
     elif r:
         note = f"{m / r[0]:.2f}x {ref}"
-    print(f"{label:<32} {m:>9,.0f} {f'{min(v):,.0f}-{max(v):,.0f}':>15}  {note:<42} {setting}")
+    print(f"{label:<{w}} {m:>9,.0f} {f'{min(v):,.0f}-{max(v):,.0f}':>15}  {note:<42} {setting}")
     others = [(n, statistics.median(x)) for n, x in runs.items() if x and n.startswith(label + " [")]
     if len(others) > 1:
         notes.append(f"  {label} candidates: " + "; ".join(f"{n[len(label):].strip(' []')}: {x:,.0f}" for n, x in others))
@@ -174,7 +177,7 @@ for omp in - 1 2; do
     specs+=("plain 1 process threads $omp blas $blas|plain|$envs")
   done
 done
-specs+=("python 1 process threads 2 blas 1, AdamW foreach|py1-foreach|OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1")
+specs+=("python 1 process threads 1 blas 1, AdamW foreach|py1-foreach|OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1")
 for omp in - 1 2; do
   for blas in - 1; do
     envs=""
@@ -185,7 +188,7 @@ for omp in - 1 2; do
 done
 peer_rounds "${specs[@]}" >"$OUT/threads.tsv"
 names=()
-for spec in "${specs[@]}"; do names+=("${spec%%|*}||"); done
+for spec in "${specs[@]}"; do names+=("${spec%%|*}||grid"); done
 peer_table "$OUT/threads.tsv" "${names[@]}"
 echo
 fi
