@@ -1,5 +1,13 @@
 #!/usr/bin/env bash
 # Benchmarks, each printing a table:
+#   0. peers: the same GPT (configs/gpt-tiny.toml at seq_len = block_size = 128, global batch 16,
+#      float32, $PEER_STEPS steps) in Python PyTorch (bench/peers/gpt_torch.py: 1 process, and DDP
+#      over Gloo on 2), in a plain LibTorch loop (vescale-bench-plain: no DTensor, no hooks) and in
+#      vescale-train (1 process, dp=2, tp=2, dp=2 x tp=2): tokens/s after the first step, median
+#      (min-max) of $PEER_ROUNDS rounds that run every row once, in turn; vescale's ratio to the
+#      matching peer and its overhead over the plain loop. Peers run with their fastest thread
+#      settings ($PEER_PY1_ENV, $PEER_DDP_ENV, $PEER_PLAIN_ENV; BENCH=peer-threads measures the
+#      candidates), vescale-train with its own defaults (no thread variables set);
 #   1. collectives over every mesh dim (comm bench) on 2 and 4 local processes;
 #   2. training throughput of configs/gpt-tiny.toml (float32, 60 steps) on 1 process and on the
 #      config's dp=2 x tp=2 mesh;
@@ -15,18 +23,20 @@
 #      thread spent in the save), the write throughput (the step folder's bytes over the time from
 #      the first file opened to COMMIT, files fsynced), `dd conv=fsync` of as many bytes into the
 #      same folder, their ratio, and rank 0's peak resident memory.
-# Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or comm, train, pipeline, checkpoint;
-# a comma list) runs only those tables.
+# Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or peers, comm, train, pipeline,
+# checkpoint, peer-threads; a comma list) runs only those tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/build.sh >/dev/null
+# VESCALE_TRAIN and VESCALE_BENCH_PLAIN (as the e2e tests take them) name binaries built elsewhere;
+# with both set nothing is built.
+[ -n "${VESCALE_TRAIN:-}" ] && [ -n "${VESCALE_BENCH_PLAIN:-}" ] || bash scripts/build.sh >/dev/null
 [ -f data/fortunes.txt ] || bash scripts/prepare_fortunes.sh >/dev/null
-BIN="${BUILD_DIR:-build}/vescale-train"
+BIN="${VESCALE_TRAIN:-${BUILD_DIR:-build}/vescale-train}"
 SIZES=(--sizes 1K,64K,1M,16M)
 [ $# -gt 0 ] && SIZES=("$@")
 
-BENCH=${BENCH:-comm,train,pipeline,zero,checkpoint}
+BENCH=${BENCH:-peers,comm,train,pipeline,zero,checkpoint}
 wanted() { [[ ",$BENCH," == *",$1,"* ]]; }
 
 if wanted comm; then
@@ -38,6 +48,155 @@ fi
 
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
+
+# --- peers -----------------------------------------------------------------------------------
+PY=/usr/bin/python3  # Debian's, with python3-torch (the python3 on PATH may lack torch)
+PLAIN="${VESCALE_BENCH_PLAIN:-${BUILD_DIR:-build}/vescale-bench-plain}"
+PEER_ROUNDS=${PEER_ROUNDS:-3}
+PEER_STEPS=${PEER_STEPS:-40}
+# The peers' candidate thread settings, ';'-separated: every candidate runs in every round and a
+# peer's row is its fastest candidate by median, so the peers are tuned for the machine as it is
+# during the run (BENCH=peer-threads measures a wider grid). vescale-train sets none.
+PEER_PY1_ENVS=${PEER_PY1_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1}
+PEER_PLAIN_ENVS=${PEER_PLAIN_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1}
+PEER_DDP_ENVS=${PEER_DDP_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1}
+PEER_PY_ARGS=${PEER_PY_ARGS---foreach}  # AdamW's multi-tensor path: ~6% faster here than 1.13's default loop
+PEER_ARGS=(configs/gpt-tiny.toml --training.seq_len=128 --model.block_size=128
+  --training.steps="$PEER_STEPS")
+tokens_per_s() { sed -n 's/.*done: .*, \([0-9]*\) tokens\/s.*/\1/p' | tail -1; }
+# One run of a row; prints its tokens/s (empty if it failed). Thread variables are cleared first,
+# so vescale-train runs with its defaults and a peer with exactly the setting it names.
+peer_run() {  # row [VAR=value ...]
+  local row=$1; shift
+  local clean=(env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u MKL_NUM_THREADS "$@")
+  local vs=("$BIN" train "${PEER_ARGS[@]}" --job.dump_folder="$OUT/peer-$row" --eval.interval=0
+    --eval.windows=1 --metrics.log_interval="$PEER_STEPS" --checkpoint.interval=0)
+  # shellcheck disable=SC2086  # PEER_PY_ARGS is a list of words
+  case $row in
+    py1) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" $PEER_PY_ARGS ;;
+    py1-foreach) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" --foreach ;;
+    ddp) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" --nproc 2 $PEER_PY_ARGS ;;
+    plain) "${clean[@]}" "$PLAIN" "${PEER_ARGS[@]}" ;;
+    vs1) "${clean[@]}" "${vs[@]}" --parallel.dp=1 --parallel.tp=1 --parallel.plan= ;;
+    dp2) "${clean[@]}" "${vs[@]}" --parallel.dp=2 --parallel.tp=1 --parallel.plan=gpt/dp-only ;;
+    tp2) "${clean[@]}" "${vs[@]}" --parallel.dp=1 --parallel.tp=2 --parallel.plan=gpt/megatron-sp ;;
+    dp2tp2) "${clean[@]}" "${vs[@]}" --parallel.dp=2 --parallel.tp=2 --parallel.plan=gpt/megatron-sp ;;
+  esac 2>&1 | tokens_per_s
+}
+# Runs rows (name|row|env) round-robin for PEER_ROUNDS rounds; prints "name<TAB>run1 run2 ..." lines.
+peer_rounds() {
+  declare -A runs=()
+  local r spec name row envs
+  for ((r = 1; r <= PEER_ROUNDS; r++)); do
+    for spec in "$@"; do
+      IFS='|' read -r name row envs <<<"$spec"
+      # shellcheck disable=SC2086  # envs is a list of VAR=value words
+      runs[$name]+="$(peer_run "$row" $envs) "
+      echo "  round $r/$PEER_ROUNDS: $name" >&2
+    done
+  done
+  for spec in "$@"; do
+    IFS='|' read -r name row envs <<<"$spec"
+    printf '%s\t%s\n' "$name" "${runs[$name]}"
+  done
+}
+# Rows "label|row|candidate envs (;-separated)" as peer_rounds specs "label [env]|row|env".
+peer_candidates() {
+  local label=$1 row=$2 envs=$3 env
+  if [ -z "$envs" ]; then echo "$label|$row|"; return; fi
+  IFS=';' read -ra list <<<"$envs"
+  for env in "${list[@]}"; do echo "$label [$env]|$row|$env"; done
+}
+# The table of peer_rounds' lines: per label "label|ref|kind", its fastest candidate's median
+# (min-max), its setting, and the ratio to label ref (kind overhead: ref / label - 1).
+peer_table() {  # file of peer_rounds' lines, row specs...
+  "$PY" - "$@" <<'PY'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    name, _, values = line.rstrip("\n").partition("\t")
+    runs[name] = [float(v) for v in values.split()]
+def best(label):
+    """The fastest candidate of label: (median, runs, setting) or None."""
+    found = []
+    for name, v in runs.items():
+        if v and (name == label or name.startswith(label + " [")):
+            found.append((statistics.median(v), v, name[len(label):].strip(" []") or "defaults"))
+    return max(found) if found else None
+w = max(len(spec.split("|")[0]) for spec in sys.argv[2:])
+print(f"{'row':<{w}} {'tokens/s':>9} {'min-max':>15}  {'vs. peer':<42} threads")
+notes = []
+for spec in sys.argv[2:]:
+    label, ref, kind = spec.split("|")
+    b, r = best(label), best(ref) if ref else None
+    if b is None:
+        print(f"{label:<{w}} {'failed':>9}")
+        continue
+    m, v, setting = b
+    if kind == "grid":  # the label names the setting
+        setting = ""
+    note = ""
+    if r and kind == "overhead":
+        note = f"vescale 1 process overhead {(m / r[0] - 1) * 100:+.1f}%"
+    elif r:
+        note = f"{m / r[0]:.2f}x {ref}"
+    print(f"{label:<{w}} {m:>9,.0f} {f'{min(v):,.0f}-{max(v):,.0f}':>15}  {note:<42} {setting}")
+    others = [(n, statistics.median(x)) for n, x in runs.items() if x and n.startswith(label + " [")]
+    if len(others) > 1:
+        notes.append(f"  {label} candidates: " + "; ".join(f"{n[len(label):].strip(' []')}: {x:,.0f}" for n, x in others))
+print("\n".join(notes))
+PY
+}
+
+if wanted peers; then
+if [ ! -x "$PLAIN" ]; then echo "[bench] $PLAIN is missing (built with -DVESCALE_BUILD_BENCH=ON)" >&2; exit 1; fi
+echo "peers: the same GPT (configs/gpt-tiny.toml, seq_len = block_size = 128: 4 layers, C = 128, 4 heads,"
+echo "  vocab 256, global batch 16, float32, AdamW, clip 1.0, fortunes), $PEER_STEPS steps; tokens/s after the first step,"
+echo "  median (min-max) of $PEER_ROUNDS interleaved rounds; machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(date -u +%Y-%m-%d)"
+echo "  python torch $("$PY" -c 'import torch; print(torch.__version__)')${PEER_PY_ARGS:+ ($PEER_PY_ARGS)}; peers' threads: the fastest of their"
+echo "  candidates (threads column); vescale-train with its defaults (no thread variables set)"
+mapfile -t specs < <(peer_candidates "python 1 process" py1 "$PEER_PY1_ENVS"
+  peer_candidates "vescale 1 process" vs1 ""
+  peer_candidates "plain libtorch 1 process" plain "$PEER_PLAIN_ENVS"
+  peer_candidates "python DDP 2 processes" ddp "$PEER_DDP_ENVS"
+  peer_candidates "vescale dp=2" dp2 ""
+  peer_candidates "vescale tp=2 megatron-sp" tp2 ""
+  peer_candidates "vescale dp=2 x tp=2 megatron-sp" dp2tp2 "")
+peer_rounds "${specs[@]}" >"$OUT/peers.tsv"
+peer_table "$OUT/peers.tsv" "python 1 process||" "vescale 1 process|python 1 process|" \
+  "plain libtorch 1 process|vescale 1 process|overhead" "python DDP 2 processes||" \
+  "vescale dp=2|python DDP 2 processes|" "vescale tp=2 megatron-sp|python DDP 2 processes|" \
+  "vescale dp=2 x tp=2 megatron-sp|python DDP 2 processes|"
+echo
+fi
+
+if wanted peer-threads; then
+echo "peer thread settings: tokens/s (median of $PEER_ROUNDS interleaved rounds, $PEER_STEPS steps; threads = OMP_NUM_THREADS, blas = OPENBLAS_NUM_THREADS, - = unset)"
+specs=()
+for omp in - 1 2; do
+  for blas in - 1 2; do
+    envs=""
+    [ "$omp" != - ] && envs+="OMP_NUM_THREADS=$omp "
+    [ "$blas" != - ] && envs+="OPENBLAS_NUM_THREADS=$blas"
+    specs+=("python 1 process threads $omp blas $blas|py1|$envs")
+    specs+=("plain 1 process threads $omp blas $blas|plain|$envs")
+  done
+done
+specs+=("python 1 process threads 1 blas 1, AdamW foreach|py1-foreach|OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1")
+for omp in - 1 2; do
+  for blas in - 1; do
+    envs=""
+    [ "$omp" != - ] && envs+="OMP_NUM_THREADS=$omp "
+    [ "$blas" != - ] && envs+="OPENBLAS_NUM_THREADS=$blas"
+    specs+=("python DDP threads $omp blas $blas|ddp|$envs")
+  done
+done
+peer_rounds "${specs[@]}" >"$OUT/threads.tsv"
+names=()
+for spec in "${specs[@]}"; do names+=("${spec%%|*}||grid"); done
+peer_table "$OUT/threads.tsv" "${names[@]}"
+echo
+fi
 train() {  # name, overrides...
   local name=$1; shift
   "$BIN" train configs/gpt-tiny.toml --job.dump_folder="$OUT/$name" --training.steps=60 \

@@ -1,0 +1,303 @@
+#!/usr/bin/python3
+"""The peer of vescale-train's GPT in plain PyTorch: the same model, data windows, AdamW, clipping
+and learning-rate schedule, on 1 process or as DistributedDataParallel over Gloo on N processes.
+
+    /usr/bin/python3 bench/peers/gpt_torch.py CONFIG.toml [--section.key=value ...]
+        [--nproc N] [--threads N] [--init DIR --start-step K] [--dump DIR] [--log-steps]
+
+It reads the job config vescale-train reads (the keys below; others are ignored), so both train
+the same sizes. What it matches, and where in vescale-train it comes from:
+  - model (models/gpt.cpp, models/layers.cpp): wte [V_padded, C] (V padded to a multiple of
+    model.vocab_multiple x parallel.tp), wpe [block_size, C]; blocks of ln_1, attention with
+    separate q_proj / k_proj / v_proj and c_proj (all with bias), ln_2, MLP c_fc (C -> 4C), exact
+    (erf) GELU, c_proj; ln_f; lm_head tied to wte; padded logits masked to -inf; LayerNorm eps
+    1e-5; init N(0, 0.02), the c_proj weights N(0, 0.02 / sqrt(2 n_layer)), biases 0, norms 1/0.
+  - attention (lib/dtensor/ops.cpp causal_attention, its CPU path): matmul, scale 1/sqrt(D),
+    causal -inf mask, softmax, matmul (no fused kernel: vescale uses none on the CPU either).
+  - loss: mean next-token cross entropy over the global batch.
+  - AdamW (lib/optim/adamw.cpp): torch.optim.AdamW, decoupled decay on parameters of >= 2 dims
+    only; clipping of the global norm (torch.nn.utils.clip_grad_norm_); warmup + cosine
+    (lib/optim/lr_schedule.cpp).
+  - data (lib/data/token_data.cpp): a text file's bytes, the last data.val_fraction held out;
+    each row a window of seq_len + 1 bytes at a uniform position in the train split (a different
+    generator than vescale's, so not the same windows).
+Prints `peer done: N steps, X tokens/s` with tokens/s over steps 2..N, as vescale-train's `done:`.
+--init DIR loads parameters (and exp_avg / exp_avg_sq) from raw float64 files DIR/<fqn>.bin
+(bench/README.md); --dump DIR writes the final parameters the same way (for the check in
+tests/e2e/test_peers.py).
+"""
+import argparse
+import math
+import os
+import subprocess
+import sys
+import time
+import tomllib
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+# The config keys the peer reads, with vescale-train's defaults (README.md, config reference).
+DEFAULTS = {
+    "model.vocab_size": 256, "model.block_size": 64, "model.n_layer": 2, "model.n_head": 4,
+    "model.n_embd": 64, "model.dropout": 0.0, "model.vocab_multiple": 64,
+    "parallel.tp": 1,
+    "data.source": "synthetic", "data.path": "", "data.val_fraction": 0.1,
+    "training.steps": 100, "training.global_batch_size": 8, "training.seq_len": 64,
+    "training.seed": 0, "training.dtype": "float32", "training.grad_clip": 1.0,
+    "optimizer.name": "adamw", "optimizer.lr": 3e-4, "optimizer.beta1": 0.9,
+    "optimizer.beta2": 0.95, "optimizer.eps": 1e-8, "optimizer.weight_decay": 0.1,
+    "lr_scheduler.warmup_steps": 0, "lr_scheduler.decay": "cosine",
+    "lr_scheduler.min_lr_ratio": 0.1,
+}
+
+
+def load_config(path, overrides):
+    """The DEFAULTS keys from the TOML file, then `--section.key=value` overrides."""
+    with open(path, "rb") as f:
+        doc = tomllib.load(f)
+    c = dict(DEFAULTS)
+    for section, table in doc.items():
+        for key, value in table.items():
+            if f"{section}.{key}" in c:
+                c[f"{section}.{key}"] = value
+    for item in overrides:
+        key, _, value = item[2:].partition("=")
+        if key not in c:
+            continue  # job.*, eval.*, parallel.dp, ...: vescale-train's business
+        kind = type(DEFAULTS[key])
+        c[key] = value if kind is str else kind(float(value)) if kind is int else kind(value)
+    if c["data.source"] != "text":
+        sys.exit("[peer] only data.source = \"text\" is supported")
+    if c["model.dropout"] != 0:
+        sys.exit("[peer] dropout is not supported (vescale's masks are layout-free Philox)")
+    if c["optimizer.name"] != "adamw":
+        sys.exit("[peer] only optimizer.name = \"adamw\" is supported")
+    return c
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd, n_head, n_layer, block_size):
+        super().__init__()
+        self.n_head = n_head
+        self.q_proj = nn.Linear(n_embd, n_embd)
+        self.k_proj = nn.Linear(n_embd, n_embd)
+        self.v_proj = nn.Linear(n_embd, n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.c_proj.residual_scale = True
+        # Not a buffer: DDP would broadcast it, and Gloo has no bool.
+        self.future = torch.ones(block_size, block_size, dtype=torch.bool).triu(1)
+
+    def forward(self, x):
+        b, t, c = x.shape
+
+        def heads(proj):
+            return proj(x).view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
+
+        q, k, v = heads(self.q_proj), heads(self.k_proj), heads(self.v_proj)
+        scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(c // self.n_head))
+        scores = scores.masked_fill(self.future[:t, :t], float("-inf"))
+        y = torch.matmul(torch.softmax(scores, -1), v)
+        return self.c_proj(y.transpose(1, 2).reshape(b, t, c))
+
+
+class MLP(nn.Module):
+    def __init__(self, n_embd):
+        super().__init__()
+        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+        self.c_proj = nn.Linear(4 * n_embd, n_embd)
+        self.c_proj.residual_scale = True
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head, n_layer, block_size):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd, eps=1e-5)
+        self.attn = CausalSelfAttention(n_embd, n_head, n_layer, block_size)
+        self.ln_2 = nn.LayerNorm(n_embd, eps=1e-5)
+        self.mlp = MLP(n_embd)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+def padded_vocab(c):
+    multiple = max(1, c["model.vocab_multiple"]) * max(1, c["parallel.tp"])
+    return (c["model.vocab_size"] + multiple - 1) // multiple * multiple
+
+
+class GPT(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        n_embd, n_layer = c["model.n_embd"], c["model.n_layer"]
+        self.vocab, self.padded = c["model.vocab_size"], padded_vocab(c)
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(self.padded, n_embd),
+            wpe=nn.Embedding(c["model.block_size"], n_embd),
+            h=nn.ModuleList([Block(n_embd, c["model.n_head"], n_layer, c["model.block_size"])
+                             for _ in range(n_layer)]),
+            ln_f=nn.LayerNorm(n_embd, eps=1e-5)))
+        self.vocab_mask = torch.zeros(self.padded)  # 0 for the vocabulary, -inf for padding
+        self.vocab_mask[self.vocab:] = float("-inf")
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                std = 0.02 / math.sqrt(2 * n_layer) if getattr(module, "residual_scale", False) else 0.02
+                nn.init.normal_(module.weight, 0.0, std)
+                nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, 0.0, 0.02)
+
+    def forward(self, idx, targets):
+        t = idx.size(1)
+        pos = torch.arange(t, dtype=torch.long)
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+        for block in self.transformer.h:
+            x = block(x)
+        logits = F.linear(self.transformer.ln_f(x), self.transformer.wte.weight)  # lm_head, tied
+        if self.padded > self.vocab:
+            logits = logits + self.vocab_mask.to(logits.dtype)
+        return F.cross_entropy(logits.view(-1, self.padded), targets.reshape(-1))
+
+
+def lr_at(step, c):
+    """lib/optim/lr_schedule.cpp: linear warmup, then cosine to min_lr_ratio x peak (or constant)."""
+    peak, warmup, total = c["optimizer.lr"], c["lr_scheduler.warmup_steps"], c["training.steps"]
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    if c["lr_scheduler.decay"] != "cosine" or total <= warmup:
+        return peak
+    progress = min(1.0, (step - warmup) / (total - warmup))
+    low = peak * c["lr_scheduler.min_lr_ratio"]
+    return low + 0.5 * (peak - low) * (1.0 + math.cos(math.pi * progress))
+
+
+def train_split(c):
+    with open(c["data.path"], "rb") as f:
+        data = f.read()
+    n_val = int(len(data) * c["data.val_fraction"])
+    return torch.frombuffer(bytearray(data[:len(data) - n_val]), dtype=torch.uint8)
+
+
+def batch(train, rows, seq_len, generator):
+    """`rows` windows of seq_len + 1 bytes at uniform positions: inputs and next-token targets."""
+    span = train.numel() - seq_len - 1
+    starts = torch.randint(0, span, (rows,), generator=generator)
+    windows = torch.stack([train[s:s + seq_len + 1] for s in starts.tolist()]).long()
+    return windows[:, :-1], windows[:, 1:]
+
+
+def load_state(model, optimizer, folder, start_step):
+    """Parameters and AdamW moments from DIR/<fqn>.bin (raw float64, the parameter's shape)."""
+    def read(name, like):
+        path = os.path.join(folder, name + ".bin")
+        with open(path, "rb") as f:
+            values = torch.frombuffer(bytearray(f.read()), dtype=torch.float64)
+        return values.view(like.shape).to(like.dtype)
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(read(name, p))
+            if start_step > 0:
+                optimizer.state[p] = {"step": torch.tensor(float(start_step)),
+                                      "exp_avg": read(name + ".exp_avg", p),
+                                      "exp_avg_sq": read(name + ".exp_avg_sq", p)}
+
+
+def dump_state(model, folder):
+    os.makedirs(folder, exist_ok=True)
+    for name, p in model.named_parameters():
+        with open(os.path.join(folder, name + ".bin"), "wb") as f:
+            f.write(p.detach().to(torch.float64).contiguous().numpy().tobytes())
+
+
+def run_rank(c, args, rank, world):
+    torch.manual_seed(c["training.seed"])
+    dtype = {"float32": torch.float32, "float64": torch.float64}[c["training.dtype"]]
+    model = GPT(c).to(dtype)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": c["optimizer.weight_decay"]},
+         {"params": no_decay, "weight_decay": 0.0}],
+        lr=c["optimizer.lr"], betas=(c["optimizer.beta1"], c["optimizer.beta2"]),
+        eps=c["optimizer.eps"], foreach=args.foreach)
+    if args.init:
+        load_state(model, optimizer, args.init, args.start_step)
+    net = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+
+    train = train_split(c)
+    generator = torch.Generator().manual_seed(c["training.seed"] * 1000 + rank)
+    rows, seq_len = c["training.global_batch_size"] // world, c["training.seq_len"]
+    steps = c["training.steps"]
+    timed_start = None
+    for step in range(args.start_step, steps):
+        if step == args.start_step + 1:
+            timed_start = time.perf_counter()
+        x, y = batch(train, rows, seq_len, generator)
+        lr = lr_at(step, c)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        loss = net(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        clip = c["training.grad_clip"]
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip if clip > 0 else float("inf"))
+        optimizer.step()
+        if args.log_steps and rank == 0:
+            print(f"step {step + 1} loss {loss.item():.17g} grad_norm {norm.item():.17g} lr {lr:.17g}",
+                  flush=True)
+    ran = steps - args.start_step
+    if rank == 0 and ran > 1:
+        seconds = time.perf_counter() - timed_start
+        tokens = c["training.global_batch_size"] * seq_len * (ran - 1)
+        print(f"peer done: {ran} steps, {tokens / seconds:.0f} tokens/s (python torch "
+              f"{torch.__version__}, {world} process(es), {torch.get_num_threads()} thread(s) each)",
+              flush=True)
+    if args.dump and rank == 0:
+        dump_state(model, args.dump)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config")
+    parser.add_argument("--nproc", type=int, default=1, help="DDP over Gloo on N processes")
+    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: default)")
+    parser.add_argument("--foreach", action="store_true",
+                        help="AdamW's multi-tensor path (1.13's default is the per-tensor loop)")
+    parser.add_argument("--init", default="", help="a folder of raw float64 <fqn>.bin tensors")
+    parser.add_argument("--start-step", type=int, default=0, help="steps done before --init's state")
+    parser.add_argument("--dump", default="", help="write the final parameters here")
+    parser.add_argument("--log-steps", action="store_true", help="print every step's loss")
+    args, overrides = parser.parse_known_args()
+    bad = [o for o in overrides if not (o.startswith("--") and "=" in o)]
+    if bad:
+        sys.exit(f"[peer] overrides are --section.key=value, got {bad}")
+    c = load_config(args.config, overrides)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if args.nproc > 1 and "RANK" not in os.environ:
+        # The launcher: one process per rank, this script again, rendezvous on loopback.
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29400 + os.getpid() % 1000),
+                   WORLD_SIZE=str(args.nproc))
+        procs = [subprocess.Popen([sys.executable, *sys.argv], env=dict(env, RANK=str(r)))
+                 for r in range(args.nproc)]
+        codes = [p.wait() for p in procs]
+        sys.exit(max(codes, key=abs))
+    if world > 1:
+        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world)
+    run_rank(c, args, rank, world)
+    if world > 1:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
