@@ -105,7 +105,9 @@ struct AttentionImpl : nn::Module {
         k_proj(register_module("k_proj", nn::Linear(c, c))),
         v_proj(register_module("v_proj", nn::Linear(c, c))),
         c_proj(register_module("c_proj", nn::Linear(c, c))),
-        future(torch::ones({block, block}, torch::kBool).triu(1)) {
+        bias(torch::zeros({block, block})
+                 .masked_fill(torch::ones({block, block}, torch::kBool).triu(1),
+                              -std::numeric_limits<double>::infinity())) {
     init_linear(q_proj, 0.02);
     init_linear(k_proj, 0.02);
     init_linear(v_proj, 0.02);
@@ -116,17 +118,21 @@ struct AttentionImpl : nn::Module {
     auto heads = [&](nn::Linear& proj) {
       return proj(x).view({b, t, n_head, c / n_head}).transpose(1, 2);
     };
+    // vescale-train's kernel (NOTE [Explicit attention]): bmm, then the scale and the causal
+    // mask in one pass, add(bias, scores, alpha = scale), so only the machinery around it differs.
+    const int64_t d = c / n_head, bh = b * n_head;
     torch::Tensor q = heads(q_proj), k = heads(k_proj), v = heads(v_proj);
     torch::Tensor scores =
-        torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(c / n_head)));
-    scores = scores.masked_fill(future.slice(0, 0, t).slice(1, 0, t),
-                                -std::numeric_limits<double>::infinity());
-    torch::Tensor y = torch::matmul(torch::softmax(scores, -1), v);
+        torch::add(bias.slice(0, 0, t).slice(1, 0, t).to(q.scalar_type()),
+                   torch::bmm(q.reshape({bh, t, d}), k.reshape({bh, t, d}).transpose(1, 2)),
+                   1.0 / std::sqrt(static_cast<double>(d)));
+    torch::Tensor y =
+        torch::bmm(torch::softmax(scores, -1), v.reshape({bh, t, d})).view({b, n_head, t, d});
     return c_proj(y.transpose(1, 2).reshape({b, t, c}));
   }
   int64_t n_head;
   nn::Linear q_proj, k_proj, v_proj, c_proj;
-  torch::Tensor future;
+  torch::Tensor bias;  ///< the causal mask: 0 on and below the diagonal, -inf above
 };
 TORCH_MODULE(Attention);
 

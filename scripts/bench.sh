@@ -57,8 +57,10 @@ PEER_STEPS=${PEER_STEPS:-40}
 # The peers' candidate thread settings, ';'-separated: every candidate runs in every round and a
 # peer's row is its fastest candidate by median, so the peers are tuned for the machine as it is
 # during the run (BENCH=peer-threads measures a wider grid). vescale-train sets none.
-PEER_PY1_ENVS=${PEER_PY1_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1}
-PEER_PLAIN_ENVS=${PEER_PLAIN_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1}
+# On one process: 1 intra-op thread, and OpenBLAS on 1 or both cores (2 intra-op threads lose
+# several-fold here: NOTE [Thread budget]; BENCH=peer-threads).
+PEER_PY1_ENVS=${PEER_PY1_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=2}
+PEER_PLAIN_ENVS=${PEER_PLAIN_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=2}
 PEER_DDP_ENVS=${PEER_DDP_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1}
 PEER_PY_ARGS=${PEER_PY_ARGS---foreach}  # AdamW's multi-tensor path: ~6% faster here than 1.13's default loop
 PEER_ARGS=(configs/gpt-tiny.toml --training.seq_len=128 --model.block_size=128
@@ -74,6 +76,7 @@ peer_run() {  # row [VAR=value ...]
   # shellcheck disable=SC2086  # PEER_PY_ARGS is a list of words
   case $row in
     py1) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" $PEER_PY_ARGS ;;
+    py1add) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" $PEER_PY_ARGS --attention=additive ;;
     py1-foreach) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" --foreach ;;
     ddp) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" --nproc 2 $PEER_PY_ARGS ;;
     plain) "${clean[@]}" "$PLAIN" "${PEER_ARGS[@]}" ;;
@@ -124,23 +127,26 @@ def best(label):
             found.append((statistics.median(v), v, name[len(label):].strip(" []") or "defaults"))
     return max(found) if found else None
 w = max(len(spec.split("|")[0]) for spec in sys.argv[2:])
-print(f"{'row':<{w}} {'tokens/s':>9} {'min-max':>15}  {'vs. peer':<42} threads")
+print(f"{'row':<{w}} {'tokens/s':>9} {'min-max':>15}  {'vs. peer':<46} threads")
 notes = []
 for spec in sys.argv[2:]:
-    label, ref, kind = spec.split("|")
-    b, r = best(label), best(ref) if ref else None
+    label, refs, kind = spec.split("|")
+    b = best(label)
     if b is None:
         print(f"{label:<{w}} {'failed':>9}")
         continue
     m, v, setting = b
     if kind == "grid":  # the label names the setting
         setting = ""
-    note = ""
-    if r and kind == "overhead":
-        note = f"vescale 1 process overhead {(m / r[0] - 1) * 100:+.1f}%"
-    elif r:
-        note = f"{m / r[0]:.2f}x {ref}"
-    print(f"{label:<{w}} {m:>9,.0f} {f'{min(v):,.0f}-{max(v):,.0f}':>15}  {note:<42} {setting}")
+    notes_row = []
+    for ref in filter(None, refs.split(",")):
+        r = best(ref)
+        if r and kind == "overhead":
+            notes_row.append(f"vescale 1 process overhead {(m / r[0] - 1) * 100:+.1f}%")
+        elif r:
+            notes_row.append(f"{m / r[0]:.2f}x {ref}")
+    note = "; ".join(notes_row)
+    print(f"{label:<{w}} {m:>9,.0f} {f'{min(v):,.0f}-{max(v):,.0f}':>15}  {note:<46} {setting}")
     others = [(n, statistics.median(x)) for n, x in runs.items() if x and n.startswith(label + " [")]
     if len(others) > 1:
         notes.append(f"  {label} candidates: " + "; ".join(f"{n[len(label):].strip(' []')}: {x:,.0f}" for n, x in others))
@@ -156,6 +162,7 @@ echo "  median (min-max) of $PEER_ROUNDS interleaved rounds; machine: $(lscpu | 
 echo "  python torch $("$PY" -c 'import torch; print(torch.__version__)')${PEER_PY_ARGS:+ ($PEER_PY_ARGS)}; peers' threads: the fastest of their"
 echo "  candidates (threads column); vescale-train with its defaults (no thread variables set)"
 mapfile -t specs < <(peer_candidates "python 1 process" py1 "$PEER_PY1_ENVS"
+  peer_candidates "python 1 process (additive mask)" py1add "$PEER_PY1_ENVS"
   peer_candidates "vescale 1 process" vs1 ""
   peer_candidates "plain libtorch 1 process" plain "$PEER_PLAIN_ENVS"
   peer_candidates "python DDP 2 processes" ddp "$PEER_DDP_ENVS"
@@ -163,7 +170,8 @@ mapfile -t specs < <(peer_candidates "python 1 process" py1 "$PEER_PY1_ENVS"
   peer_candidates "vescale tp=2 megatron-sp" tp2 ""
   peer_candidates "vescale dp=2 x tp=2 megatron-sp" dp2tp2 "")
 peer_rounds "${specs[@]}" >"$OUT/peers.tsv"
-peer_table "$OUT/peers.tsv" "python 1 process||" "vescale 1 process|python 1 process|" \
+peer_table "$OUT/peers.tsv" "python 1 process||" "python 1 process (additive mask)||" \
+  "vescale 1 process|python 1 process,python 1 process (additive mask)|" \
   "plain libtorch 1 process|vescale 1 process|overhead" "python DDP 2 processes||" \
   "vescale dp=2|python DDP 2 processes|" "vescale tp=2 megatron-sp|python DDP 2 processes|" \
   "vescale dp=2 x tp=2 megatron-sp|python DDP 2 processes|"

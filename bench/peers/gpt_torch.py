@@ -78,6 +78,13 @@ def load_config(path, overrides):
     return c
 
 
+# --attention: "masked" computes scores as nanoGPT's CPU path does ((q @ k^T) * scale, then
+# masked_fill with the causal mask); "additive" as vescale-train's kernel (NOTE [Explicit
+# attention] in lib/dtensor/local_kernels.h: bmm, then add(bias, scores, alpha=scale) with a cached
+# 0/-inf bias). Same values bit for bit; the second saves passes over the scores.
+ATTENTION = "masked"
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, n_embd, n_head, n_layer, block_size):
         super().__init__()
@@ -89,6 +96,7 @@ class CausalSelfAttention(nn.Module):
         self.c_proj.residual_scale = True
         # Not a buffer: DDP would broadcast it, and Gloo has no bool.
         self.future = torch.ones(block_size, block_size, dtype=torch.bool).triu(1)
+        self.bias = torch.zeros(block_size, block_size).masked_fill(self.future, float("-inf"))
 
     def forward(self, x):
         b, t, c = x.shape
@@ -97,9 +105,17 @@ class CausalSelfAttention(nn.Module):
             return proj(x).view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
 
         q, k, v = heads(self.q_proj), heads(self.k_proj), heads(self.v_proj)
-        scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(c // self.n_head))
-        scores = scores.masked_fill(self.future[:t, :t], float("-inf"))
-        y = torch.matmul(torch.softmax(scores, -1), v)
+        d = c // self.n_head
+        if ATTENTION == "additive":
+            bh = b * self.n_head
+            scores = torch.add(self.bias[:t, :t].to(q.dtype),
+                               torch.bmm(q.reshape(bh, t, d), k.reshape(bh, t, d).transpose(1, 2)),
+                               alpha=1.0 / math.sqrt(d))
+            y = torch.bmm(torch.softmax(scores, -1), v.reshape(bh, t, d)).view(b, self.n_head, t, d)
+        else:
+            scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+            scores = scores.masked_fill(self.future[:t, :t], float("-inf"))
+            y = torch.matmul(torch.softmax(scores, -1), v)
         return self.c_proj(y.transpose(1, 2).reshape(b, t, c))
 
 
@@ -268,6 +284,8 @@ def main():
     parser.add_argument("config")
     parser.add_argument("--nproc", type=int, default=1, help="DDP over Gloo on N processes")
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: default)")
+    parser.add_argument("--attention", choices=["masked", "additive"], default="masked",
+                        help="masked_fill as nanoGPT (default) or vescale-train's additive kernel")
     parser.add_argument("--foreach", action="store_true",
                         help="AdamW's multi-tensor path (1.13's default is the per-tensor loop)")
     parser.add_argument("--init", default="", help="a folder of raw float64 <fqn>.bin tensors")
@@ -279,6 +297,8 @@ def main():
     if bad:
         sys.exit(f"[peer] overrides are --section.key=value, got {bad}")
     c = load_config(args.config, overrides)
+    global ATTENTION
+    ATTENTION = args.attention
     if args.threads > 0:
         torch.set_num_threads(args.threads)
 

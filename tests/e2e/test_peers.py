@@ -151,6 +151,10 @@ class Peers(unittest.TestCase):
     def test_python_one_process(self):
         self.check_peer("python 1 process", [SYSTEM_PYTHON, PEER])
 
+    def test_python_one_process_additive_mask(self):
+        self.check_peer("python 1 process additive mask",
+                        [SYSTEM_PYTHON, PEER, "--attention=additive"])
+
     def test_python_ddp_two_processes(self):
         self.check_peer("python DDP 2 processes", [SYSTEM_PYTHON, PEER, "--nproc", "2"])
 
