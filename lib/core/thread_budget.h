@@ -2,19 +2,18 @@
 // How many threads a rank gives ATen's intra-op pool and OpenBLAS.
 //
 // NOTE [Thread budget]: both pools spin while they wait for work, so on a CPU they must not be
-// sized as if each had the cores to itself. Measured on the 2-core development machine
-// (configs/gpt-tiny.toml at T = 128, float32, one process, tokens/s; scripts/bench.sh):
+// sized as if each had the cores to itself. Measured on the 2-core development machine, quiet
+// (configs/gpt-tiny.toml at T = 128, float32, 60 steps, tokens/s, two runs each):
 //
-//   intra-op  OpenBLAS   1 process        note
-//   2         2           ~5,000          the old default: the pools fight over the cores
-//   1         1           ~9,100
-//   2         1          ~10,600
-//   1         2          ~12,000          the default now
+//   intra-op  OpenBLAS   1 process        dp = 2 (per rank)
+//   2         2           5,113 / 5,002   -                 (the old 1-process default)
+//   1         1          10,118 / 9,725   15,936            (the old dp = 2 default)
+//   2         1          10,719 / 10,394   4,585
+//   1         2          11,070 / 10,727  14,853
 //
-// and with ranks sharing the cores, anything above one thread per rank in either pool collapses
-// (dp = 2 with 2 intra-op threads each: ~700 tokens/s). So a rank gets 1 intra-op thread and
-// cores / local ranks BLAS threads: the matmuls are where the time goes (NOTE [Explicit
-// attention] keeps the elementwise work small). OMP_NUM_THREADS (intra-op) and
+// So a rank gets 1 intra-op thread and cores / local ranks OpenBLAS threads: the matmuls are
+// where the time goes (NOTE [Explicit attention] keeps the elementwise work small), and two
+// ranks each with 2 intra-op threads on 2 cores collapse. OMP_NUM_THREADS (intra-op) and
 // OPENBLAS_NUM_THREADS override either; our launcher passes the choice to its workers in them.
 
 #include <string>
