@@ -27,8 +27,8 @@ ThreadBudget choose_thread_budget(int cores, int local_ranks, const char* omp,
   const int per_rank = std::max(1, std::max(1, cores) / std::max(1, local_ranks));
   b.intra_op = 1;
   b.blas = per_rank;
-  b.origin = fmt::format("{} cores / {} local rank{}", cores, local_ranks,
-                         local_ranks == 1 ? "" : "s");
+  b.origin =
+      fmt::format("{} cores / {} local rank{}", cores, local_ranks, local_ranks == 1 ? "" : "s");
   if (const int n = positive(omp)) {
     b.intra_op = n;
     b.origin += ", OMP_NUM_THREADS";

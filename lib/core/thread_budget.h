@@ -21,8 +21,8 @@
 namespace vescale {
 
 struct ThreadBudget {
-  int intra_op = 1;  ///< ATen's intra-op threads (at::set_num_threads)
-  int blas = 1;      ///< OpenBLAS threads
+  int intra_op = 1;    ///< ATen's intra-op threads (at::set_num_threads)
+  int blas = 1;        ///< OpenBLAS threads
   std::string origin;  ///< where the numbers came from, for the log
 };
 

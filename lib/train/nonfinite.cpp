@@ -30,8 +30,8 @@ void NonFiniteGuard::after_step(int64_t step, const StepResult& result) {
   }
   ++skipped_;
   ++in_a_row_;
-  const std::string what = fmt::format("step {}: the loss is {} and the gradient norm {}",
-                                       step + 1, number(result.loss), number(result.grad_norm));
+  const std::string what = fmt::format("step {}: the loss is {} and the gradient norm {}", step + 1,
+                                       number(result.loss), number(result.grad_norm));
   if (policy_ == "stop") {
     throw DivergedError(fmt::format(
         "{}; stopped without saving or updating (training.on_nonfinite = \"stop\"; \"skip\" "
@@ -45,9 +45,10 @@ void NonFiniteGuard::after_step(int64_t step, const StepResult& result) {
         what, in_a_row_, max_skipped_));
   }
   if (log_rank() != 0) return;
-  spdlog::warn("{}; the update is skipped ({} in a row, {} in all; training.on_nonfinite = "
-               "\"skip\")",
-               what, in_a_row_, skipped_);
+  spdlog::warn(
+      "{}; the update is skipped ({} in a row, {} in all; training.on_nonfinite = "
+      "\"skip\")",
+      what, in_a_row_, skipped_);
 }
 
 bool finite_everywhere(const std::vector<at::Tensor>& tensors, const comm::Group& world) {

@@ -7,8 +7,8 @@
 // "stop" (the default) ends the job with DivergedError (exit code 3) naming the step, without
 // saving; "skip" counts the step and goes on, and stops after `training.max_skipped` skipped
 // steps in a row. Independently, a checkpoint is never written from a state that holds a NaN or
-// inf (an update with finite gradients can still overflow a parameter): JobCheckpointer::save checks every
-// tensor it would write, on every rank, first.
+// inf (an update with finite gradients can still overflow a parameter): JobCheckpointer::save
+// checks every tensor it would write, on every rank, first.
 #pragma once
 
 #include <ATen/core/Tensor.h>
