@@ -6,12 +6,13 @@
 #include <toml++/toml.h>
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <type_traits>
 
+#include "config/memory_estimate.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/suggest.h"
 
 namespace vescale {
@@ -409,11 +410,7 @@ std::vector<std::string> collect_overrides(const std::vector<std::string>& args)
 }
 
 JobConfig JobConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  VS_USER_CHECK(in.good(), "config {}: cannot read the file", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse(text.str(), path, overrides);
+  return parse(read_input_file(path, "config"), path, overrides);
 }
 
 JobConfig JobConfig::parse(const std::string& toml_text, const std::string& source,
@@ -427,6 +424,7 @@ JobConfig JobConfig::parse(const std::string& toml_text, const std::string& sour
   c.annotated_text = effective_text(values, true);
   check_values(c);
   check_combinations(c);
+  check_fits_memory(c, physical_memory_bytes());
   return c;
 }
 

@@ -6,12 +6,11 @@
 #include <toml++/toml.h>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "build_config.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/suggest.h"
 #include "dmodule/fqn_glob.h"
 
@@ -241,13 +240,10 @@ Plan Plan::load(const std::string& name_or_path) {
                     name_or_path, near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near[0]),
                     fmt::join(plan_zoo_names(), ", ")));
   }
-  std::ifstream in(path);
-  VS_USER_CHECK(in.good(), "plan {}: cannot read the file", path.string());
-  std::stringstream text;
-  text << in.rdbuf();
-  if (path.extension() == ".toml") return parse_toml(text.str(), path.string());
+  const std::string text = read_input_file(path.string(), "plan");
+  if (path.extension() == ".toml") return parse_toml(text, path.string());
   VS_USER_CHECK(path.extension() == ".json", "plan {}: use a .json or .toml file", path.string());
-  return parse_json(text.str(), path.string());
+  return parse_json(text, path.string());
 }
 
 }  // namespace vescale

@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import unittest
 
 from common import BINARY, max_relative, metrics_lines, run, train_losses
@@ -189,6 +190,46 @@ class BadConfigs(unittest.TestCase):
 
     def test_unknown_plan(self):
         self.check(self.BASE + '[parallel]\ntp = 2\nplan = "gpt/megatron-spp"\n', "did you mean 'gpt/megatron-sp'")
+
+    def test_absurd_model_sizes_fail_at_once_naming_the_memory(self):
+        for command in (["train"], ["plan", "lint"]):
+            start = time.monotonic()
+            tmp = tempfile.mkdtemp(prefix="vescale-bad-")
+            try:
+                path = os.path.join(tmp, "job.toml")
+                with open(path, "w") as f:
+                    f.write(self.BASE.replace("DUMP", os.path.join(tmp, "out")) +
+                            "[model]\nn_layer = 1000000000\n")
+                extra = ["--print-config"] if command == ["train"] else []
+                result = run(*command, path, *extra, timeout=60)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            seconds = time.monotonic() - start
+            print(f"\n[{' '.join(command)}] n_layer = 1e9: exit {result.returncode} in {seconds:.2f} s")
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertIn("this model cannot fit", result.stderr)
+            self.assertIn("model.n_layer = 1000000000", result.stderr)
+            self.assertLess(seconds, 10)
+
+    def test_inputs_that_are_not_regular_files_are_refused(self):
+        tmp = tempfile.mkdtemp(prefix="vescale-bad-")
+        try:
+            fifo = os.path.join(tmp, "fifo.toml")
+            os.mkfifo(fifo)
+            big = os.path.join(tmp, "big.toml")
+            with open(big, "w") as f:
+                f.write("# padding\n" * (2 << 20))
+            for path, needle in [(fifo, "is a FIFO"), ("/dev/zero", "is a character device"),
+                                 (tmp, "is a directory"), (big, "is too large for a config")]:
+                start = time.monotonic()
+                result = run("train", path, "--print-config", timeout=60)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertIn(needle, result.stderr)
+                self.assertLess(time.monotonic() - start, 10)
+            result = run("plan", "show", "/dev/zero", timeout=60)
+            self.assertNotEqual(result.returncode, 0)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def test_cuda_without_a_gpu(self):
         if "CPU only" not in run("--version").stdout:
