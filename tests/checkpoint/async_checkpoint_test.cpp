@@ -52,7 +52,8 @@ std::string read_text(const fs::path& path) {
 TEST(AsyncCheckpoint, AStepOneRankFailedToWriteIsNeverCommitted) {
   const std::string dir = testing::fresh_folder("vescale-async-commit");
   comm::GroupOptions options;
-  options.timeout = std::chrono::milliseconds(1500);
+  // Long enough for two ranks' fsyncs on a loaded CI machine; rank 1 outwaits it below.
+  options.timeout = std::chrono::milliseconds(4000);
   testing::run_ranks(
       2,
       [&](const comm::Group& world) {
@@ -71,10 +72,13 @@ TEST(AsyncCheckpoint, AStepOneRankFailedToWriteIsNeverCommitted) {
           bad.tensor = at::zeros({2}, at::kBool);
           second.pieces.push_back(bad);
         }
+        // As JobCheckpointer: the writer's barriers on a group of their own, so that the timed-out
+        // barrier leaves the world group (and run_ranks' closing barrier) usable.
+        const comm::Group writers = world.split({{0, 1}}, "world");
         AsyncWriter writer;
-        writer.start([&] { write_snapshot(second, world); });
+        writer.start([&] { write_snapshot(second, writers); });
         EXPECT_ANY_THROW(writer.wait());  // rank 1: the write; rank 0: the barrier's timeout
-        if (world.rank() == 1) std::this_thread::sleep_for(3s);  // past rank 0's timeout
+        if (world.rank() == 1) std::this_thread::sleep_for(5s);  // past rank 0's timeout
       },
       options);
   EXPECT_EQ(read_text(fs::path(dir) / "latest"), "step-000001");

@@ -59,8 +59,13 @@ a = h5py.File({merged['zero3']!r}, 'r'); b = h5py.File({merged['zero0']!r}, 'r')
 names = []
 b.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
 assert any(n.startswith('optimizer/') for n in names), names
+# attn.k_proj.bias has a zero gradient in exact arithmetic (softmax ignores a per-query constant),
+# so its values are rounding residue (~1e-14, moved by AdamW's eps): any last-bit difference
+# upstream changes them entirely. It is held to an absolute bound; the rest relative.
+noise = [n for n in names if 'attn.k_proj.bias' in n]
+assert max(float(np.max(np.abs(a[n][()] - b[n][()]))) for n in noise) < 1e-12
 print(max(float(np.max(np.abs(a[n][()] - b[n][()])) / max(1e-300, float(np.max(np.abs(b[n][()])))))
-          for n in names if b[n].size))
+          for n in names if b[n].size and n not in noise))
 """
         err = system_python_value(script)
         print(f"merged zero-3 checkpoint vs merged zero-0 (model and optimizer state): {err:.2g} (relative)")
