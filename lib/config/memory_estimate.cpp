@@ -41,11 +41,13 @@ MemoryEstimate estimate_memory(const JobConfig& c) {
   const double optimizer_states = c.optimizer == "sgd" ? 1.0 : 2.0;
   const double masters = c.dtype == "bfloat16" ? 4.0 : 0.0;
   m.state_bytes = m.parameters * (2.0 * element + masters + optimizer_states * state_element);
-  const double ranks = static_cast<double>(c.pp) * static_cast<double>(c.dp) * static_cast<double>(c.tp);
+  const double ranks =
+      static_cast<double>(c.pp) * static_cast<double>(c.dp) * static_cast<double>(c.tp);
   const double rows = static_cast<double>(c.global_batch_size) /
                       (static_cast<double>(c.dp) * static_cast<double>(c.microbatches));
-  const double width = c.model == "mlp" ? static_cast<double>(c.d_out)
-                                        : static_cast<double>(c.vocab_size) / static_cast<double>(c.tp);
+  const double width = c.model == "mlp"
+                           ? static_cast<double>(c.d_out)
+                           : static_cast<double>(c.vocab_size) / static_cast<double>(c.tp);
   const double positions = c.model == "mlp" ? 1.0 : static_cast<double>(c.seq_len);
   m.per_rank_floor_bytes = m.state_bytes / ranks + 2.0 * rows * positions * width * state_element;
   return m;
@@ -63,11 +65,13 @@ void check_fits_memory(const JobConfig& c, double memory_bytes) {
   if (m.per_rank_floor_bytes <= memory_bytes) return;
   const std::string sizes =
       c.model == "mlp"
-          ? fmt::format("model.d_in = {}, model.d_hidden = {}, model.d_out = {}, model.n_layers = {}",
-                        c.d_in, c.d_hidden, c.d_out, c.n_layers)
-          : fmt::format("model.n_layer = {}, model.n_embd = {}, model.vocab_size = {}, "
-                        "model.block_size = {}",
-                        c.n_layer, c.n_embd, c.vocab_size, c.block_size);
+          ? fmt::format(
+                "model.d_in = {}, model.d_hidden = {}, model.d_out = {}, model.n_layers = {}",
+                c.d_in, c.d_hidden, c.d_out, c.n_layers)
+          : fmt::format(
+                "model.n_layer = {}, model.n_embd = {}, model.vocab_size = {}, "
+                "model.block_size = {}",
+                c.n_layer, c.n_embd, c.vocab_size, c.block_size);
   throw UserError(fmt::format(
       "config {}: this model cannot fit: {:.3g} parameters need {} for parameters, gradients and "
       "{} state in {}, so at least {} per rank over the {} x {} x {} (pp x dp x tp) ranks with "

@@ -38,8 +38,8 @@ void require_regular_file(const std::string& path, const std::string& what) {
 
 std::string read_input_file(const std::string& path, const std::string& what, int64_t max_bytes) {
   const struct stat st = stat_regular(path, what);
-  VS_USER_CHECK(st.st_size <= max_bytes, "{} {}: {} is too large for a {} (at most {})", what,
-                path, format_bytes(static_cast<double>(st.st_size)), what,
+  VS_USER_CHECK(st.st_size <= max_bytes, "{} {}: {} is too large for a {} (at most {})", what, path,
+                format_bytes(static_cast<double>(st.st_size)), what,
                 format_bytes(static_cast<double>(max_bytes)));
   std::ifstream in(path, std::ios::binary);
   VS_USER_CHECK(in.good(), "{} {}: cannot read the file", what, path);

@@ -34,14 +34,15 @@ TEST(MemoryEstimate, StateBytesFollowDtypeAndOptimizer) {
   const JobConfig f32 = JobConfig::parse("", "a.toml");
   const double n = estimate_memory(f32).parameters;
   EXPECT_EQ(estimate_memory(f32).state_bytes, 16 * n);  // value, grad, 2 AdamW states
-  EXPECT_EQ(estimate_memory(JobConfig::parse("[training]\ndtype = \"float64\"\n", "b.toml"))
-                .state_bytes,
-            32 * n);
-  EXPECT_EQ(estimate_memory(JobConfig::parse("[training]\ndtype = \"bfloat16\"\n", "c.toml"))
-                .state_bytes,
-            16 * n);  // 2 + 2 + 4 (master) + 8
-  EXPECT_EQ(estimate_memory(JobConfig::parse("[optimizer]\nname = \"sgd\"\n", "d.toml")).state_bytes,
-            12 * n);
+  EXPECT_EQ(
+      estimate_memory(JobConfig::parse("[training]\ndtype = \"float64\"\n", "b.toml")).state_bytes,
+      32 * n);
+  EXPECT_EQ(
+      estimate_memory(JobConfig::parse("[training]\ndtype = \"bfloat16\"\n", "c.toml")).state_bytes,
+      16 * n);  // 2 + 2 + 4 (master) + 8
+  EXPECT_EQ(
+      estimate_memory(JobConfig::parse("[optimizer]\nname = \"sgd\"\n", "d.toml")).state_bytes,
+      12 * n);
 }
 
 TEST(MemoryEstimate, AbsurdSizesAreConfigErrorsAtOnce) {
