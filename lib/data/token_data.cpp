@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "data/file_map.h"
 #include "dtensor/random.h"
 
@@ -98,8 +98,8 @@ void scan_vocab(const BinTokens& tokens) {
 int64_t meta_vocab_size(const std::filesystem::path& folder) {
   const std::filesystem::path path = folder / "meta.json";
   if (!std::filesystem::exists(path)) return 0;
-  std::ifstream in(path);
-  const nlohmann::json meta = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json meta = nlohmann::json::parse(read_input_file(path.string(), "data"), nullptr,
+                                                    /*allow_exceptions=*/false);
   VS_USER_CHECK(meta.is_object() && meta.contains("vocab_size") &&
                     meta["vocab_size"].is_number_integer() && meta["vocab_size"] > 0,
                 "data {}: expected a JSON object with a positive integer \"vocab_size\"",

@@ -52,15 +52,13 @@ void NonFiniteGuard::after_step(int64_t step, const StepResult& result) {
 }
 
 bool finite_everywhere(const std::vector<at::Tensor>& tensors, const comm::Group& world) {
-  bool finite = true;
+  // One flag per tensor, reduced where the tensors live: one host sync in all, not one each.
+  std::vector<at::Tensor> nonfinite{at::zeros({}, at::dtype(at::kBool).device(world.device()))};
   for (const at::Tensor& t : tensors) {
     if (!t.defined() || t.numel() == 0 || !t.is_floating_point()) continue;
-    if (!at::isfinite(t).all().item<bool>()) {
-      finite = false;
-      break;
-    }
+    nonfinite.push_back(at::isfinite(t).all().logical_not().to(world.device()));
   }
-  at::Tensor flag = at::full({1}, finite ? 0.0 : 1.0, at::dtype(at::kFloat).device(world.device()));
+  at::Tensor flag = at::stack(nonfinite).any().to(at::kFloat).reshape({1});
   world.all_reduce(flag, comm::ReduceOp::kMax);
   return flag.item<float>() == 0.0f;
 }
