@@ -47,8 +47,13 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();  // a command's own exit code (e.g. a worker's), already reported
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // A usage mistake: one `error:` line and exit 2, like every other bad input.
+    std::fprintf(stderr, "error: %s\nRun with --help for more information.\n", e.what());
+    return 2;
   } catch (const vescale::UserError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

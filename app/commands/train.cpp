@@ -4,6 +4,7 @@
 
 #include "commands/commands.h"
 #include "config/job_config.h"
+#include "config/memory_estimate.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -35,7 +36,9 @@ void precheck(const JobConfig& c) {
     VS_USER_CHECK(fs::is_directory(c.data_path), "config {}: data.path = \"{}\": no such folder",
                   c.source, c.data_path);
   }
-  if (!c.plan.empty()) Plan::load(c.plan);
+  job_plan(c);
+  // Workers this machine's launcher would start (outside launchers place their own).
+  if (!detect_launch_env()) check_local_workers_fit(c, physical_memory_bytes());
   // As local rank 0 would resolve them: "cuda" without a GPU, or NCCL without it, fails here.
   comm::resolve_backend(comm::parse_backend(c.backend), parse_device(c.device, 0));
 }

@@ -20,6 +20,10 @@ namespace {
 
 using Values = std::map<std::string, ConfigValue>;
 
+/// The largest parallel degree of one mesh dim, and of the whole mesh.
+constexpr double kMaxMeshDim = 1 << 16;
+constexpr int64_t kMaxWorld = int64_t{1} << 20;
+
 const char* type_name(const ConfigValue& v) {
   switch (v.index()) {
     case 0:
@@ -141,9 +145,28 @@ std::string effective_text(const Values& values, bool with_help) {
     }
     const std::string line = fmt::format("{} = {}", k.name.substr(k.name.find('.') + 1),
                                          toml_literal(values.at(k.name)));
-    out += with_help ? fmt::format("{:<36} # {}\n", line, k.help) : line + "\n";
+    const std::string help = k.range ? fmt::format("{} ({})", k.help, k.range->str()) : k.help;
+    out += with_help ? fmt::format("{:<36} # {}\n", line, help) : line + "\n";
   }
   return out;
+}
+
+/// A numeric value outside its key's range is an error naming the key, the value and the range.
+void check_range(const ConfigKey& k, const ConfigValue& value, const std::string& at) {
+  if (!k.range) return;
+  double number = 0;
+  std::string text;
+  if (const auto* i = std::get_if<int64_t>(&value)) {
+    number = static_cast<double>(*i);
+    text = std::to_string(*i);
+  } else if (const auto* d = std::get_if<double>(&value)) {
+    number = *d;
+    text = fmt::format("{}", *d);
+  } else {
+    return;
+  }
+  VS_USER_CHECK(k.range->contains(number), "{}: {} = {} must be {} ({})", at, k.name, text,
+                k.range->str(), k.help);
 }
 
 /// Sets key `name` to `parse(its default)`; errors start with `at` ("config f.toml:3").
@@ -158,6 +181,7 @@ void set_value(Values& values, const std::string& name, const std::string& at, P
   VS_USER_CHECK(number == nullptr || std::isfinite(*number),
                 "{}: key '{}' must be a finite number, got {}", at, name,
                 number == nullptr ? 0.0 : *number);
+  check_range(*k, *parsed, at);
   values[name] = *parsed;
 }
 
@@ -217,7 +241,7 @@ JobConfig bind_fields(const Values& values) {
   return c;
 }
 
-/// Rules of one key: its allowed words, or at least 1.
+/// Rules of one string key: its allowed words (numbers are range-checked as they are read).
 void check_values(const JobConfig& c) {
   auto one_of = [&](const std::string& key, const std::string& value,
                     std::vector<std::string> allowed) {
@@ -236,27 +260,13 @@ void check_values(const JobConfig& c) {
   one_of("checkpoint.format", c.checkpoint_format, {"sharded", "deduped", "merged"});
   one_of("parallel.pp_schedule", c.pp_schedule,
          {"gpipe", "1f1b", "interleaved-1f1b", "zbv", "zb-h1"});
-  auto positive = [&](const std::string& key, int64_t v) {
-    VS_USER_CHECK(v >= 1, "config {}: {} = {} must be at least 1", c.source, key, v);
-  };
-  positive("parallel.pp", c.pp);
-  positive("parallel.dp", c.dp);
-  positive("parallel.tp", c.tp);
-  positive("parallel.microbatches", c.microbatches);
-  positive("parallel.pp_virtual", c.pp_virtual);
-  VS_USER_CHECK(c.zero >= 0 && c.zero <= 3,
-                "config {}: parallel.zero = {} must be 0 (off), 1 (optimizer state), 2 (and "
-                "gradients) or 3 (and parameters)",
-                c.source, c.zero);
-  positive("training.steps", c.steps);
-  positive("training.global_batch_size", c.global_batch_size);
-  positive("training.seq_len", c.seq_len);
-  positive("training.max_skipped", c.max_skipped);
-  positive("metrics.log_interval", c.log_interval);
 }
 
 /// Rules across keys.
 void check_combinations(const JobConfig& c) {
+  VS_USER_CHECK(c.world_size() <= kMaxWorld,
+                "config {}: parallel.pp x dp x tp = {} x {} x {} = {} ranks, more than {}",
+                c.source, c.pp, c.dp, c.tp, c.world_size(), kMaxWorld);
   VS_USER_CHECK(c.global_batch_size % (c.dp * c.microbatches) == 0,
                 "config {}: training.global_batch_size = {} is not divisible by parallel.dp x "
                 "parallel.microbatches "
@@ -278,8 +288,6 @@ void check_combinations(const JobConfig& c) {
                 "config {}: comm.backend = \"gloo\" moves CPU tensors only, but training.device = "
                 "\"cuda\": use comm.backend = \"auto\" or \"nccl\"",
                 c.source);
-  VS_USER_CHECK(c.val_fraction > 0 && c.val_fraction < 1,
-                "config {}: data.val_fraction = {} must be in (0, 1)", c.source, c.val_fraction);
 }
 
 /// Not deduced from the default, so `int64_t` fields take `64` and string fields `"gpt"`.
@@ -291,11 +299,47 @@ struct Exactly {
 /// A schema entry whose default has its field's type.
 template <typename T>
 ConfigKey key(const char* name, T JobConfig::*field, typename Exactly<T>::type default_value,
-              const char* help) {
-  return {name, ConfigValue(std::move(default_value)), help, field};
+              const char* help, std::optional<ConfigRange> range = std::nullopt) {
+  return {name, ConfigValue(std::move(default_value)), help, field, range};
+}
+
+// The ranges of numeric keys: what makes sense, so that a typo (beta2 = 2, eps = 0, n_embd = 0,
+// a negative interval) is a config error at its line rather than a NaN or a hang later.
+ConfigRange at_least(double lo) {
+  return {lo};
+}
+ConfigRange above(double lo) {
+  return {lo, ConfigRange{}.hi, true};
+}
+ConfigRange within(double lo, double hi) {
+  return {lo, hi};
+}
+ConfigRange within_open_lo(double lo, double hi) {
+  return {lo, hi, true};
+}
+ConfigRange half_open(double lo, double hi) {
+  return {lo, hi, false, true};
+}
+ConfigRange open_unit() {
+  return {0, 1, true, true};
 }
 
 }  // namespace
+
+bool ConfigRange::contains(double v) const {
+  const bool above_lo = lo_open ? v > lo : v >= lo;
+  const bool below_hi = hi_open ? v < hi : v <= hi;
+  return above_lo && below_hi;
+}
+
+std::string ConfigRange::str() const {
+  const bool bounded_lo = std::isfinite(lo), bounded_hi = std::isfinite(hi);
+  if (bounded_lo && bounded_hi)
+    return fmt::format("in {}{}, {}{}", lo_open ? "(" : "[", lo, hi, hi_open ? ")" : "]");
+  if (bounded_lo) return fmt::format("{} {}", lo_open ? ">" : ">=", lo);
+  if (bounded_hi) return fmt::format("{} {}", hi_open ? "<" : "<=", hi);
+  return "any number";
+}
 
 const std::vector<ConfigKey>& config_schema() {
   using C = JobConfig;
@@ -303,79 +347,83 @@ const std::vector<ConfigKey>& config_schema() {
       key("job.name", &C::name, "vescale", "Name of the run (used in logs)"),
       key("job.dump_folder", &C::dump_folder, "outputs", "Where metrics.jsonl and checkpoints/ go"),
       key("model.name", &C::model, "gpt", "gpt or mlp"),
-      key("model.vocab_size", &C::vocab_size, 256, "GPT vocabulary (text data: 256 bytes)"),
-      key("model.block_size", &C::block_size, 64, "GPT longest sequence (wpe rows)"),
-      key("model.n_layer", &C::n_layer, 2, "GPT blocks"),
-      key("model.n_head", &C::n_head, 4, "GPT attention heads"),
-      key("model.n_embd", &C::n_embd, 64, "GPT hidden size"),
-      key("model.dropout", &C::dropout, 0.0, "GPT dropout probability"),
+      key("model.vocab_size", &C::vocab_size, 256, "GPT vocabulary (text data: 256 bytes)",
+          at_least(1)),
+      key("model.block_size", &C::block_size, 64, "GPT longest sequence (wpe rows)", at_least(1)),
+      key("model.n_layer", &C::n_layer, 2, "GPT blocks", at_least(1)),
+      key("model.n_head", &C::n_head, 4, "GPT attention heads", at_least(1)),
+      key("model.n_embd", &C::n_embd, 64, "GPT hidden size", at_least(1)),
+      key("model.dropout", &C::dropout, 0.0, "GPT dropout probability", half_open(0, 1)),
       key("model.vocab_multiple", &C::vocab_multiple, 64,
-          "Vocabulary padded to a multiple of this x tp"),
-      key("model.d_in", &C::d_in, 64, "MLP input size"),
-      key("model.d_hidden", &C::d_hidden, 256, "MLP hidden size"),
-      key("model.d_out", &C::d_out, 64, "MLP output size"),
-      key("model.n_layers", &C::n_layers, 2, "MLP linear layers (2: fc1, fc2)"),
+          "Vocabulary padded to a multiple of this x tp", within(1, 1 << 20)),
+      key("model.d_in", &C::d_in, 64, "MLP input size", at_least(1)),
+      key("model.d_hidden", &C::d_hidden, 256, "MLP hidden size", at_least(1)),
+      key("model.d_out", &C::d_out, 64, "MLP output size", at_least(1)),
+      key("model.n_layers", &C::n_layers, 2, "MLP linear layers (2: fc1, fc2)", at_least(1)),
       key("parallel.pp", &C::pp, 1,
-          "Pipeline-parallel ranks (stages are cut from the model's layers)"),
-      key("parallel.dp", &C::dp, 1, "Data-parallel replicas"),
-      key("parallel.tp", &C::tp, 1, "Tensor-parallel degree"),
+          "Pipeline-parallel ranks (stages are cut from the model's layers)",
+          within(1, kMaxMeshDim)),
+      key("parallel.dp", &C::dp, 1, "Data-parallel replicas", within(1, kMaxMeshDim)),
+      key("parallel.tp", &C::tp, 1, "Tensor-parallel degree", within(1, kMaxMeshDim)),
       key("parallel.plan", &C::plan, "",
           "Sharding plan: a zoo name (gpt/megatron-sp) or a file; empty: replicate"),
       key("parallel.microbatches", &C::microbatches, 1,
-          "Micro-batches per step (gradient accumulation; the pipeline's micro-batches)"),
+          "Micro-batches per step (gradient accumulation; the pipeline's micro-batches)",
+          at_least(1)),
       key("parallel.pp_schedule", &C::pp_schedule, "1f1b",
           "Pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zbv or zb-h1"),
       key("parallel.pp_virtual", &C::pp_virtual, 1,
-          "Pipeline stages per pp rank (interleaved-1f1b: 2 or more; zbv: 2)"),
+          "Pipeline stages per pp rank (interleaved-1f1b: 2 or more; zbv: 2)", within(1, 1 << 10)),
       key("parallel.pp_split", &C::pp_split, {"balanced"},
           "Stages: balanced (by estimated cost), or the layers that start stages 2, 3, ... "
           "([\"transformer.h.2\"])"),
       key("parallel.zero", &C::zero, 0,
           "ZeRO over dp: 0 off, 1 optimizer state sharded, 2 and gradients, 3 and parameters "
-          "(FSDP)"),
+          "(FSDP)",
+          within(0, 3)),
       key("data.source", &C::data_source, "synthetic",
           "synthetic, text (UTF-8 bytes) or tokens (nanoGPT uint16 .bin)"),
       key("data.path", &C::data_path, "",
           "text: a file; tokens: a folder with train.bin and val.bin"),
       key("data.val_fraction", &C::val_fraction, 0.1,
-          "text: the last fraction of the file is the validation split"),
-      key("training.steps", &C::steps, 100, "Optimizer steps"),
+          "text: the last fraction of the file is the validation split", open_unit()),
+      key("training.steps", &C::steps, 100, "Optimizer steps", within(1, 1e12)),
       key("training.global_batch_size", &C::global_batch_size, 8,
-          "Sequences (or MLP samples) per step, over all dp ranks"),
-      key("training.seq_len", &C::seq_len, 64, "GPT tokens per sequence"),
+          "Sequences (or MLP samples) per step, over all dp ranks", at_least(1)),
+      key("training.seq_len", &C::seq_len, 64, "GPT tokens per sequence", at_least(1)),
       key("training.seed", &C::seed, 0, "Seed of init, data order and dropout"),
       key("training.device", &C::device, "auto",
           "auto (cuda:LOCAL_RANK when a GPU is visible, else cpu), cpu or cuda"),
       key("training.dtype", &C::dtype, "float32",
           "float32, float64 or bfloat16 (bf16 compute, float32 master weights and state)"),
       key("training.grad_clip", &C::grad_clip, 1.0,
-          "Clip the global gradient norm to this (0: off)"),
+          "Clip the global gradient norm to this (0: off)", at_least(0)),
       key("training.on_nonfinite", &C::on_nonfinite, "stop",
           "A NaN/inf loss or gradient norm: stop (exit 3, nothing saved) or skip the update"),
       key("training.max_skipped", &C::max_skipped, 10,
-          "With on_nonfinite = skip: stop after this many skipped steps in a row"),
+          "With on_nonfinite = skip: stop after this many skipped steps in a row", within(1, 1e12)),
       key("optimizer.name", &C::optimizer, "adamw", "adamw or sgd"),
-      key("optimizer.lr", &C::lr, 3e-4, "Peak learning rate"),
-      key("optimizer.beta1", &C::beta1, 0.9, "AdamW beta1"),
-      key("optimizer.beta2", &C::beta2, 0.95, "AdamW beta2"),
-      key("optimizer.eps", &C::eps, 1e-8, "AdamW epsilon"),
+      key("optimizer.lr", &C::lr, 3e-4, "Peak learning rate", at_least(0)),
+      key("optimizer.beta1", &C::beta1, 0.9, "AdamW beta1", half_open(0, 1)),
+      key("optimizer.beta2", &C::beta2, 0.95, "AdamW beta2", half_open(0, 1)),
+      key("optimizer.eps", &C::eps, 1e-8, "AdamW epsilon", above(0)),
       key("optimizer.weight_decay", &C::weight_decay, 0.1,
-          "Decoupled weight decay (not on biases and norms)"),
-      key("optimizer.momentum", &C::momentum, 0.9, "SGD momentum"),
-      key("lr_scheduler.warmup_steps", &C::warmup_steps, 0, "Linear warmup steps"),
+          "Decoupled weight decay (not on biases and norms)", at_least(0)),
+      key("optimizer.momentum", &C::momentum, 0.9, "SGD momentum", half_open(0, 1)),
+      key("lr_scheduler.warmup_steps", &C::warmup_steps, 0, "Linear warmup steps", within(0, 1e12)),
       key("lr_scheduler.decay", &C::decay, "cosine", "cosine or constant after warmup"),
       key("lr_scheduler.min_lr_ratio", &C::min_lr_ratio, 0.1,
-          "Cosine floor as a fraction of optimizer.lr"),
+          "Cosine floor as a fraction of optimizer.lr", within(0, 1)),
       key("eval.interval", &C::eval_interval, 0,
-          "Evaluate every this many steps (0: only at the end)"),
+          "Evaluate every this many steps (0: only at the end)", within(0, 1e12)),
       key("eval.windows", &C::eval_windows, 8,
-          "Validation windows of seq_len tokens (GPT) or batches (MLP)"),
+          "Validation windows of seq_len tokens (GPT) or batches (MLP)", at_least(1)),
       key("checkpoint.format", &C::checkpoint_format, "sharded",
           "sharded, deduped or merged (HDF5)"),
       key("checkpoint.interval", &C::checkpoint_interval, 0,
-          "Save every this many steps (0: never)"),
+          "Save every this many steps (0: never)", within(0, 1e12)),
       key("checkpoint.keep", &C::checkpoint_keep, 3,
-          "Committed checkpoints kept; older ones are pruned (0: all)"),
+          "Committed checkpoints kept; older ones are pruned (0: all)", within(0, 1 << 20)),
       key("checkpoint.async", &C::checkpoint_async, false,
           "Copy the state to host memory and write it in a background thread while training "
           "goes on"),
@@ -383,12 +431,14 @@ const std::vector<ConfigKey>& config_schema() {
           "Resume from: a step folder, a merged .h5, or \"latest\" "
           "(<dump_folder>/checkpoints/latest)"),
       key("metrics.log_interval", &C::log_interval, 10,
-          "Print and record metrics every this many steps"),
+          "Print and record metrics every this many steps", within(1, 1e12)),
       key("metrics.peak_flops", &C::peak_flops, 0.0,
-          "Peak FLOP/s per rank for MFU (0: measured matmul rate)"),
-      key("comm.timeout_s", &C::timeout_s, 300.0, "Seconds any collective may take"),
+          "Peak FLOP/s per rank for MFU (0: measured matmul rate)", at_least(0)),
+      key("comm.timeout_s", &C::timeout_s, 300.0, "Seconds any collective may take",
+          within_open_lo(0, 7 * 24 * 3600)),
       key("comm.backend", &C::backend, "auto", "auto (nccl on CUDA, gloo on cpu), gloo or nccl"),
-      key("comm.bucket_mb", &C::bucket_mb, 25.0, "Gradient all-reduce bucket size in MiB"),
+      key("comm.bucket_mb", &C::bucket_mb, 25.0, "Gradient all-reduce bucket size in MiB",
+          within_open_lo(0, 1 << 20)),
   };
   return schema;
 }
@@ -410,7 +460,13 @@ std::vector<std::string> collect_overrides(const std::vector<std::string>& args)
 }
 
 JobConfig JobConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
-  return parse(read_input_file(path, "config"), path, overrides);
+  const std::string text = read_input_file(path, "config");
+  // An empty file is more likely a truncated copy or the wrong path than a wish for defaults.
+  VS_USER_CHECK(!text.empty(),
+                "config {} is empty: write the keys that differ from the defaults (see `train "
+                "CONFIG --print-config` and configs/ for examples)",
+                path);
+  return parse(text, path, overrides);
 }
 
 JobConfig JobConfig::parse(const std::string& toml_text, const std::string& source,

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -81,13 +83,25 @@ struct JobConfig {
 using ConfigField = std::variant<int64_t JobConfig::*, double JobConfig::*, bool JobConfig::*,
                                  std::string JobConfig::*, std::vector<std::string> JobConfig::*>;
 
+/// The numbers a numeric key accepts: from lo to hi, either end open or unbounded.
+struct ConfigRange {
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  bool lo_open = false, hi_open = false;
+
+  bool contains(double v) const;
+  /// ">= 1", "> 0", "in [0, 1)".
+  std::string str() const;
+};
+
 /// One config key, declared once: everything else (parsing, overrides, the effective text and
 /// the README table) iterates config_schema().
 struct ConfigKey {
   std::string name;  ///< "training.steps"
   ConfigValue default_value;
   std::string help;
-  ConfigField field;  ///< &JobConfig::steps
+  ConfigField field;                                ///< &JobConfig::steps
+  std::optional<ConfigRange> range = std::nullopt;  ///< numeric keys: the values that make sense
 };
 
 /// Every key a job config may have, in README order.

@@ -82,4 +82,17 @@ void check_fits_memory(const JobConfig& c, double memory_bytes) {
       c.global_batch_size, c.seq_len));
 }
 
+void check_local_workers_fit(const JobConfig& c, double memory_bytes) {
+  if (memory_bytes <= 0) return;
+  const double workers = static_cast<double>(c.world_size());
+  const double need = workers * (kWorkerBaseBytes + estimate_memory(c).per_rank_floor_bytes);
+  if (need <= memory_bytes) return;
+  throw UserError(fmt::format(
+      "config {}: parallel.pp x dp x tp = {} x {} x {} needs {} local worker processes, at least "
+      "{} in all ({} each before any model state), and this machine has {} of memory; use fewer "
+      "ranks, or launch on several machines (torchrun, Slurm)",
+      c.source, c.pp, c.dp, c.tp, c.world_size(), format_bytes(need),
+      format_bytes(kWorkerBaseBytes), format_bytes(memory_bytes)));
+}
+
 }  // namespace vescale

@@ -28,4 +28,13 @@ double physical_memory_bytes();
 /// `memory_bytes` (0: no check).
 void check_fits_memory(const JobConfig& c, double memory_bytes);
 
+/// The least a worker process takes before it holds any model state (the runtime: LibTorch,
+/// Gloo, allocator arenas), a lower bound measured at ~200 MiB resident here.
+constexpr double kWorkerBaseBytes = 128.0 * 1024 * 1024;
+
+/// Throws UserError when the local launcher's `c.world_size()` workers, each at least
+/// kWorkerBaseBytes plus its floor of the model, cannot fit in `memory_bytes` (0: no check), so
+/// `--parallel.tp=65536` is an error instead of 65536 processes being started.
+void check_local_workers_fit(const JobConfig& c, double memory_bytes);
+
 }  // namespace vescale

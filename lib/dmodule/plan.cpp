@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "build_config.h"
 #include "core/error.h"
@@ -179,8 +180,22 @@ Plan plan_from_tree(const PlanNode& doc, const std::string& source, const PlanSy
 
 Plan Plan::parse_json(const std::string& text, const std::string& source) {
   nlohmann::ordered_json doc;
+  // JSON lets a key repeat and keeps one of its values silently: a plan names each key once.
+  std::vector<std::set<std::string>> open_objects;
+  auto refuse_duplicates = [&](int, nlohmann::ordered_json::parse_event_t event,
+                               nlohmann::ordered_json& parsed) {
+    using Event = nlohmann::ordered_json::parse_event_t;
+    if (event == Event::object_start) open_objects.emplace_back();
+    if (event == Event::object_end && !open_objects.empty()) open_objects.pop_back();
+    if (event == Event::key && !open_objects.empty()) {
+      const std::string key = parsed.get<std::string>();
+      VS_USER_CHECK(open_objects.back().insert(key).second,
+                    "plan {}: key '{}' appears twice in one object", source, key);
+    }
+    return true;
+  };
   try {
-    doc = nlohmann::ordered_json::parse(text);
+    doc = nlohmann::ordered_json::parse(text, refuse_duplicates);
   } catch (const nlohmann::json::parse_error& e) {
     throw UserError(fmt::format("plan {}: not valid JSON: {}", source, e.what()));
   }

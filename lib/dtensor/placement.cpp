@@ -28,6 +28,10 @@ std::string Placement::str() const {
   return "?";
 }
 
+namespace {
+constexpr int64_t kMaxDims = 64;
+}  // namespace
+
 Placement Placement::parse(const std::string& raw, const std::string& what) {
   std::string text;
   for (char c : raw) {
@@ -46,7 +50,11 @@ Placement Placement::parse(const std::string& raw, const std::string& what) {
       const bool number = !arg->empty() &&
                           arg->find_first_not_of("-0123456789") == std::string::npos &&
                           arg->find('-', 1) == std::string::npos && *arg != "-";
-      if (number) return shard(std::stoll(*arg));
+      // A tensor has at most 64 dims (LibTorch's limit), so a longer number is no dim at all.
+      if (number && arg->size() <= 4) {
+        const int64_t dim = std::stoll(*arg);
+        if (dim >= -kMaxDims && dim < kMaxDims) return shard(dim);
+      }
     }
   }
   for (const char* prefix : {"P", "Partial"}) {
@@ -56,8 +64,9 @@ Placement Placement::parse(const std::string& raw, const std::string& what) {
     }
   }
   throw UserError(fmt::format(
-      "{}: bad placement '{}': use R, S(d) (d may be negative), P, P(sum), P(avg) or P(max)", what,
-      raw));
+      "{}: bad placement '{}': use R, S(d) (a dim from -64 to 63; negative counts from the end), "
+      "P, P(sum), P(avg) or P(max)",
+      what, raw));
 }
 
 bool Placement::operator==(const Placement& other) const {

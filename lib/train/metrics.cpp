@@ -4,7 +4,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -99,17 +103,33 @@ std::string metrics_json(const StepMetrics& m) {
   return j.dump();
 }
 
-MetricsWriter::MetricsWriter(const std::string& path) {
+MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
   if (path.empty()) return;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  out_.open(path, std::ios::app);
-  VS_USER_CHECK(out_.good(), "metrics: cannot write {}", path);
+  // Checked now, created at the first line: a job that fails before its first step leaves no
+  // metrics.jsonl behind.
+  std::filesystem::path existing = std::filesystem::absolute(path).parent_path();
+  while (!existing.empty() && !std::filesystem::exists(existing) &&
+         existing != existing.parent_path())
+    existing = existing.parent_path();
+  VS_USER_CHECK(::access(existing.c_str(), W_OK) == 0,
+                "metrics: cannot write {}: {} is not writable", path, existing.string());
 }
 
 void MetricsWriter::write(const StepMetrics& m) {
-  if (!out_.is_open()) return;
+  if (path_.empty() || failed_) return;
+  if (!out_.is_open()) {
+    std::filesystem::create_directories(std::filesystem::path(path_).parent_path());
+    out_.open(path_, std::ios::app);
+  }
   out_ << metrics_json(m) << "\n";
   out_.flush();
+  if (!out_.good()) {
+    // Training goes on (its checkpoints say for themselves whether they could be written), but
+    // not silently.
+    failed_ = true;
+    spdlog::error("metrics: writing {} failed ({}); no more metrics are recorded for this run",
+                  path_, std::strerror(errno));
+  }
 }
 
 int64_t resident_bytes() {

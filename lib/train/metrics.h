@@ -53,10 +53,13 @@ std::string metrics_json(const StepMetrics& m);
 class MetricsWriter {
  public:
   explicit MetricsWriter(const std::string& path);
+  /// Appends one line (creating the file at the first); a failed write is logged once.
   void write(const StepMetrics& m);
 
  private:
+  std::string path_;
   std::ofstream out_;
+  bool failed_ = false;
 };
 
 /// This process's resident memory in bytes.

@@ -2,6 +2,7 @@
 
 #include <c10/util/accumulate.h>
 
+#include "core/error.h"
 #include "dmodule/parallelize.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
@@ -47,8 +48,33 @@ at::ScalarType state_dtype(const JobConfig& c) {
   return c.dtype == "bfloat16" ? at::kFloat : job_dtype(c);
 }
 
+namespace {
+
+/// Forward rules place module inputs and outputs, whose dims the model fixes: GPT's are
+/// [batch, seq, hidden] at most, the MLP's [batch, features]. A shard dim past them is a typo
+/// found now, not by the first forward.
+void check_forward_dims(const Plan& plan, const std::string& model) {
+  const int64_t dims = model == "mlp" ? 2 : 3;
+  for (const auto& rule : plan.forward) {
+    for (const auto& per_tensor : rule.placements) {
+      for (const auto& p : per_tensor) {
+        VS_USER_CHECK(!p.is_shard() || (p.dim >= -dims && p.dim < dims),
+                      "plan {}: forward key '{}': {} shards dim {}, but the {} model's module "
+                      "inputs and outputs have at most {} dims (use -{} to {})",
+                      plan_location(plan.source, rule.line), rule.key, p.str(), p.dim, model, dims,
+                      dims, dims - 1);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 Plan job_plan(const JobConfig& c) {
-  return c.plan.empty() ? replicate_plan(c.model) : Plan::load(c.plan);
+  if (c.plan.empty()) return replicate_plan(c.model);
+  Plan plan = Plan::load(c.plan);
+  check_forward_dims(plan, c.model);
+  return plan;
 }
 
 }  // namespace vescale

@@ -179,5 +179,30 @@ TEST(JobConfig, EveryKeyFillsItsOwnField) {
   EXPECT_GE(checked, 40u);
 }
 
+TEST(JobConfig, NumbersOutsideTheirRangeAreErrors) {
+  // Every default is in its own range, and each bound is where the docs say.
+  for (const auto& k : config_schema()) {
+    if (!k.range) continue;
+    const double value = std::holds_alternative<int64_t>(k.default_value)
+                             ? static_cast<double>(std::get<int64_t>(k.default_value))
+                             : std::get<double>(k.default_value);
+    EXPECT_TRUE(k.range->contains(value)) << k.name << " default " << value;
+  }
+  EXPECT_NE(error_of("[optimizer]\nbeta2 = 2.0\n")
+                .find("config job.toml:2: optimizer.beta2 = 2 must be in [0, 1) (AdamW beta2)"),
+            std::string::npos)
+      << error_of("[optimizer]\nbeta2 = 2.0\n");
+  EXPECT_NE(error_of("", {"optimizer.eps=0"}).find("optimizer.eps = 0 must be > 0"),
+            std::string::npos);
+  EXPECT_NE(error_of("[eval]\nwindows = 0\n").find("eval.windows = 0 must be >= 1"),
+            std::string::npos);
+  EXPECT_NE(error_of("[parallel]\ntp = 0\n").find("parallel.tp = 0 must be in [1, 65536]"),
+            std::string::npos);
+  EXPECT_NE(error_of("[parallel]\ndp = 65536\ntp = 65536\n").find("more than 1048576"),
+            std::string::npos);
+  EXPECT_EQ(error_of("[optimizer]\nbeta1 = 0.0\neps = 1e-30\n[training]\ngrad_clip = 0.0\n"),
+            "(no error)");
+}
+
 }  // namespace
 }  // namespace vescale

@@ -149,7 +149,7 @@ class Launchers(unittest.TestCase):
 
 
 class BadConfigs(unittest.TestCase):
-    def check(self, config_text, needle, *extra, nproc=None):
+    def check(self, config_text, needle, *extra, nproc=None, rule_text=None):
         tmp = tempfile.mkdtemp(prefix="vescale-bad-")
         try:
             path = os.path.join(tmp, "job.toml")
@@ -162,6 +162,8 @@ class BadConfigs(unittest.TestCase):
             lines = [l for l in result.stderr.splitlines() if l.startswith("error:")]
             self.assertEqual(len(lines), 1, result.stderr)
             self.assertIn(needle.replace("PATH", path), lines[0])
+            if rule_text:
+                self.assertIn(rule_text, lines[0])
             self.assertFalse(os.path.exists(dump), "a failed config wrote its dump folder")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -231,6 +233,82 @@ class BadConfigs(unittest.TestCase):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def test_nonsensical_numbers_are_refused_at_their_line(self):
+        # Issue [13]: each was accepted and failed later (a NaN, a hang, a fake val_loss 0.0000).
+        cases = [("training", "grad_clip", "-1", ">= 0"), ("optimizer", "eps", "-1e-8", "> 0"),
+                 ("optimizer", "eps", "0.0", "> 0"), ("optimizer", "weight_decay", "-0.1", ">= 0"),
+                 ("optimizer", "beta1", "1.0", "in [0, 1)"), ("optimizer", "beta2", "2.0", "in [0, 1)"),
+                 ("checkpoint", "keep", "-1", "in [0, "), ("checkpoint", "interval", "-5", "in [0, "),
+                 ("comm", "bucket_mb", "-1.0", "in (0, "), ("lr_scheduler", "warmup_steps", "-3", "in [0, "),
+                 ("model", "n_embd", "0", ">= 1"), ("eval", "windows", "0", ">= 1"),
+                 ("model", "dropout", "1.0", "in [0, 1)"), ("parallel", "tp", "70000", "in [1, 65536]")]
+        for section, key, value, rule in cases:
+            with self.subTest(key=f"{section}.{key}", value=value):
+                self.check(self.BASE + f"[{section}]\n{key} = {value}\n",
+                           f"config PATH:6: {section}.{key} = ", rule_text=f"must be {rule}")
+        self.check(self.BASE, "override --optimizer.beta2=2: optimizer.beta2 = 2 must be in [0, 1)",
+                   "--optimizer.beta2=2")
+
+    def test_a_mesh_this_machine_cannot_start_fails_at_once(self):
+        start = time.monotonic()
+        self.check(self.BASE, "needs 65536 local worker processes", "--parallel.tp=65536")
+        print(f"\n--parallel.tp=65536 refused in {time.monotonic() - start:.2f} s")
+        self.assertLess(time.monotonic() - start, 10)
+
+    def test_an_empty_config_file_is_refused(self):
+        self.check("", "config PATH is empty")
+
+    def test_bad_placements_in_a_plan(self):
+        tmp = tempfile.mkdtemp(prefix="vescale-bad-")
+        try:
+            plans = {
+                "dup.json": ('{"model": "mlp", "parameter": {"fc1.weight": ["S(0)"], '
+                             '"fc1.weight": ["R"]}}', "key 'fc1.weight' appears twice in one object"),
+                "huge.json": ('{"model": "mlp", "parameter": {"fc1.weight": ["S(9223372036854775808)"]}}',
+                              "bad placement 'S(9223372036854775808)'"),
+                "fwd.json": ('{"model": "mlp", "forward": {"fc1.input": [["S(9)"]]}}',
+                             "forward key 'fc1.input': S(9) shards dim 9, but the mlp model's module "
+                             "inputs and outputs have at most 2 dims"),
+            }
+            for name, (text, needle) in plans.items():
+                plan = os.path.join(tmp, name)
+                with open(plan, "w") as f:
+                    f.write(text)
+                config = os.path.join(tmp, "job.toml")
+                with open(config, "w") as f:
+                    f.write(f'[model]\nname = "mlp"\n[parallel]\ntp = 2\nplan = "{plan}"\n')
+                for command in (["plan", "lint", config], ["train", config]):
+                    with self.subTest(plan=name, command=command[0]):
+                        result = run(*command, timeout=60)
+                        self.assertEqual(result.returncode, 2, result.stderr)
+                        errors = [l for l in result.stderr.splitlines() if l.startswith("error:")]
+                        self.assertEqual(len(errors), 1, result.stderr)
+                        self.assertIn(needle, errors[0])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_command_line_mistakes_are_one_error_line_and_exit_2(self):
+        for args in (["train"], ["train", "x.toml", "--nproc", "abc"], ["bogus"], ["plan", "show"],
+                     ["merge"]):
+            with self.subTest(args=args):
+                result = run(*args, timeout=60)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertEqual(len([l for l in result.stderr.splitlines() if l.startswith("error:")]),
+                                 1, result.stderr)
+
+    def test_a_failure_after_launch_leaves_no_metrics_file(self):
+        tmp = tempfile.mkdtemp(prefix="vescale-bad-")
+        try:
+            dump = os.path.join(tmp, "out")
+            config = os.path.join(tmp, "job.toml")
+            with open(config, "w") as f:
+                f.write(f'[job]\ndump_folder = "{dump}"\n[checkpoint]\nload = "{tmp}/missing"\n')
+            result = run("train", config, timeout=60)
+            self.assertNotEqual(result.returncode, 0)
+            self.assertFalse(os.path.exists(os.path.join(dump, "metrics.jsonl")), result.stderr)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def test_cuda_without_a_gpu(self):
         if "CPU only" not in run("--version").stdout:
             self.skipTest("this LibTorch has CUDA: whether a GPU is visible is the machine's")
@@ -284,8 +362,10 @@ if __name__ == "__main__":
 
 class Docs(unittest.TestCase):
     def test_readme_documents_every_config_key_with_its_default(self):
-        with tempfile.NamedTemporaryFile("w", suffix=".toml") as empty:
-            result = run("train", empty.name, "--print-config")
+        with tempfile.NamedTemporaryFile("w", suffix=".toml") as defaults:
+            defaults.write("# every key at its default\n")
+            defaults.flush()
+            result = run("train", defaults.name, "--print-config")
         self.assertEqual(result.returncode, 0, result.stderr)
         with open(os.path.join(ROOT, "README.md")) as f:
             readme = f.read()
