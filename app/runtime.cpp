@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/heartbeat.h"
 #include "core/logging.h"
 #include "core/thread_budget.h"
 #include "launch/local_launcher.h"
@@ -46,6 +47,7 @@ int run_on_ranks(int nproc, const Invocation& invocation,
     env = LaunchEnv{};
     env->source = "single process";
   }
+  heartbeat::start_from_env();  // NOTE [Heartbeat]: local workers tell the launcher they live
   init_logging({env->rank, env->world, env->source != "local", invocation.log_level});
   const std::string threads = apply_thread_budget(thread_budget_from_env(env->local_world));
   if (env->rank == 0) spdlog::info("{}", threads);
@@ -53,6 +55,7 @@ int run_on_ranks(int nproc, const Invocation& invocation,
 }
 
 comm::Group connect_world(const LaunchEnv& env, comm::GroupOptions options) {
+  heartbeat::set_stall_limit(options.timeout);
   comm::Store store = env.world == 1
                           ? comm::Store::in_memory()
                           : comm::Store::tcp(env.master_addr, env.master_port, env.rank, env.world,

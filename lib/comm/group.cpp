@@ -11,6 +11,7 @@
 #include "comm/nccl_backend.h"
 #include "core/chunking.h"
 #include "core/error.h"
+#include "core/heartbeat.h"
 
 namespace vescale::comm {
 
@@ -163,6 +164,7 @@ struct Group::Impl {
   }
 
   void wait(const c10::intrusive_ptr<::c10d::Work>& work, const char* what) const {
+    heartbeat::WaitScope waiting;  // NOTE [Heartbeat]
     guarded(what, [&] { return work->wait(options.timeout); });
   }
 };
