@@ -8,6 +8,7 @@
 #include "mesh/job_mesh.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/stage_split.h"
+#include "train/lm_task.h"
 #include "train/model_factory.h"
 #include "train/task.h"
 
@@ -137,11 +138,19 @@ void add_plan_command(CLI::App& app, const Invocation&) {
   lint->callback([options, lint] {
     const JobConfig config = JobConfig::load(options->config, collect_overrides(lint->remaining()));
     const Plan p = job_plan(config);
+    std::string data_line;
+    if (config.model == "gpt") {  // the data source too, before anything is printed
+      const TokenData data = load_job_tokens(config);
+      data_line = fmt::format("data: {}: {} validation windows of {} tokens (eval.windows = {})\n",
+                              data.description, val_windows_available(*data.val, config.seq_len),
+                              config.seq_len, config.eval_windows);
+    }
     std::vector<std::string> warnings;
     const std::string table = resolved_table(config, p, &warnings);
     print(table);
     for (const auto& w : warnings)
       print("warning: " + w + "\n");
+    print(data_line);
     print(fmt::format("ok: {} on {} with plan {} ({} warnings)\n", config.model,
                       fmt::format("tp={}", config.tp),
                       config.plan.empty() ? "(replicate)" : config.plan, warnings.size()));

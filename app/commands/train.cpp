@@ -12,6 +12,7 @@
 #include "core/torch_features.h"
 #include "dmodule/plan.h"
 #include "train/job.h"
+#include "train/lm_task.h"
 #include "train/model_factory.h"
 #include "train/trainer.h"
 
@@ -36,6 +37,7 @@ void precheck(const JobConfig& c) {
     VS_USER_CHECK(fs::is_directory(c.data_path), "config {}: data.path = \"{}\": no such folder",
                   c.source, c.data_path);
   }
+  if (c.model == "gpt") load_job_tokens(c);  // mapped and scanned boundedly: sizes, vocabulary
   job_plan(c);
   // Workers this machine's launcher would start (outside launchers place their own).
   if (!detect_launch_env()) check_local_workers_fit(c, physical_memory_bytes());

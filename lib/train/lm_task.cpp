@@ -4,25 +4,30 @@
 #include "train/model_factory.h"
 
 namespace vescale {
-namespace {
-
-TokenData load_tokens(const JobConfig& c) {
-  if (c.data_source == "text") return load_text_tokens(c.data_path, c.val_fraction);
-  if (c.data_source == "tokens") return load_bin_tokens(c.data_path, c.vocab_size);
-  return synthetic_tokens(c.vocab_size, static_cast<uint64_t>(c.seed));
+TokenData load_job_tokens(const JobConfig& c) {
+  TokenData d = c.data_source == "text" ? load_text_tokens(c.data_path, c.val_fraction)
+                : c.data_source == "tokens"
+                    ? load_bin_tokens(c.data_path, c.vocab_size)
+                    : synthetic_tokens(c.vocab_size, static_cast<uint64_t>(c.seed));
+  VS_USER_CHECK(d.vocab_size <= c.vocab_size,
+                "config {}: data {} has tokens up to {} but model.vocab_size = {}", c.source,
+                d.description, d.vocab_size - 1, c.vocab_size);
+  VS_USER_CHECK(d.train->size() > c.seq_len + 1,
+                "config {}: data {}: the train split ({} tokens) is not longer than "
+                "training.seq_len + 1 = {}",
+                c.source, d.description, d.train->size(), c.seq_len + 1);
+  VS_USER_CHECK(val_windows_available(*d.val, c.seq_len) >= 1,
+                "config {}: data {}: the validation split ({} tokens) holds no window of "
+                "training.seq_len + 1 = {} tokens (raise data.val_fraction or lower seq_len)",
+                c.source, d.description, d.val->size(), c.seq_len + 1);
+  return d;
 }
-
-}  // namespace
 
 LMTask::LMTask(const JobConfig& c)
     : model_(std::static_pointer_cast<models::GPT>(build_model(c))),
-      tokens_(load_tokens(c)),
+      tokens_(load_job_tokens(c)),
       seed_(static_cast<uint64_t>(c.seed)),
-      seq_len_(c.seq_len) {
-  VS_USER_CHECK(tokens_.vocab_size <= c.vocab_size,
-                "config {}: data {} has tokens up to {} but model.vocab_size = {}", c.source,
-                tokens_.description, tokens_.vocab_size - 1, c.vocab_size);
-}
+      seq_len_(c.seq_len) {}
 
 Batch LMTask::train_batch(int64_t step, const BatchSlice& slice) {
   models::DropoutState& dropout = model_->dropout_state();

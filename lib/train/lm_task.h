@@ -8,6 +8,11 @@
 
 namespace vescale {
 
+/// The job's token data (data.source), checked: tokens within model.vocab_size, a train split
+/// longer than seq_len + 1, at least one validation window. Files are mapped and scanned only
+/// boundedly (NOTE [Vocabulary check]), so this is cheap enough for `plan lint` and the launcher.
+TokenData load_job_tokens(const JobConfig& config);
+
 class LMTask : public Task {
  public:
   /// Builds the GPT of `config` and loads its token data.

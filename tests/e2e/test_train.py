@@ -287,6 +287,25 @@ class BadConfigs(unittest.TestCase):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def test_the_data_source_is_checked_by_lint_and_before_launch(self):
+        tmp = tempfile.mkdtemp(prefix="vescale-bad-")
+        try:
+            ten = os.path.join(tmp, "ten.txt")
+            with open(ten, "w") as f:
+                f.write("ten bytes!")
+            text = f'[data]\nsource = "text"\npath = "{ten}"\n'
+            self.check(self.BASE.replace('[data]\nsource = "synthetic"\n', "") + text,
+                       f"data.path {ten}: 10 bytes is too little text to train on", nproc=None)
+            config = os.path.join(tmp, "job.toml")
+            with open(config, "w") as f:
+                f.write(text)
+            result = run("plan", "lint", config, timeout=60)
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertIn("10 bytes is too little text", result.stderr)
+            self.assertEqual(result.stdout, "", "lint printed a table before failing")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def test_command_line_mistakes_are_one_error_line_and_exit_2(self):
         for args in (["train"], ["train", "x.toml", "--nproc", "abc"], ["bogus"], ["plan", "show"],
                      ["merge"]):
