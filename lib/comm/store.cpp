@@ -27,8 +27,10 @@ Store Store::in_memory() {
   return Store(std::make_shared<Impl>(Impl{c10::make_intrusive<::c10d::HashStore>()}));
 }
 
-Store Store::file(const std::string& path, int world) {
-  return Store(std::make_shared<Impl>(Impl{c10::make_intrusive<::c10d::FileStore>(path, world)}));
+Store Store::file(const std::string& path, int world, std::chrono::milliseconds timeout) {
+  auto store = c10::make_intrusive<::c10d::FileStore>(path, world);
+  store->setTimeout(timeout);
+  return Store(std::make_shared<Impl>(Impl{store}));
 }
 
 Store Store::prefixed(const std::string& prefix) const {

@@ -19,8 +19,9 @@ class Store {
                    std::chrono::milliseconds timeout, bool serve = true);
   /// An in-process store, for ranks that are threads of one process (tests).
   static Store in_memory();
-  /// A store in a file, for processes on one machine without a free port.
-  static Store file(const std::string& path, int world);
+  /// A store in a file, for processes on one machine without a port; waits at most `timeout`.
+  static Store file(const std::string& path, int world,
+                    std::chrono::milliseconds timeout = std::chrono::minutes(5));
   /// The same store with every key under `prefix` (e.g. one namespace per restart).
   Store prefixed(const std::string& prefix) const;
 

@@ -34,6 +34,9 @@ void check_rank(const LaunchEnv& e, const std::string& rank_var, const std::stri
 }  // namespace
 
 std::string LaunchEnv::str() const {
+  if (!store_file.empty())
+    return fmt::format("rank {}/{} (local {}/{}) via {}, rendezvous file {}", rank, world,
+                       local_rank, local_world, source, store_file);
   return fmt::format("rank {}/{} (local {}/{}) via {}, rendezvous {}:{}", rank, world, local_rank,
                      local_world, source, master_addr, master_port);
 }
@@ -76,8 +79,10 @@ std::optional<LaunchEnv> detect_launch_env(const EnvLookup& env) {
     VS_USER_CHECK(addr.has_value() || e.world == 1,
                   "[launch] RANK and WORLD_SIZE are set but MASTER_ADDR is not");
     e.master_addr = addr.value_or("127.0.0.1");
+    if (e.source == "local") e.store_file = env("VESCALE_STORE_FILE").value_or("");
+    const bool port_needed = e.world > 1 && e.store_file.empty();
     e.master_port =
-        int_var(env, "MASTER_PORT", e.world == 1 ? std::optional<int>(kDefaultPort) : std::nullopt);
+        int_var(env, "MASTER_PORT", port_needed ? std::nullopt : std::optional<int>(kDefaultPort));
     auto agent = env("TORCHELASTIC_USE_AGENT_STORE");
     e.agent_store = agent && (*agent == "True" || *agent == "true" || *agent == "1");
     e.restart_count = int_var(env, "TORCHELASTIC_RESTART_COUNT", 0);

@@ -20,6 +20,9 @@ struct LaunchEnv {
   /// every rank connects as a client, under a namespace per restart (TORCHELASTIC_RESTART_COUNT).
   bool agent_store = false;
   int restart_count = 0;
+  /// Our local launcher's rendezvous: a file store in a folder only this user can read
+  /// (VESCALE_STORE_FILE), so no port is opened; empty elsewhere.
+  std::string store_file;
 
   /// "rank 1/4 (local 1/4) via torchrun, rendezvous 127.0.0.1:29500".
   std::string str() const;
