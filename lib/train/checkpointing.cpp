@@ -113,12 +113,12 @@ void load_parameter(const CheckpointReader& reader, StateTensor target) {
   VS_USER_CHECK(reader.has(name),
                 "[checkpoint] {}: no tensor {} (a checkpoint of another model config?)",
                 reader.path(), name);
-  check_dtype(reader, name, target.local);
   VS_USER_CHECK(reader.global_shape(name) == target.spec.shape,
                 "[checkpoint] {}: tensor {} has shape [{}] but the model's is [{}] (a different "
                 "model config?)",
                 reader.path(), name, fmt::join(reader.global_shape(name), ", "),
                 fmt::join(target.spec.shape, ", "));
+  check_dtype(reader, name, target.local);  // after the shape: another model config says more
   target.local.copy_(reader.read_box(name, target.spec.local_offset(), target.spec.local_shape()));
 }
 
