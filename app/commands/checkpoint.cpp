@@ -1,4 +1,5 @@
-// `vescale-train merge DIR -o merged.h5 [--model-only]` and `vescale-train inspect PATH`.
+// `vescale-train merge DIR -o merged.h5 [--model-only]` and `vescale-train inspect PATH
+// [--verify]`.
 #include <cstdio>
 #include <filesystem>
 
@@ -17,7 +18,20 @@ void print(const std::string& text) {
 struct CheckpointOptions {
   std::string path, output;
   bool model_only = false;
+  bool verify = false;
 };
+
+/// Checks every dataset's checksum and prints the verdict; corruption is a UserError (exit 2).
+void verify_checkpoint(const CheckpointReader& reader) {
+  int64_t checked = 0;
+  const std::vector<std::string> bad = reader.verify(&checked);
+  for (const auto& line : bad)
+    print(fmt::format("BAD {}\n", line));
+  VS_USER_CHECK(bad.empty(), "[checkpoint] {}: {} of {} datasets are damaged (listed above)",
+                reader.path(), bad.size(), checked);
+  print(fmt::format("verified {}: {} datasets in {} files, checksums OK\n", reader.path(), checked,
+                    reader.files().size()));
+}
 
 }  // namespace
 
@@ -33,8 +47,8 @@ void add_checkpoint_commands(CLI::App& app, const Invocation&) {
   merge->add_option("-o,--output", options->output, "The merged file to write")->required();
   merge->add_flag("--model-only", options->model_only, "Leave out the optimizer state");
   merge->callback([options] {
-    VS_USER_CHECK(!std::filesystem::exists(options->output), "merge: {} exists; not overwriting it",
-                  options->output);
+    VS_USER_CHECK(!std::filesystem::exists(std::filesystem::symlink_status(options->output)),
+                  "merge: {} exists; not overwriting it", options->output);
     const CheckpointReader reader(options->path);
     const int64_t n = merge_checkpoint(reader, options->output, options->model_only);
     print(fmt::format(
@@ -50,13 +64,19 @@ void add_checkpoint_commands(CLI::App& app, const Invocation&) {
       ->add_option("checkpoint", options->path,
                    "Step folder, checkpoints folder (its latest), or .h5 file")
       ->required();
+  inspect->add_flag("--verify", options->verify,
+                    "Also read every dataset and check its checksum; exit 2 if any is damaged");
   inspect->callback([options] {
     const CheckpointReader reader(options->path);
+    if (options->verify) {
+      verify_checkpoint(reader);
+      return;
+    }
     const auto& m = reader.meta();
     print(fmt::format(
-        "{}: {} checkpoint, step {}, written by {} ranks on mesh [{}] ({}), plan '{}'\n",
+        "{}: {} checkpoint, step {}, written by {} ranks on mesh [{}] ({}), plan '{}', run {}\n",
         reader.path(), m.format, m.step, m.world_size, fmt::join(m.mesh_shape, " x "),
-        fmt::join(m.mesh_dims, ", "), m.plan));
+        fmt::join(m.mesh_dims, ", "), m.plan, m.run_id.empty() ? "unknown" : m.run_id));
     print(fmt::format("{:<56} {:<14} {:<16} {:>10}\n", "tensor", "shape", "placements", "bytes"));
     int64_t total = 0;
     for (const auto& name : reader.names()) {

@@ -15,6 +15,9 @@
 #include <optional>
 #include <sstream>
 
+#include "checkpoint/checksums.h"
+#include "checkpoint/safe_files.h"
+#include "checkpoint/step_folders.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -25,36 +28,16 @@ namespace vescale {
 namespace fs = std::filesystem;
 namespace {
 
-std::string step_folder(int64_t step) {
-  return fmt::format("step-{:06d}", step);
-}
-
-/// Flushes a file's (or a folder's) data to the disk: a checkpoint is committed only once its
-/// files would survive a power cut, not just a crash of the program.
-void sync_to_disk(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  VS_CHECK(fd >= 0, "[checkpoint] cannot open {} to sync it", path.string());
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  VS_CHECK(rc == 0, "[checkpoint] syncing {} to disk failed (disk full?)", path.string());
-}
-
-void write_text_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    VS_CHECK(out.good(), "[checkpoint] cannot write {}", tmp.string());
-  }
-  sync_to_disk(tmp);
-  fs::rename(tmp, path);
-}
+/// Bounds of what a checkpoint's metadata may say, checked before anything is allocated from it.
+constexpr int64_t kMaxWorldSize = int64_t{1} << 20;
+constexpr int64_t kMaxTensorElements = int64_t{1} << 40;
 
 void write_meta(h5::File& file, const CheckpointMeta& m) {
   file.make_group("/meta");
   file.set_attr("/meta", "format_version", kCheckpointFormatVersion);
   file.set_attr("/meta", "format", m.format);
   file.set_attr("/meta", "step", m.step);
+  file.set_attr("/meta", "run_id", m.run_id);
   file.set_attr("/meta", "data_position", m.step);
   file.set_attr("/meta", "rng_seed", m.seed);
   file.set_attr("/meta", "rng_counter", m.step);
@@ -70,13 +53,25 @@ CheckpointMeta read_meta(const h5::File& file) {
   VS_USER_CHECK(file.exists("/meta"),
                 "[checkpoint] {} has no /meta: not a vescale-train checkpoint", file.path());
   const int64_t version = file.attr_int("/meta", "format_version");
+  VS_USER_CHECK(version >= 1, "[checkpoint] {}: format version {} is not one vescale-train wrote",
+                file.path(), version);
   VS_USER_CHECK(
       version <= kCheckpointFormatVersion,
       "[checkpoint] {} has format version {}, newer than this vescale-train reads ({}): upgrade "
       "vescale-train",
       file.path(), version, kCheckpointFormatVersion);
   CheckpointMeta m;
+  m.format_version = version;
   m.format = file.attr_string("/meta", "format");
+  // Version 1 files have no run id: "" (any run).
+  if (version >= 2) {
+    m.run_id = file.attr_string("/meta", "run_id");
+    // Empty: a merged file made from a version 1 checkpoint (its run is unknown).
+    VS_USER_CHECK(
+        m.run_id.empty() || (m.run_id.size() == 16 &&
+                             m.run_id.find_first_not_of("0123456789abcdef") == std::string::npos),
+        "[checkpoint] {}: /meta run_id '{}' is not 16 hex digits", file.path(), m.run_id);
+  }
   m.step = file.attr_int("/meta", "step");
   m.seed = file.attr_int("/meta", "rng_seed");
   m.optimizer_steps = file.attr_int("/meta", "optimizer_steps");
@@ -87,12 +82,32 @@ CheckpointMeta read_meta(const h5::File& file) {
   std::stringstream dims(file.attr_string("/meta", "mesh_dims"));
   for (std::string d; std::getline(dims, d, ',');)
     m.mesh_dims.push_back(d);
+  VS_USER_CHECK(m.step >= 0, "[checkpoint] {}: /meta step is {}; a step is never negative",
+                file.path(), m.step);
+  VS_USER_CHECK(m.world_size >= 1 && m.world_size <= kMaxWorldSize,
+                "[checkpoint] {}: /meta world_size is {}, outside [1, {}]", file.path(),
+                m.world_size, kMaxWorldSize);
+  VS_USER_CHECK(m.format == "sharded" || m.format == "deduped" || m.format == "merged",
+                "[checkpoint] {}: /meta format is '{}', not sharded, deduped or merged",
+                file.path(), m.format);
   return m;
+}
+
+/// Throws unless every file of one checkpoint says it is of the same run, step and world size.
+void check_same_checkpoint(const h5::File& file, const CheckpointMeta& m,
+                           const CheckpointMeta& first, const std::string& first_path) {
+  VS_USER_CHECK(m.run_id == first.run_id && m.step == first.step &&
+                    m.world_size == first.world_size && m.format == first.format,
+                "[checkpoint] {} is not part of the checkpoint of {}: it says run '{}', step {}, "
+                "{} ranks, {}, but {} says run '{}', step {}, {} ranks, {} (a rank file copied "
+                "from another run or step?)",
+                file.path(), first_path, m.run_id, m.step, m.world_size, m.format, first_path,
+                first.run_id, first.step, first.world_size, first.format);
 }
 
 void write_piece(h5::File& file, const SavedPiece& p) {
   const std::string path = "/" + p.name;
-  file.write(path, p.tensor);
+  write_checksummed(file, path, p.tensor);
   file.set_attr(path, "global_shape", p.global_shape);
   file.set_attr(path, "global_offset", p.global_offset);
   file.set_attr(path, "placements", p.placements);
@@ -146,17 +161,12 @@ fs::path resolve_latest(fs::path path) {
       fs::is_regular_file(path / "model.h5")) {
     return path;
   }
-  std::vector<fs::path> steps;
-  for (const auto& e : fs::directory_iterator(path)) {
-    if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0)
-      steps.push_back(e.path());
-  }
+  const std::vector<StepFolder> steps = list_step_folders(path);  // by step number
   if (steps.empty()) return path;
-  std::sort(steps.begin(), steps.end());
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-    if (fs::exists(*it / "COMMIT")) return *it;
+    if (it->committed) return it->path;
     spdlog::warn("[checkpoint] ignoring {}: it has no COMMIT (saving did not finish)",
-                 it->string());
+                 it->path.string());
   }
   throw UserError(fmt::format(
       "[checkpoint] {}: no committed checkpoint (no step folder with COMMIT)", path.string()));
@@ -182,6 +192,32 @@ std::vector<fs::path> checkpoint_files(const fs::path& path) {
   return files;
 }
 
+/// Throws unless a piece's attributes are in range: a global shape of non-negative dims and at most
+/// kMaxTensorElements elements, and the piece (offset, extent) inside it.
+void check_piece(const std::string& file, const std::string& dataset,
+                 const std::vector<int64_t>& global_shape, const std::vector<int64_t>& offset,
+                 const std::vector<int64_t>& extent) {
+  VS_USER_CHECK(global_shape.size() == extent.size() && offset.size() == extent.size(),
+                "[checkpoint] {}: tensor {} has {} dims but its global_shape has {} and its "
+                "global_offset {}",
+                file, dataset, extent.size(), global_shape.size(), offset.size());
+  int64_t elements = 1;
+  for (size_t d = 0; d < extent.size(); ++d) {
+    VS_USER_CHECK(global_shape[d] >= 0 && global_shape[d] <= kMaxTensorElements &&
+                      (global_shape[d] == 0 || elements <= kMaxTensorElements / global_shape[d]),
+                  "[checkpoint] {}: tensor {} has global_shape [{}]: a negative dim, or over {} "
+                  "elements",
+                  file, dataset, fmt::join(global_shape, ", "), kMaxTensorElements);
+    elements *= global_shape[d];
+    VS_USER_CHECK(
+        offset[d] >= 0 && offset[d] <= global_shape[d] && extent[d] <= global_shape[d] - offset[d],
+        "[checkpoint] {}: tensor {} is a piece [{}] at global_offset [{}], outside its "
+        "global_shape [{}]",
+        file, dataset, fmt::join(extent, ", "), fmt::join(offset, ", "),
+        fmt::join(global_shape, ", "));
+  }
+}
+
 /// Throws unless a sharded or deduped step folder holds the file of every rank that wrote it.
 void check_rank_files(const fs::path& path, const CheckpointMeta& meta) {
   if (meta.format == "merged") return;
@@ -192,16 +228,33 @@ void check_rank_files(const fs::path& path, const CheckpointMeta& meta) {
   }
   VS_USER_CHECK(missing.empty(), "[checkpoint] {}: written by {} ranks but {} missing",
                 path.string(), meta.world_size, fmt::join(missing, ", "));
+  for (const auto& e : fs::directory_iterator(path)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() != ".h5") continue;
+    // "rank-" then digits then ".h5", naming a rank below world_size.
+    const std::string digits =
+        name.substr(std::min<size_t>(5, name.size()), name.size() >= 8 ? name.size() - 8 : 0);
+    const bool numeric = !digits.empty() && digits.size() <= 9 &&
+                         digits.find_first_not_of("0123456789") == std::string::npos;
+    const int64_t rank = numeric ? std::stoll(digits) : -1;
+    VS_USER_CHECK(numeric && rank < meta.world_size && name == fmt::format("rank-{:05d}.h5", rank),
+                  "[checkpoint] {}: {} is not the file of one of the {} ranks that wrote it (a "
+                  "file from another run?)",
+                  path.string(), name, meta.world_size);
+  }
 }
 
 /// Rank 0 creates <dir>/step-XXXXXX (refusing a committed one); every rank waits for it.
 fs::path prepare_folder(const std::string& dir, const CheckpointMeta& meta,
                         const comm::Group& world) {
-  const fs::path folder = fs::path(dir) / step_folder(meta.step);
+  const fs::path folder = fs::path(dir) / step_folder_name(meta.step);
   if (world.rank() == 0) {
     VS_USER_CHECK(!fs::exists(folder / "COMMIT"),
                   "[checkpoint] {} is already committed; not overwriting it", folder.string());
-    fs::create_directories(folder);
+    // An uncommitted folder of this step is a save a crash cut short: start it afresh, so no
+    // file of that attempt (a rank file of another world size) outlives it.
+    if (path_taken(folder)) remove_stale(folder);
+    make_folder(folder);
   }
   world.barrier();
   return folder;
@@ -235,6 +288,7 @@ void write_rank_file(const fs::path& folder, int rank, const CheckpointMeta& met
                      const std::vector<SavedPiece>& pieces) {
   const fs::path final_path = folder / fmt::format("rank-{:05d}.h5", rank);
   const fs::path tmp = final_path.string() + ".tmp";
+  remove_stale(tmp);
   {
     h5::File file = h5::File::create(tmp.string());
     write_meta(file, meta);
@@ -275,6 +329,7 @@ void write_merged_file(const fs::path& folder, const CheckpointMeta& meta,
     if (turn == writer_rank) {
       std::optional<h5::File> file;
       if (group.rank() == writer_rank) {
+        if (turn == 0) remove_stale(tmp);
         file = turn == 0 ? h5::File::create(tmp.string()) : h5::File::open_for_append(tmp.string());
         if (turn == 0) write_meta(*file, meta);
       }
@@ -303,18 +358,11 @@ void commit(const fs::path& dir, const fs::path& folder, const CheckpointMeta& m
     sync_to_disk(folder);  // the renames of the files into it
     write_text_atomically(folder / "COMMIT",
                           fmt::format("step {}\nformat {}\n", meta.step, meta.format));
-    write_text_atomically(dir / "latest", step_folder(meta.step) + "\n");
+    write_text_atomically(dir / "latest", step_folder_name(meta.step) + "\n");
     if (keep > 0) {
-      std::vector<fs::path> committed;
-      for (const auto& e : fs::directory_iterator(dir)) {
-        if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0 &&
-            fs::exists(e.path() / "COMMIT")) {
-          committed.push_back(e.path());
-        }
-      }
-      std::sort(committed.begin(), committed.end());
+      const std::vector<StepFolder> committed = committed_step_folders(dir);  // by step number
       for (size_t i = 0; i + static_cast<size_t>(keep) < committed.size(); ++i)
-        fs::remove_all(committed[i]);
+        remove_step_folder(committed[i].path);
     }
   }
   group.barrier();
@@ -429,7 +477,18 @@ CheckpointReader::CheckpointReader(const std::string& path_in) {
   path_ = path.string();
   for (const auto& f : checkpoint_files(path))
     files_.push_back(std::make_unique<h5::File>(h5::File::open(f.string())));
-  meta_ = read_meta(*files_[0]);  // checks the format version
+  meta_ = read_meta(*files_[0]);  // checks the format version and ranges
+  for (const auto& file : files_) {
+    const CheckpointMeta m = read_meta(*file);
+    check_same_checkpoint(*file, m, meta_, files_[0]->path());
+    checksummed_.push_back(m.format_version >= 2);
+    if (m.format_version < 2) {
+      spdlog::warn(
+          "[checkpoint] {} has format version {}: its tensors carry no checksums and are "
+          "not verified",
+          file->path(), m.format_version);
+    }
+  }
   check_rank_files(path, meta_);
   index_pieces();
   read_aliases();
@@ -444,6 +503,7 @@ void CheckpointReader::index_pieces() {
         const auto shape = files_[f]->attr_ints(dataset, "global_shape");
         Piece piece{f, dataset, files_[f]->attr_ints(dataset, "global_offset"),
                     files_[f]->shape(dataset)};
+        check_piece(files_[f]->path(), dataset, shape, piece.offsets, piece.sizes);
         auto it = shapes_.find(name);
         VS_USER_CHECK(it == shapes_.end() || it->second == shape,
                       "[checkpoint] {}: tensor {} has two global shapes", path_, name);
@@ -453,6 +513,33 @@ void CheckpointReader::index_pieces() {
       }
     }
   }
+}
+
+at::Tensor CheckpointReader::read_piece(const Piece& p, const std::vector<int64_t>& in_piece,
+                                        const std::vector<int64_t>& count) const {
+  const h5::File& file = *files_[p.file];
+  if (!verified_.insert({p.file, p.dataset}).second)
+    return file.read_box(p.dataset, in_piece, count);
+  at::Tensor chunk = read_verified(file, p.dataset, checksummed_[p.file]);
+  for (size_t d = 0; d < count.size(); ++d)
+    chunk = chunk.narrow(static_cast<int64_t>(d), in_piece[d], count[d]);
+  return chunk;
+}
+
+std::vector<std::string> CheckpointReader::verify(int64_t* checked) const {
+  std::vector<std::string> bad;
+  int64_t n = 0;
+  for (size_t f = 0; f < files_.size(); ++f) {
+    for (const std::string group : {"/model", "/optimizer"}) {
+      for (const auto& rel : files_[f]->datasets(group)) {
+        ++n;
+        const std::string wrong = verify_dataset(*files_[f], group + "/" + rel, checksummed_[f]);
+        if (!wrong.empty()) bad.push_back(wrong);
+      }
+    }
+  }
+  if (checked) *checked = n;
+  return bad;
 }
 
 void CheckpointReader::read_aliases() {
@@ -525,7 +612,7 @@ at::Tensor CheckpointReader::read_box(const std::string& name, const std::vector
       in_piece[d] = lo[d] - p.offsets[d];
       count[d] = hi[d] - lo[d];
     }
-    at::Tensor chunk = files_[p.file]->read_box(p.dataset, in_piece, count);
+    at::Tensor chunk = read_piece(p, in_piece, count);
     if (!out.defined()) out = at::empty(sizes, chunk.scalar_type());
     at::Tensor dst = out, seen = covered;
     for (size_t d = 0; d < sizes.size(); ++d) {
@@ -562,9 +649,16 @@ std::vector<std::string> CheckpointReader::files() const {
   return out;
 }
 
+CheckpointMeta read_checkpoint_meta(const std::string& path) {
+  const auto files = checkpoint_files(path);
+  return read_meta(h5::File::open(files.front().string()));
+}
+
 int64_t merge_checkpoint(const CheckpointReader& reader, const std::string& output,
                          bool model_only) {
+  VS_USER_CHECK(!path_taken(output), "merge: {} exists; not overwriting it", output);
   const std::string tmp = output + ".tmp";
+  remove_stale(tmp);
   int64_t written = 0;
   {
     h5::File file = h5::File::create(tmp);
@@ -578,7 +672,12 @@ int64_t merge_checkpoint(const CheckpointReader& reader, const std::string& outp
     }
     link_aliases(file, reader.aliases());
   }
+  sync_to_disk(tmp);
+  // The output is checked again just before the rename: a link made meanwhile is refused, not
+  // replaced (rename itself would replace the link, never write through it).
+  VS_USER_CHECK(!path_taken(output), "merge: {} exists; not overwriting it", output);
   fs::rename(tmp, output);
+  sync_to_disk(fs::absolute(output).parent_path());
   return written;
 }
 

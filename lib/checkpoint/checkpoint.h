@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,34 @@ enum class CheckpointFormat { kSharded, kDeduped, kMerged };
 CheckpointFormat parse_checkpoint_format(const std::string& text);
 const char* checkpoint_format_name(CheckpointFormat format);
 
-constexpr int64_t kCheckpointFormatVersion = 1;
+// NOTE [Checkpoint integrity]
+// A checkpoint is refused, with an error naming the file and the tensor, rather than loaded wrong:
+// - Checksums. Every dataset carries `crc32c`, the CRC-32C of its raw bytes as written. A reader
+//   verifies a dataset on first touch: the first read of a piece reads the whole dataset (a rank
+//   file's dataset is one shard; a merged file's one tensor), checks it, and cuts the box it
+//   needs from it, so every byte a load uses has been checked, at the cost of reading whole
+//   pieces a resharded load only needs part of. `inspect --verify` checks every dataset.
+//   Format version 1 files have no checksums: they load with a warning.
+// - Identity. /meta of every file holds `run_id` (16 hex digits, drawn by rank 0 when a run
+//   starts, kept by a resumed run) and the step and world size; all files of one checkpoint must
+//   agree, and a sharded or deduped step folder must hold exactly the files of its world_size
+//   ranks. A new run refuses a checkpoints folder holding another run's committed steps unless
+//   checkpoint.overwrite = true (then they are deleted), and two jobs never write one folder at
+//   once: rank 0 holds an flock on checkpoints/LOCK ("host H pid P") for as long as the job runs.
+// - Ranges. /meta and the per-dataset attributes are range-checked before anything is allocated
+//   from them (step >= 0, world_size in [1, 2^20], global shapes non-negative with at most 2^40
+//   elements, each piece inside its global shape), and a dataset's stored element type must be
+//   the model's: HDF5 would convert an int32 dataset to float silently.
+// - Files. Temporaries are created with O_CREAT | O_EXCL (a stale one or a symbolic link at the
+//   name is removed first, never followed), at most 0644 (folders 0755); files and folders are
+//   synced before COMMIT and before `latest`; step folders sort by number (step-1000000 after
+//   step-999999); pruning deletes COMMIT first.
+constexpr int64_t kCheckpointFormatVersion = 2;  ///< 2: checksums and run_id; 1 still loads
 
 /// What /meta holds besides the tensors.
 struct CheckpointMeta {
+  std::string run_id;  ///< 16 hex digits, the same in every checkpoint of a run ("" version 1)
+  int64_t format_version = kCheckpointFormatVersion;  ///< as read (written: the current one)
   int64_t step = 0;  ///< optimizer steps done; also the data position (batches are f(seed, step))
   int64_t seed = 0;  ///< the RNG state: init, data order and dropout masks derive from (seed, step)
   int64_t optimizer_steps = 0;
@@ -127,6 +152,9 @@ class CheckpointReader {
   /// Bytes of the files on disk.
   int64_t bytes_on_disk() const;
   std::vector<std::string> files() const;
+  /// Reads every dataset of every file and checks its checksum; returns one line per damaged
+  /// dataset naming the file and the tensor (empty: all intact). `checked` counts the datasets.
+  std::vector<std::string> verify(int64_t* checked = nullptr) const;
 
  private:
   struct Piece {
@@ -138,15 +166,24 @@ class CheckpointReader {
   void index_pieces();
   /// Reads the tied names the writer listed and files their pieces under the targets.
   void read_aliases();
+  /// The box [in_piece, in_piece + count) of a piece, checked against the checksum of its whole
+  /// dataset on first touch (NOTE [Checkpoint integrity]).
+  at::Tensor read_piece(const Piece& piece, const std::vector<int64_t>& in_piece,
+                        const std::vector<int64_t>& count) const;
 
   std::string path_;
   CheckpointMeta meta_;
   std::vector<std::unique_ptr<h5::File>> files_;
+  std::vector<bool> checksummed_;  ///< per file: format version 2 or later
+  mutable std::set<std::pair<size_t, std::string>> verified_;  ///< (file, dataset)
   std::map<std::string, std::vector<Piece>> pieces_;
   std::map<std::string, std::vector<int64_t>> shapes_;
   std::map<std::string, std::string> placements_;
   std::map<std::string, std::string> aliases_;
 };
+
+/// /meta of a committed step folder or merged file (its first file's; no tensors are read).
+CheckpointMeta read_checkpoint_meta(const std::string& path);
 
 /// Writes a merged file from any checkpoint (model and optimizer state, or the model only).
 /// Returns the number of tensors written.

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "checkpoint/safe_files.h"
 #include "core/error.h"
 
 namespace vescale::h5 {
@@ -25,14 +26,30 @@ hid_t native_type(at::ScalarType t) {
       return H5T_NATIVE_DOUBLE;
     case at::kLong:
       return H5T_NATIVE_INT64;
+    case at::kInt:
+      return H5T_NATIVE_INT32;  // read only (to report it): vescale-train never writes int32
     default:
       throw Error(fmt::format("[checkpoint] cannot store {} tensors", c10::toString(t)));
   }
 }
 
-at::ScalarType scalar_type(hid_t type) {
-  if (H5Tget_class(type) == H5T_INTEGER) return at::kLong;
-  return H5Tget_size(type) == 4 ? at::kFloat : at::kDouble;
+/// The element type of a dataset as it is stored: HDF5 would convert an int32 or float16 dataset
+/// to whatever is asked for, so a dataset's own type is checked, never assumed.
+std::optional<at::ScalarType> scalar_type(hid_t type) {
+  const size_t size = H5Tget_size(type);
+  switch (H5Tget_class(type)) {
+    case H5T_INTEGER:
+      if (H5Tget_sign(type) != H5T_SGN_2) return std::nullopt;
+      if (size == 8) return at::kLong;
+      if (size == 4) return at::kInt;
+      return std::nullopt;
+    case H5T_FLOAT:
+      if (size == 8) return at::kDouble;
+      if (size == 4) return at::kFloat;
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
 }
 
 Handle link_props() {
@@ -59,8 +76,12 @@ Handle::~Handle() {
 
 File File::create(const std::string& path) {
   quiet_hdf5();
-  Handle h(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  VS_USER_CHECK(h.valid(), "[checkpoint] cannot create {}", path);
+  // H5F_ACC_EXCL opens with O_CREAT | O_EXCL, which fails on anything at `path`, a symbolic link
+  // included: a link planted at a temporary's name is never written through.
+  Handle h(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  VS_USER_CHECK(h.valid(),
+                "[checkpoint] cannot create {} (it exists, or its folder is not writable)", path);
+  set_file_mode(path);
   return File(path, std::move(h));
 }
 
@@ -117,7 +138,12 @@ at::ScalarType File::dtype(const std::string& name) const {
   Handle ds(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), H5Dclose);
   VS_USER_CHECK(ds.valid(), "[checkpoint] {}: no tensor '{}'", path_, name);
   Handle type(H5Dget_type(ds.get()), H5Tclose);
-  return scalar_type(type.get());
+  const auto t = scalar_type(type.get());
+  VS_USER_CHECK(t.has_value(),
+                "[checkpoint] {}: tensor '{}' has an element type vescale-train never writes (HDF5 "
+                "class {}, {} bytes); expected float32, float64 or int64",
+                path_, name, static_cast<int>(H5Tget_class(type.get())), H5Tget_size(type.get()));
+  return *t;
 }
 
 at::Tensor File::read(const std::string& name) const {
@@ -129,8 +155,16 @@ at::Tensor File::read_box(const std::string& name, const std::vector<int64_t>& o
                           const std::vector<int64_t>& sizes) const {
   Handle ds(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), H5Dclose);
   VS_USER_CHECK(ds.valid(), "[checkpoint] {}: no tensor '{}'", path_, name);
-  Handle type(H5Dget_type(ds.get()), H5Tclose);
-  at::Tensor out = at::empty(sizes, scalar_type(type.get()));
+  const auto dims = shape(name);
+  VS_USER_CHECK(offsets.size() == dims.size() && sizes.size() == dims.size(),
+                "[checkpoint] {}: tensor '{}' has {} dims, not {}", path_, name, dims.size(),
+                sizes.size());
+  for (size_t d = 0; d < dims.size(); ++d) {
+    VS_USER_CHECK(offsets[d] >= 0 && sizes[d] >= 0 && offsets[d] + sizes[d] <= dims[d],
+                  "[checkpoint] {}: box [{}, +{}) of dim {} is outside tensor '{}' ({} long)",
+                  path_, offsets[d], sizes[d], d, name, dims[d]);
+  }
+  at::Tensor out = at::empty(sizes, dtype(name));
   if (out.numel() == 0) return out;
   Handle file_space(H5Dget_space(ds.get()), H5Sclose);
   std::vector<hsize_t> start(offsets.begin(), offsets.end()), count(sizes.begin(), sizes.end());

@@ -32,7 +32,8 @@ class Handle {
 
 class File {
  public:
-  /// Creates (truncates) a file for writing.
+  /// Creates a new file for writing (mode at most 0644); fails if anything, a symbolic link
+  /// included, is at `path`.
   static File create(const std::string& path);
   /// Opens an existing file read-only; a file that is not HDF5 or is damaged is a UserError.
   static File open(const std::string& path);
@@ -49,6 +50,7 @@ class File {
   at::Tensor read_box(const std::string& name, const std::vector<int64_t>& offsets,
                       const std::vector<int64_t>& sizes) const;
   std::vector<int64_t> shape(const std::string& name) const;
+  /// The dataset's own element type: float32, float64, int64 or int32; any other is a UserError.
   at::ScalarType dtype(const std::string& name) const;
   bool exists(const std::string& name) const;
   /// Dataset paths under `group` ("/model"), relative to it, in name order.

@@ -427,6 +427,9 @@ const std::vector<ConfigKey>& config_schema() {
       key("checkpoint.async", &C::checkpoint_async, false,
           "Copy the state to host memory and write it in a background thread while training "
           "goes on"),
+      key("checkpoint.overwrite", &C::checkpoint_overwrite, false,
+          "Let a new run (no checkpoint.load) save into a dump folder whose checkpoints/ holds "
+          "another run's committed steps, deleting them first"),
       key("checkpoint.load", &C::checkpoint_load, "",
           "Resume from: a step folder, a merged .h5, or \"latest\" "
           "(<dump_folder>/checkpoints/latest)"),

@@ -54,7 +54,9 @@ struct JobConfig {
   // [checkpoint]
   std::string checkpoint_format, checkpoint_load;
   int64_t checkpoint_interval, checkpoint_keep;
-  bool checkpoint_async;  ///< write in a background thread (NOTE [Async checkpoints])
+  bool checkpoint_async;      ///< write in a background thread (NOTE [Async checkpoints])
+  bool checkpoint_overwrite;  ///< a new run may replace another run's steps (NOTE [Checkpoint
+                              ///< integrity])
   // [metrics]
   int64_t log_interval;
   double peak_flops;

@@ -14,6 +14,7 @@
 #include "core/logging.h"
 #include "core/units.h"
 #include "train/nonfinite.h"
+#include "train/run_id.h"
 
 namespace vescale {
 namespace {
@@ -71,6 +72,7 @@ std::map<std::string, std::string> tied_names(Module& model) {
 
 CheckpointMeta job_meta(const Job& job, int64_t step, const comm::Group& world) {
   CheckpointMeta meta;
+  meta.run_id = job.run_id;
   meta.step = step;
   meta.seed = job.config.seed;
   meta.optimizer_steps = job.optimizer->steps();
@@ -97,6 +99,15 @@ void check_no_strangers(const Job& job, const CheckpointReader& reader) {
   }
 }
 
+/// Throws unless `name` is stored with the dtype of the tensor it loads into (HDF5 would convert).
+void check_dtype(const CheckpointReader& reader, const std::string& name, const at::Tensor& into) {
+  const at::ScalarType stored = reader.dtype(name);
+  VS_USER_CHECK(stored == into.scalar_type(),
+                "[checkpoint] {}: tensor {} is stored as {} but the model's is {} (a checkpoint "
+                "of another training.dtype, or an altered file?)",
+                reader.path(), name, c10::toString(stored), c10::toString(into.scalar_type()));
+}
+
 void load_parameter(const CheckpointReader& reader, StateTensor target) {
   const std::string& name = target.name;
   VS_USER_CHECK(reader.has(name),
@@ -107,21 +118,29 @@ void load_parameter(const CheckpointReader& reader, StateTensor target) {
                 "model config?)",
                 reader.path(), name, fmt::join(reader.global_shape(name), ", "),
                 fmt::join(target.spec.shape, ", "));
+  check_dtype(reader, name, target.local);  // after the shape: another model config says more
   target.local.copy_(reader.read_box(name, target.spec.local_offset(), target.spec.local_shape()));
 }
 
-/// Reads the optimizer state; false if the checkpoint has none (a model-only file).
-bool load_optimizer(Job& job, const CheckpointReader& reader) {
-  bool complete = true;
-  for (auto& s : job.optimizer->state_tensors()) {
+/// Reads the optimizer state; a state tensor the checkpoint lacks (a model-only file) is an error:
+/// resuming with a fresh optimizer would silently change the run.
+void load_optimizer(Job& job, const CheckpointReader& reader) {
+  std::vector<std::string> missing;
+  auto states = job.optimizer->state_tensors();
+  for (auto& s : states) {
+    if (!reader.has(state_name(s))) missing.push_back(state_name(s));
+  }
+  VS_USER_CHECK(missing.empty(),
+                "[checkpoint] {}: no optimizer state for this job's optimizer ({} of {} tensors "
+                "missing, e.g. {}): a model-only checkpoint (merge --model-only?) cannot resume "
+                "training; use a checkpoint saved by train",
+                reader.path(), missing.size(), states.size(),
+                missing.empty() ? "" : missing.front());
+  for (auto& s : states) {
     const std::string name = state_name(s);
-    if (!reader.has(name)) {
-      complete = false;
-      continue;
-    }
+    check_dtype(reader, name, s.local);
     s.local.copy_(reader.read_box(name, s.spec.local_offset(), s.spec.local_shape()));
   }
-  return complete;
 }
 
 /// Rank 0's line for a committed save: the step folder's bytes over the time from the first
@@ -136,7 +155,36 @@ void log_saved(const std::string& folder, const std::string& how, double write_s
 
 }  // namespace
 
-JobCheckpointer::JobCheckpointer(Job& job, const comm::Group& world) : job_(job), world_(world) {}
+JobCheckpointer::JobCheckpointer(Job& job, const comm::Group& world) : job_(job), world_(world) {
+  const JobConfig& c = job.config;
+  const std::filesystem::path dir = std::filesystem::path(c.dump_folder) / "checkpoints";
+  // Rank 0 decides; every rank learns the run id and whether rank 0 failed (and then throws too,
+  // rather than wait in a collective rank 0 never joins).
+  std::exception_ptr failure;
+  std::string run_id = job.run_id;
+  if (world.rank() == 0) {
+    try {
+      if (run_id.empty()) run_id = draw_run_id();
+      if (c.checkpoint_interval > 0) {
+        lock_ = FolderLock(dir);
+        claim_checkpoints_folder(dir, run_id, !c.checkpoint_load.empty(), c.checkpoint_overwrite);
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  const uint64_t id = run_id.empty() ? 0 : std::stoull(run_id, nullptr, 16);
+  at::Tensor shared =
+      at::tensor({failure ? int64_t{1} : int64_t{0}, static_cast<int64_t>(id)}, at::kLong)
+          .to(world.device());
+  world.broadcast(shared, 0);
+  shared = shared.cpu();
+  if (failure) std::rethrow_exception(failure);
+  VS_USER_CHECK(shared[0].item<int64_t>() == 0,
+                "[checkpoint] rank 0 could not take {} for this job (its error says why)",
+                dir.string());
+  job.run_id = fmt::format("{:016x}", static_cast<uint64_t>(shared[1].item<int64_t>()));
+}
 
 void JobCheckpointer::save(int64_t step) {
   const JobConfig& c = job_.config;
@@ -184,19 +232,21 @@ void JobCheckpointer::finish() {
   writer_.wait();
 }
 
-int64_t load_job(Job& job, const CheckpointReader& reader) {
+int64_t load_job(Job& job, const CheckpointReader& reader, LoadParts parts) {
   torch::autograd::AutoGradMode no_grad(false);
   const auto start = Clock::now();
   check_no_strangers(job, reader);
   for (size_t k = 0; k < job.params.size(); ++k)
     load_parameter(reader, parameter_state(job, k));
   job.after_update();
-  const bool has_optimizer = load_optimizer(job, reader);
-  job.optimizer->set_steps(has_optimizer ? reader.meta().optimizer_steps : 0);
-  log_rank0("loaded {} ({}, step {}, written by {} ranks{}) in {}", reader.path(),
+  const bool with_optimizer = parts == LoadParts::kModelAndOptimizer;
+  if (with_optimizer) load_optimizer(job, reader);
+  job.optimizer->set_steps(with_optimizer ? reader.meta().optimizer_steps : 0);
+  job.run_id = reader.meta().run_id;  // a resumed run is the same run
+  log_rank0("loaded {} ({}, step {}, written by {} ranks, run {}{}) in {}", reader.path(),
             reader.meta().format, reader.meta().step, reader.meta().world_size,
-            has_optimizer ? "" : "; model only: the optimizer starts fresh",
-            format_duration(seconds_since(start)));
+            reader.meta().run_id.empty() ? "unknown" : reader.meta().run_id,
+            with_optimizer ? "" : "; model only", format_duration(seconds_since(start)));
   return reader.meta().step;
 }
 

@@ -9,6 +9,7 @@
 
 #include "checkpoint/async_writer.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/folder_lock.h"
 #include "train/job.h"
 
 namespace vescale {
@@ -31,6 +32,9 @@ namespace vescale {
 /// write time and throughput and how long training stalled for it.
 class JobCheckpointer {
  public:
+  /// Sets the run id (job.run_id, a loaded checkpoint's, else drawn by rank 0) and, when the job
+  /// saves, takes checkpoints/LOCK and refuses another run's steps there (rank 0; NOTE
+  /// [Checkpoint integrity]). *Collective.*
   JobCheckpointer(Job& job, const comm::Group& world);
   /// Waits for a write in flight (logging, not throwing, its failure).
   ~JobCheckpointer() = default;
@@ -44,12 +48,18 @@ class JobCheckpointer {
   Job& job_;
   const comm::Group& world_;
   std::optional<comm::Group> writer_group_;  ///< the background thread's barriers (async)
+  FolderLock lock_;                          ///< rank 0's, while the job may save
   AsyncWriter writer_;                       ///< last: destroyed (waited for) first
 };
 
-/// Loads parameters (and optimizer state when the checkpoint has it) into this rank's shards,
-/// reading only the hyperslabs it holds. Returns the step to continue from.
-int64_t load_job(Job& job, const CheckpointReader& reader);
+enum class LoadParts { kModelAndOptimizer, kModel };
+
+/// Loads parameters (and, for kModelAndOptimizer, the optimizer state, which must be there when
+/// the optimizer has state) into this rank's shards, reading only the hyperslabs it holds; each
+/// tensor's stored dtype must be the model's. Keeps the checkpoint's run id (job.run_id). Returns
+/// the step to continue from.
+int64_t load_job(Job& job, const CheckpointReader& reader,
+                 LoadParts parts = LoadParts::kModelAndOptimizer);
 
 /// checkpoint.load as a path ("latest": the newest committed step of this job's dump folder).
 std::string resolve_load_path(const JobConfig& config);

@@ -42,6 +42,9 @@ struct Job {
   /// Parameters this rank holds but does not save: copies of a weight tied across pipeline
   /// stages whose first stage is on another rank (that rank saves it).
   std::set<std::string> not_saved;
+  /// The run's id in every checkpoint: a loaded checkpoint's, else drawn by JobCheckpointer
+  /// (NOTE [Checkpoint integrity]).
+  std::string run_id;
 
   Job(JobConfig c, JobMesh m) : config(std::move(c)), mesh(std::move(m)) {}
 

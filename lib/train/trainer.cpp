@@ -186,7 +186,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
 double run_evaluation(const JobConfig& config, const comm::Group& world,
                       const std::string& checkpoint) {
   std::unique_ptr<Job> job = build_job(config, world);
-  load_job(*job, CheckpointReader(checkpoint));
+  load_job(*job, CheckpointReader(checkpoint), LoadParts::kModel);
   const double val_loss = evaluate(*job);
   log_rank0("val_loss {:.6f} over {} windows", val_loss, config.eval_windows);
   return val_loss;

@@ -34,8 +34,8 @@ for n in names:
     assert sorted(x.attrs) == sorted(y.attrs), n
     for k in x.attrs:
         assert np.array_equal(x.attrs[k], y.attrs[k]), (n, k)
-meta_a = {k: v for k, v in a['meta'].attrs.items() if k != 'config'}
-meta_b = {k: v for k, v in b['meta'].attrs.items() if k != 'config'}
+meta_a = {k: v for k, v in a['meta'].attrs.items() if k not in ('config', 'run_id')}
+meta_b = {k: v for k, v in b['meta'].attrs.items() if k not in ('config', 'run_id')}
 assert sorted(meta_a) == sorted(meta_b)
 for k in meta_a:
     assert np.array_equal(meta_a[k], meta_b[k]), k

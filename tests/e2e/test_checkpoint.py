@@ -182,7 +182,7 @@ assert worst <= 1e-10, worst
                                capture_output=True, text=True)
         if probe.returncode == 0:
             result = run("inspect", future)
-            self.assertIn("has format version 99, newer than this vescale-train reads (1)", result.stderr)
+            self.assertIn("has format version 99, newer than this vescale-train reads (2)", result.stderr)
         merged = os.path.join(self.tmp, "exists.h5")
         open(merged, "w").close()
         result = run("merge", step, "-o", merged)

@@ -1,0 +1,82 @@
+#include "checkpoint/safe_files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace vescale {
+namespace fs = std::filesystem;
+
+bool path_taken(const fs::path& path) {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(path, ec));
+}
+
+void remove_stale(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_directory(fs::symlink_status(path, ec))) {
+    fs::remove_all(path, ec);
+  } else {
+    fs::remove(path, ec);  // a symbolic link itself, not what it points at
+  }
+  VS_USER_CHECK(!path_taken(path), "[checkpoint] cannot remove the stale {}: {}", path.string(),
+                ec ? ec.message() : "it came back");
+}
+
+void set_file_mode(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  VS_USER_CHECK(fd >= 0, "[checkpoint] cannot open {} (a symbolic link planted there?): {}",
+                path.string(), std::strerror(errno));
+  struct stat st {};
+  // Never more permissive than 0644, and never more than the umask let the creator have.
+  const int rc = ::fstat(fd, &st) == 0 ? ::fchmod(fd, st.st_mode & kCheckpointFileMode) : -1;
+  ::close(fd);
+  VS_CHECK(rc == 0, "[checkpoint] cannot set the mode of {}", path.string());
+}
+
+void sync_to_disk(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  VS_CHECK(fd >= 0, "[checkpoint] cannot open {} to sync it", path.string());
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  VS_CHECK(rc == 0, "[checkpoint] syncing {} to disk failed (disk full?)", path.string());
+}
+
+void write_text_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  remove_stale(tmp);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                        kCheckpointFileMode);
+  VS_USER_CHECK(fd >= 0, "[checkpoint] cannot create {}: {}", tmp.string(), std::strerror(errno));
+  bool ok = true;
+  for (size_t done = 0; ok && done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  ok = ok && ::fsync(fd) == 0;
+  ::close(fd);
+  VS_CHECK(ok, "[checkpoint] cannot write {} (disk full?)", tmp.string());
+  fs::rename(tmp, path);
+  sync_to_disk(path.parent_path());
+}
+
+void make_folder(const fs::path& path) {
+  std::error_code ec;
+  const auto status = fs::symlink_status(path, ec);
+  VS_USER_CHECK(!fs::is_symlink(status),
+                "[checkpoint] {} is a symbolic link; a checkpoint is never written through one",
+                path.string());
+  if (fs::is_directory(status)) return;
+  if (path.has_parent_path() && !fs::exists(path.parent_path())) make_folder(path.parent_path());
+  VS_USER_CHECK(::mkdir(path.c_str(), kCheckpointFolderMode) == 0 || errno == EEXIST,
+                "[checkpoint] cannot create the folder {}: {}", path.string(),
+                std::strerror(errno));
+}
+
+}  // namespace vescale

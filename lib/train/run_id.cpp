@@ -1,0 +1,49 @@
+#include "train/run_id.h"
+
+#include <fmt/format.h>
+
+#include <random>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/step_folders.h"
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace vescale {
+
+std::string draw_run_id() {
+  std::random_device device;
+  const uint64_t id = (uint64_t{device()} << 32) ^ uint64_t { device() };
+  return fmt::format("{:016x}", id);
+}
+
+void claim_checkpoints_folder(const std::filesystem::path& dir, const std::string& run_id,
+                              bool resuming, bool overwrite) {
+  std::vector<StepFolder> foreign;
+  std::string other_run;
+  for (const StepFolder& s : committed_step_folders(dir)) {
+    std::string id = "(unreadable)";
+    try {
+      id = read_checkpoint_meta(s.path.string()).run_id;
+    } catch (const UserError&) {
+    }
+    if (id == run_id || (resuming && id.empty())) continue;
+    foreign.push_back(s);
+    other_run = id.empty() ? "(written before run ids)" : id;
+  }
+  if (foreign.empty()) return;
+  VS_USER_CHECK(overwrite,
+                "[checkpoint] {} holds {} committed step{} of another run ({}, newest {}); this "
+                "run ({}) would mix its steps with them. Resume that run with checkpoint.load = "
+                "\"latest\", give this run another job.dump_folder, or set checkpoint.overwrite = "
+                "true to delete them",
+                dir.string(), foreign.size(), foreign.size() == 1 ? "" : "s", other_run,
+                foreign.back().path.filename().string(), run_id);
+  for (const StepFolder& s : foreign) {
+    spdlog::warn("[checkpoint] checkpoint.overwrite: deleting {} of another run", s.path.string());
+    remove_step_folder(s.path);
+  }
+}
+
+}  // namespace vescale
