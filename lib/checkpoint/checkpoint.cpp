@@ -141,6 +141,17 @@ SavedPiece full_piece(const std::string& name, at::Tensor full) {
   return {name, std::move(full), std::move(shape), std::move(offset), "merged", {1}, "merged", 0};
 }
 
+/// Tensors under /model and /optimizer: what the file holds (a hard link counts once).
+int64_t count_datasets(const h5::File& file) {
+  return static_cast<int64_t>(file.datasets("/model").size() + file.datasets("/optimizer").size());
+}
+
+/// /meta "datasets": how many tensors the writer put in the file, so a reader finds a dataset
+/// that damage hid from the listing (it would otherwise look like a missing piece).
+void stamp_dataset_count(h5::File& file) {
+  file.set_attr("/meta", "datasets", count_datasets(file));
+}
+
 /// Hard links for tied names, listed in /meta "aliases" as "alias=target;..." (a hard link has
 /// no direction: the list says which name is the parameter's own).
 void link_aliases(h5::File& file, const std::map<std::string, std::string>& aliases) {
@@ -296,6 +307,7 @@ void write_rank_file(const fs::path& folder, int rank, const CheckpointMeta& met
     for (const auto& p : pieces)
       write_piece(file, p);
     link_aliases(file, aliases);
+    stamp_dataset_count(file);
   }
   sync_to_disk(tmp);
   fs::rename(tmp, final_path);
@@ -343,6 +355,7 @@ void write_merged_file(const fs::path& folder, const CheckpointMeta& meta,
     {
       h5::File file = h5::File::open_for_append(tmp.string());
       link_aliases(file, aliases);
+      stamp_dataset_count(file);
     }
     sync_to_disk(tmp);
     fs::rename(tmp, final_path);
@@ -482,6 +495,12 @@ CheckpointReader::CheckpointReader(const std::string& path_in) {
     const CheckpointMeta m = read_meta(*file);
     check_same_checkpoint(*file, m, meta_, files_[0]->path());
     checksummed_.push_back(m.format_version >= 2);
+    if (file->has_attr("/meta", "datasets")) {
+      const int64_t written = file->attr_int("/meta", "datasets"), listed = count_datasets(*file);
+      VS_USER_CHECK(listed == written,
+                    "[checkpoint] {} lists {} tensors but was written with {}: the file is damaged",
+                    file->path(), listed, written);
+    }
     if (m.format_version < 2) {
       spdlog::warn(
           "[checkpoint] {} has format version {}: its tensors carry no checksums and are "

@@ -13,9 +13,12 @@
 namespace vescale::h5 {
 namespace {
 
+/// HDF5 prints its error stack unless told not to, and a thread-safe build keeps that setting
+/// per thread: each thread that opens a file says it once. Errors are reported by our checks.
 void quiet_hdf5() {
-  static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  thread_local bool quiet = false;
+  if (!quiet) H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  quiet = true;
 }
 
 hid_t native_type(at::ScalarType t) {
@@ -200,7 +203,9 @@ std::vector<std::string> File::datasets(const std::string& group) const {
     }
   };
   Handle g(H5Gopen2(id(), group.c_str(), H5P_DEFAULT), H5Gclose);
-  H5Ovisit(g.get(), H5_INDEX_NAME, H5_ITER_INC, &Visit::callback, &names);
+  VS_USER_CHECK(
+      g.valid() && H5Ovisit(g.get(), H5_INDEX_NAME, H5_ITER_INC, &Visit::callback, &names) >= 0,
+      "[checkpoint] {}: cannot list the tensors of {}: the file is damaged", path_, group);
   return names;
 }
 

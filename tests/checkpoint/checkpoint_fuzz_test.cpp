@@ -1,0 +1,136 @@
+// Issue [11] item 7: seeded, bounded fuzzing of checkpoint files (NOTE [Checkpoint integrity]).
+// A DP2 x TP2 GPT run saves its state as sharded, deduped and merged; then each case damages one
+// file of a copy (a flipped byte anywhere or in the data, a zeroed block, a cut) and reads every
+// tensor back. Each must be refused with a UserError naming the file, or read back bitwise equal
+// to the intact checkpoint: never another exception, a crash, a hang, or a silently wrong tensor.
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "checkpoint/checkpoint.h"
+#include "core/error.h"
+#include "support/mutate.h"
+#include "support/training_runs.h"
+
+namespace vescale {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::map<std::string, at::Tensor> read_all(const std::string& path) {
+  const CheckpointReader reader(path);
+  std::map<std::string, at::Tensor> out;
+  for (const auto& name : reader.names())
+    out[name] = reader.read_full(name);
+  return out;
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+enum class Outcome { kRefused, kIntact };
+
+/// Damages one .h5 file of a copy of `step` as case `i` says and reads it all back.
+Outcome damage_and_read(const fs::path& step, const fs::path& work, int i, testing::Mutator& mutate,
+                        const std::map<std::string, at::Tensor>& intact) {
+  fs::remove_all(work);
+  fs::copy(step, work, fs::copy_options::recursive);
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(work)) {
+    if (entry.path().extension() == ".h5") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  const fs::path victim = files[mutate.below(files.size())];
+  std::string bytes = slurp(victim);
+  std::string what;
+  switch (i % 5) {
+    case 0:
+    case 1:  // one byte anywhere: superblock, object headers, attributes, data
+      what = fmt::format("byte {} flipped", mutate.flip_byte(bytes, 0, bytes.size()));
+      break;
+    case 2:  // one byte in the last third, where the raw data of the tensors lies
+      what = fmt::format("byte {} flipped",
+                         mutate.flip_byte(bytes, bytes.size() * 2 / 3, bytes.size()));
+      break;
+    case 3: {  // a zeroed block
+      const size_t at = mutate.below(bytes.size());
+      const size_t n = std::min<size_t>(512, bytes.size() - at);
+      bytes.replace(at, n, std::string(n, '\0'));
+      what = fmt::format("{} bytes at {} zeroed", n, at);
+      break;
+    }
+    default:  // cut short
+      bytes.resize(mutate.below(bytes.size()));
+      what = fmt::format("cut to {} bytes", bytes.size());
+      break;
+  }
+  std::ofstream(victim, std::ios::binary | std::ios::trunc) << bytes;
+  try {
+    const std::map<std::string, at::Tensor> back = read_all(work.string());
+    EXPECT_EQ(back.size(), intact.size()) << victim << ": " << what;
+    for (const auto& [name, tensor] : intact) {
+      auto it = back.find(name);
+      EXPECT_TRUE(it != back.end() && it->second.dtype() == tensor.dtype() &&
+                  it->second.sizes() == tensor.sizes() && at::equal(it->second, tensor))
+          << victim.filename() << ": " << what << ": " << name << " read back different";
+    }
+    return Outcome::kIntact;
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(".h5"), std::string::npos)
+        << "the error names no file: " << e.what();
+    return Outcome::kRefused;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << victim.filename() << ": " << what << ": not a user error: " << e.what();
+    return Outcome::kRefused;
+  }
+}
+
+TEST(Fuzz, DamagedCheckpointsAreRefusedOrReadBackExactly) {
+  const std::string root = testing::fresh_folder("vescale-ckpt-fuzz");
+  testing::Mutator mutate(11);
+  const int per_format = 80;
+  int total = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (const char* format : {"sharded", "deduped", "merged"}) {
+    const std::string run = root + "/" + format;
+    testing::train_in(run, testing::kGptRun,
+                      {"parallel.dp=2", "parallel.tp=2", "parallel.plan=\"gpt/megatron-sp\"",
+                       "parallel.microbatches=1", "training.steps=2", "checkpoint.interval=2",
+                       fmt::format("checkpoint.format=\"{}\"", format)},
+                      /*keep=*/true);
+    std::string latest = slurp(run + "/checkpoints/latest");
+    latest.erase(latest.find_last_not_of("\n") + 1);
+    const fs::path step = fs::path(run) / "checkpoints" / latest;
+    const std::map<std::string, at::Tensor> intact = read_all(step.string());
+    ASSERT_GT(intact.size(), 20u);
+    int refused = 0, exact = 0;
+    for (int i = 0; i < per_format; ++i) {
+      const Outcome o = damage_and_read(step, fs::path(root) / "case", i, mutate, intact);
+      (o == Outcome::kRefused ? refused : exact) += 1;
+    }
+    total += per_format;
+    std::printf(
+        "checkpoint fuzz, %s: %d damaged copies: %d refused naming the file, %d read "
+        "back bitwise intact, 0 wrong\n",
+        format, per_format, refused, exact);
+    EXPECT_GT(refused, per_format / 2);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("checkpoint fuzz: %d cases in %.1f s\n", total, seconds);
+  fs::remove_all(root);
+  EXPECT_LT(seconds, 60);
+}
+
+}  // namespace
+}  // namespace vescale
