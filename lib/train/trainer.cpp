@@ -164,8 +164,6 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     const bool stop = !last && agree_to_stop(world);
     summary.stop_check_s += seconds_since(check_start);
 
-    if (stop || (c.checkpoint_interval > 0 && (step + 1) % c.checkpoint_interval == 0))
-      checkpointer.save(step + 1);
     std::optional<double> val_loss;
     if (last || (!stop && c.eval_interval > 0 && (step + 1) % c.eval_interval == 0))
       val_loss = evaluate(*job);
@@ -177,6 +175,10 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
       log_rank0("{}", format_metrics_line(m));
       if (rank0) writer.write(m);
     }
+    // After the step's metrics line: a crash between the two repeats the line on resume rather
+    // than losing it (evaluation reads the state, so the saved state is the same).
+    if (stop || (c.checkpoint_interval > 0 && (step + 1) % c.checkpoint_interval == 0))
+      checkpointer.save(step + 1);
     if (stop) {
       end_step = step + 1;
       summary.preempted = true;
