@@ -25,24 +25,28 @@ std::string self_executable(const std::string& fallback) {
 }  // namespace
 
 int run_on_ranks(int nproc, const Invocation& invocation,
-                 const std::function<int(const LaunchEnv&)>& body) {
+                 const std::function<int(const LaunchEnv&)>& body, LocalLaunchOptions launch) {
   std::optional<LaunchEnv> env = detect_launch_env();
   if (env) {
     VS_USER_CHECK(nproc == 0 || nproc == env->world,
                   "--nproc {} does not match the {} processes that {} started", nproc, env->world,
                   env->source);
   } else if (nproc > 1) {
-    LocalLaunchOptions options;
-    options.nproc = nproc;
-    options.argv = invocation.argv;
-    options.argv[0] = self_executable(invocation.argv[0]);
+    launch.nproc = nproc;
+    launch.argv = invocation.argv;
+    launch.argv[0] = self_executable(invocation.argv[0]);
     init_logging({0, 1, false, invocation.log_level});
-    LaunchOutcome outcome = run_local_workers(options);
-    if (outcome.exit_code != 0) {
+    const LaunchOutcome outcome = run_local_workers(launch);
+    if (outcome.preempted) {
+      spdlog::info("[launch] every worker saved and stopped on the signal; exit code {}",
+                   outcome.exit_code);
+    } else if (outcome.exit_code != 0) {
       spdlog::error("[launch] {}", outcome.failure);
-      return outcome.exit_code;
+    } else if (outcome.restarts > 0) {
+      spdlog::info("[launch] done after {} restart{}", outcome.restarts,
+                   outcome.restarts == 1 ? "" : "s");
     }
-    return 0;
+    return outcome.exit_code;
   } else {
     env = LaunchEnv{};
     env->source = "single process";

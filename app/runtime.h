@@ -8,6 +8,7 @@
 
 #include "comm/group.h"
 #include "launch/launch_env.h"
+#include "launch/local_launcher.h"
 
 namespace vescale::app {
 
@@ -19,9 +20,11 @@ struct Invocation {
 
 /// Runs `body` once per rank and returns the exit code. If torchrun, Slurm or Open MPI set our
 /// rank, runs `body` here (`nproc`, when not 0, must match their world size). Otherwise, with
-/// nproc > 1, spawns nproc local workers that re-run `invocation` and supervises them.
+/// nproc > 1, spawns nproc local workers that re-run `invocation` and supervises them with
+/// `launch`'s stop grace, preemption exit code and restart policy (its nproc and argv are set
+/// here).
 int run_on_ranks(int nproc, const Invocation& invocation,
-                 const std::function<int(const LaunchEnv&)>& body);
+                 const std::function<int(const LaunchEnv&)>& body, LocalLaunchOptions launch = {});
 
 /// Connects the world group of a job. *Collective* over every rank.
 comm::Group connect_world(const LaunchEnv& env, comm::GroupOptions options);

@@ -1,4 +1,5 @@
 // `vescale-train train CONFIG.toml [--section.key=value ...] [--nproc N]`.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -11,9 +12,11 @@
 #include "core/memory_meter.h"
 #include "core/torch_features.h"
 #include "dmodule/plan.h"
+#include "train/checkpointing.h"
 #include "train/job.h"
 #include "train/lm_task.h"
 #include "train/model_factory.h"
+#include "train/preemption.h"
 #include "train/trainer.h"
 
 namespace vescale::app {
@@ -22,6 +25,7 @@ namespace {
 struct TrainOptions {
   std::string config;
   int nproc = 0;
+  int max_restarts = 0;
   bool print_config = false;
 };
 
@@ -74,6 +78,30 @@ comm::Group connect_job(const JobConfig& config, const LaunchEnv& env) {
   return world;
 }
 
+/// How the local launcher supervises a train job: time to save on a signal (comm.timeout_s, at
+/// least a minute), the preempted exit code, and restarts from the newest committed checkpoint
+/// of the job's dump folder (NOTE [Preemption]).
+LocalLaunchOptions train_launch_options(const JobConfig& config, int max_restarts) {
+  LocalLaunchOptions launch;
+  launch.stop_grace =
+      std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, config.timeout_s) * 1000));
+  launch.preempted_exit_code = kPreemptedExitCode;
+  launch.max_restarts = max_restarts;
+  launch.final_exit_codes = {2, 3, kPreemptedExitCode};  // config error, diverged, preempted
+  const std::string latest =
+      (std::filesystem::path(config.dump_folder) / "checkpoints" / "latest").string();
+  launch.plan_restart = [latest] {
+    try {
+      const int64_t step = CheckpointReader(latest).meta().step;
+      return std::pair<std::vector<std::string>, std::string>{{"--checkpoint.load=latest"},
+                                                              fmt::format("from step {}", step)};
+    } catch (const UserError&) {  // no committed checkpoint yet
+      return std::pair<std::vector<std::string>, std::string>{{}, "from scratch"};
+    }
+  };
+  return launch;
+}
+
 }  // namespace
 
 void add_train_command(CLI::App& app, const Invocation& invocation) {
@@ -87,6 +115,9 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
   train->add_option("config", options->config, "Job config (TOML)")->required();
   train->add_option("--nproc", options->nproc,
                     "Processes (default: parallel.pp x dp x tp; must match it)");
+  train->add_option("--max-restarts", options->max_restarts,
+                    "Local launcher: when a worker crashes or is killed, restart all workers from "
+                    "the newest committed checkpoint (checkpoint.load=latest), at most N times");
   train->add_flag(
       "--print-config", options->print_config,
       "Print the effective config (every key, with overrides applied, help as comments) and exit");
@@ -103,17 +134,24 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
         "--nproc {} does not match the mesh of {}: parallel.pp x dp x tp = {} x {} x {} = {}",
         options->nproc, options->config, config.pp, config.dp, config.tp, config.world_size());
     precheck(config);
-    const int code =
-        run_on_ranks(static_cast<int>(config.world_size()), invocation, [&](const LaunchEnv& env) {
-          VS_USER_CHECK(env.world == config.world_size(),
-                        "config {}: the mesh parallel.pp x dp x tp = {} x {} x {} needs {} "
-                        "processes, but {} started {}",
-                        config.source, config.pp, config.dp, config.tp, config.world_size(),
-                        env.source, env.world);
-          install_memory_meter();  // for the activation bytes of the metrics
-          run_training(config, connect_job(config, env));
-          return 0;
-        });
+    const auto body = [&](const LaunchEnv& env) {
+      PreemptionHandler preemption;  // NOTE [Preemption]: from before the rendezvous on
+      VS_USER_CHECK(
+          options->max_restarts == 0 || env.source == "local" || env.source == "single process",
+          "--max-restarts is for the local launcher; under {} use its own restarts "
+          "(torchrun --max-restarts, Slurm --requeue) with --checkpoint.load=latest",
+          env.source);
+      VS_USER_CHECK(env.world == config.world_size(),
+                    "config {}: the mesh parallel.pp x dp x tp = {} x {} x {} needs {} "
+                    "processes, but {} started {}",
+                    config.source, config.pp, config.dp, config.tp, config.world_size(), env.source,
+                    env.world);
+      install_memory_meter();  // for the activation bytes of the metrics
+      const TrainSummary summary = run_training(config, connect_job(config, env));
+      return summary.preempted ? kPreemptedExitCode : 0;
+    };
+    const int code = run_on_ranks(static_cast<int>(config.world_size()), invocation, body,
+                                  train_launch_options(config, options->max_restarts));
     if (code != 0) throw CLI::RuntimeError(code);
   });
 }

@@ -27,10 +27,10 @@ extern char** environ;
 namespace vescale {
 namespace {
 
-std::atomic<int> g_forward_signal{0};
+std::atomic<int> g_signals{0};  ///< SIGINT/SIGTERM the launcher got so far
 
-void on_signal(int sig) {
-  g_forward_signal = sig;
+void on_signal(int) {
+  g_signals.fetch_add(1);
 }
 
 struct Worker {
@@ -55,10 +55,11 @@ void write_all(int fd, const std::string& text) {
 }
 
 /// Environment of a worker: ours, plus its rank variables, minus stale ones.
-std::vector<std::string> worker_env(const LocalLaunchOptions& options, int rank, int port) {
+std::vector<std::string> worker_env(const LocalLaunchOptions& options, int rank, int port,
+                                    int attempt) {
   const char* overridden[] = {
-      "RANK=",        "WORLD_SIZE=",  "LOCAL_RANK=",      "LOCAL_WORLD_SIZE=",
-      "MASTER_ADDR=", "MASTER_PORT=", "VESCALE_LAUNCHER="};
+      "RANK=",        "WORLD_SIZE=",  "LOCAL_RANK=",       "LOCAL_WORLD_SIZE=",
+      "MASTER_ADDR=", "MASTER_PORT=", "VESCALE_LAUNCHER=", "VESCALE_RESTART_COUNT="};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry(*e);
@@ -74,6 +75,7 @@ std::vector<std::string> worker_env(const LocalLaunchOptions& options, int rank,
   env.push_back(fmt::format("MASTER_ADDR={}", options.master_addr));
   env.push_back(fmt::format("MASTER_PORT={}", port));
   env.push_back("VESCALE_LAUNCHER=local");
+  env.push_back(fmt::format("VESCALE_RESTART_COUNT={}", attempt));
   // NOTE [Thread budget]: the workers' OpenBLAS reads its threads when it loads, so the budget
   // travels in the environment.
   const ThreadBudget budget = thread_budget_from_env(options.nproc);
@@ -92,9 +94,9 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   return out;
 }
 
-Worker spawn(const LocalLaunchOptions& options, int rank, int port) {
-  std::vector<std::string> argv = options.argv;
-  std::vector<std::string> env = worker_env(options, rank, port);
+Worker spawn(const LocalLaunchOptions& options, std::vector<std::string> argv, int rank, int port,
+             int attempt) {
+  std::vector<std::string> env = worker_env(options, rank, port, attempt);
   std::vector<char*> c_argv = c_strings(argv);
   std::vector<char*> c_env = c_strings(env);
   int out_pipe[2], err_pipe[2];
@@ -108,6 +110,9 @@ Worker spawn(const LocalLaunchOptions& options, int rank, int port) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
 #endif
+    // Signals reach a worker from its launcher only, once (NOTE [Preemption]): a terminal's
+    // Ctrl-C to the whole foreground group would otherwise be a first and, passed on, a second.
+    ::setpgid(0, 0);
     ::dup2(out_pipe[1], STDOUT_FILENO);
     ::dup2(err_pipe[1], STDERR_FILENO);
     ::close(out_pipe[0]);
@@ -173,14 +178,19 @@ bool failed(int status) {
   return WIFSIGNALED(status) || WEXITSTATUS(status) != 0;
 }
 
+bool preempted(int status, const LocalLaunchOptions& options) {
+  return options.preempted_exit_code != 0 && WIFEXITED(status) &&
+         WEXITSTATUS(status) == options.preempted_exit_code;
+}
+
 void signal_all(std::vector<Worker>& workers, int sig) {
   for (auto& w : workers) {
     if (w.running) ::kill(w.pid, sig);
   }
 }
 
-/// While it lives, SIGINT and SIGTERM to the launcher are recorded in g_forward_signal (for the
-/// workers) instead of ending it.
+/// While it lives, SIGINT and SIGTERM to the launcher are counted in g_signals (for the workers)
+/// instead of ending it.
 class SignalForwarding {
  public:
   SignalForwarding() {
@@ -189,7 +199,7 @@ class SignalForwarding {
     sigemptyset(&action.sa_mask);
     ::sigaction(SIGINT, &action, &old_int_);
     ::sigaction(SIGTERM, &action, &old_term_);
-    g_forward_signal = 0;
+    g_signals = 0;
   }
   ~SignalForwarding() {
     ::sigaction(SIGINT, &old_int_, nullptr);
@@ -211,12 +221,15 @@ struct Supervision {
   int alive = 0;
   LaunchOutcome outcome;
   std::optional<Clock::time_point> kill_deadline;  ///< when SIGTERM'd workers get SIGKILL
+  int signals_handled = 0;                         ///< of g_signals, passed on to the workers
+  int preempted = 0;  ///< workers that exited with options.preempted_exit_code
 };
 
-std::vector<Worker> spawn_all(const LocalLaunchOptions& options, int port) {
+std::vector<Worker> spawn_all(const LocalLaunchOptions& options,
+                              const std::vector<std::string>& argv, int port, int attempt) {
   std::vector<Worker> workers;
   for (int rank = 0; rank < options.nproc; ++rank)
-    workers.push_back(spawn(options, rank, port));
+    workers.push_back(spawn(options, argv, rank, port, attempt));
   for (const auto& w : workers) {
     write_all(STDERR_FILENO, fmt::format("[launch] rank {} pid {} (rendezvous {}:{})\n", w.rank,
                                          w.pid, options.master_addr, port));
@@ -277,7 +290,12 @@ void reap_ended(Supervision& s, const LocalLaunchOptions& options) {
     w.running = false;
     w.status = status;
     --s.alive;
-    if (failed(status) && s.outcome.failed_rank < 0) {
+    if (preempted(status, options)) {
+      // The others agreed to stop too (NOTE [Preemption]) and are saving: no signal for them,
+      // only a deadline in case one hangs.
+      ++s.preempted;
+      if (!s.kill_deadline) s.kill_deadline = Clock::now() + options.stop_grace;
+    } else if (failed(status) && s.outcome.failed_rank < 0) {
       s.outcome.failed_rank = w.rank;
       s.outcome.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
       s.outcome.failure =
@@ -291,10 +309,19 @@ void reap_ended(Supervision& s, const LocalLaunchOptions& options) {
 /// Passes a signal the launcher got on to the workers, and SIGKILLs those still running once
 /// the grace time after a stop is over.
 void stop_others(Supervision& s, const LocalLaunchOptions& options) {
-  if (const int sig = g_forward_signal.exchange(0); sig != 0) {
-    signal_all(s.workers, sig);
-    if (!s.kill_deadline) s.kill_deadline = Clock::now() + options.grace;
+  const int signals = g_signals.load();
+  if (signals == 1 && s.signals_handled == 0) {
+    write_all(STDERR_FILENO,
+              "[launch] asked to stop: passing SIGTERM on to the workers, which save and exit "
+              "(a second signal kills them at once)\n");
+    signal_all(s.workers, SIGTERM);
+    s.kill_deadline = Clock::now() + options.stop_grace;
+  } else if (signals > s.signals_handled) {
+    write_all(STDERR_FILENO, "[launch] asked to stop again: killing the workers (SIGKILL)\n");
+    signal_all(s.workers, SIGKILL);
+    s.kill_deadline.reset();
   }
+  s.signals_handled = signals;
   if (s.kill_deadline && Clock::now() > *s.kill_deadline) {
     signal_all(s.workers, SIGKILL);
     s.kill_deadline.reset();
@@ -312,24 +339,64 @@ void report_failure(Supervision& s) {
   if (stopped > 0) s.outcome.failure += fmt::format(" ({} other workers were stopped)", stopped);
 }
 
+/// Runs the workers of one attempt until every one has ended.
+Supervision supervise(const LocalLaunchOptions& options, const std::vector<std::string>& argv,
+                      int port, int attempt) {
+  Supervision s;
+  s.workers = spawn_all(options, argv, port, attempt);
+  s.alive = options.nproc;
+  while (forward_output(s, options)) {
+    reap_ended(s, options);
+    stop_others(s, options);
+  }
+  if (s.outcome.failed_rank < 0 && s.preempted > 0) {
+    s.outcome.preempted = true;
+    s.outcome.exit_code = options.preempted_exit_code;
+  }
+  report_failure(s);
+  return s;
+}
+
+/// Whether a failed attempt is one to restart: not asked to stop, a crash rather than an exit
+/// code that says the job cannot go on, and restarts left.
+bool restartable(const Supervision& s, const LocalLaunchOptions& options, int attempt) {
+  if (s.outcome.failed_rank < 0 || g_signals.load() > 0 || attempt >= options.max_restarts)
+    return false;
+  const int status = s.workers[s.outcome.failed_rank].status;
+  if (WIFSIGNALED(status)) return true;
+  for (int code : options.final_exit_codes)
+    if (WEXITSTATUS(status) == code) return false;
+  return true;
+}
+
 }  // namespace
 
 LaunchOutcome run_local_workers(const LocalLaunchOptions& options) {
   VS_CHECK(options.nproc >= 1, "[launch] need at least one worker, got {}", options.nproc);
   VS_CHECK(!options.argv.empty(), "[launch] no worker command");
-  const int port = options.master_port > 0 ? options.master_port : find_free_port();
-  Supervision s;
-  {
-    SignalForwarding forwarding;
-    s.workers = spawn_all(options, port);
-    s.alive = options.nproc;
-    while (forward_output(s, options)) {
-      reap_ended(s, options);
-      stop_others(s, options);
+  SignalForwarding forwarding;
+  std::vector<std::string> argv = options.argv;
+  for (int attempt = 0;; ++attempt) {
+    // A fresh port per attempt: the last one's store may linger in TIME_WAIT.
+    const int port =
+        attempt == 0 && options.master_port > 0 ? options.master_port : find_free_port();
+    Supervision s = supervise(options, argv, port, attempt);
+    s.outcome.restarts = attempt;
+    if (!restartable(s, options, attempt)) {
+      if (s.outcome.failed_rank >= 0 && options.max_restarts > 0 && attempt >= options.max_restarts)
+        s.outcome.failure +=
+            fmt::format("; no restarts left (--max-restarts {} used up)", options.max_restarts);
+      return s.outcome;
     }
+    auto [extra, from] = options.plan_restart ? options.plan_restart()
+                                              : std::pair<std::vector<std::string>, std::string>{};
+    argv = options.argv;
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const Worker& w = s.workers[s.outcome.failed_rank];
+    write_all(STDERR_FILENO,
+              fmt::format("[launch] rank {} {}; restart {} of {} {}\n", w.rank,
+                          describe_status(w.status), attempt + 1, options.max_restarts, from));
   }
-  report_failure(s);
-  return s.outcome;
 }
 
 }  // namespace vescale

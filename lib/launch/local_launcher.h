@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,23 +14,41 @@ struct LocalLaunchOptions {
   std::vector<std::string> argv;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  ///< 0: a free port
-  /// Time the other workers get to stop after SIGTERM before SIGKILL.
+  /// Time the other workers get to stop after SIGTERM before SIGKILL, when one failed.
   std::chrono::milliseconds grace{std::chrono::seconds(5)};
+  /// Time the workers get to save and exit after the launcher passed on a SIGTERM or SIGINT
+  /// (NOTE [Preemption]) before SIGKILL; a second signal to the launcher SIGKILLs them at once.
+  std::chrono::milliseconds stop_grace{std::chrono::seconds(300)};
+  /// The exit code of a worker that saved and stopped on a signal (0: none). Such a worker is
+  /// no failure: the others stop on their own, and the launcher exits with this code.
+  int preempted_exit_code = 0;
+  /// Restarts of all workers after one failed (exited non-zero, or killed by a signal), at most.
+  int max_restarts = 0;
+  /// Exit codes of a failed worker that end the job without a restart (config errors, ...).
+  std::vector<int> final_exit_codes;
+  /// How to restart: arguments appended to `argv` and where the run goes on from ("from step
+  /// 20"). Called once per restart, after every worker of the failed attempt ended.
+  std::function<std::pair<std::vector<std::string>, std::string>()> plan_restart;
   /// Prefix each output line with "[rank N] ", except rank 0's stdout (the command's result).
   bool prefix_output = true;
 };
 
 struct LaunchOutcome {
-  int exit_code = 0;  ///< 0, the failed worker's code, or 128 + its signal
+  int exit_code = 0;  ///< 0, the failed worker's code, 128 + its signal, or preempted_exit_code
   int failed_rank = -1;
+  int restarts = 0;        ///< how many times the workers were restarted
+  bool preempted = false;  ///< every worker saved and stopped on a signal
   /// "rank 2 (pid 4242) was killed by signal 9 (Killed); last line: ...". Empty on success.
   std::string failure;
 };
 
 /// Spawns options.nproc workers with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
 /// MASTER_PORT and VESCALE_LAUNCHER=local set, forwards their stdout and stderr line by line, and
-/// waits. When a worker fails, the others get SIGTERM then SIGKILL; SIGINT or SIGTERM to the
-/// launcher reaches every worker. Workers die with the launcher (PR_SET_PDEATHSIG).
+/// waits. When a worker fails, the others get SIGTERM then SIGKILL, and all are restarted (a
+/// fresh rendezvous port, VESCALE_RESTART_COUNT set) up to max_restarts times. The first SIGINT
+/// or SIGTERM to the launcher reaches every worker as SIGTERM, the second as SIGKILL. Workers
+/// run in their own process group (a terminal's Ctrl-C reaches the launcher only) and die with
+/// the launcher (PR_SET_PDEATHSIG).
 LaunchOutcome run_local_workers(const LocalLaunchOptions& options);
 
 }  // namespace vescale

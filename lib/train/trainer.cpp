@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -18,6 +20,8 @@
 #include "train/job.h"
 #include "train/metrics.h"
 #include "train/nonfinite.h"
+#include "train/preemption.h"
+#include "train/test_fault.h"
 
 namespace vescale {
 namespace {
@@ -134,7 +138,9 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
   log_rank0("step {}/{} | val_loss {:.4f}", start_step, c.steps, summary.first_val_loss);
   meter.start = Clock::now();
   Clock::time_point timed_start;
+  int64_t end_step = c.steps;
   for (int64_t step = start_step; step < c.steps; ++step) {
+    maybe_die_for_test(world.rank(), step);
     const auto step_start = Clock::now();
     if (step == start_step + 1) timed_start = step_start;
     const comm::CommSnapshot comm_before = meter.stats.snapshot();
@@ -151,28 +157,55 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     const comm::CommSnapshot comm_after = meter.stats.snapshot();
     summary.losses.push_back(result.loss);
     nonfinite.after_step(step, result);
-
-    if (c.checkpoint_interval > 0 && (step + 1) % c.checkpoint_interval == 0)
-      checkpointer.save(step + 1);
     const bool last = step + 1 == c.steps;
+    // NOTE [Preemption]: every rank agrees whether any was asked to stop; the last step is not
+    // interrupted.
+    const auto check_start = Clock::now();
+    const bool stop = !last && agree_to_stop(world);
+    summary.stop_check_s += seconds_since(check_start);
+
     std::optional<double> val_loss;
-    if (last || (c.eval_interval > 0 && (step + 1) % c.eval_interval == 0))
+    if (last || (!stop && c.eval_interval > 0 && (step + 1) % c.eval_interval == 0))
       val_loss = evaluate(*job);
     if (last) summary.final_val_loss = *val_loss;
-    if ((step + 1) % c.log_interval == 0 || last || val_loss) {
+    if ((step + 1) % c.log_interval == 0 || last || val_loss || stop) {
       const StepMetrics m =
           step_metrics(meter, step, start_step, c.steps, result, lr, val_loss, step_start,
                        comm_before, comm_after, activations.with_activations(job->state_bytes()));
       log_rank0("{}", format_metrics_line(m));
       if (rank0) writer.write(m);
     }
+    // After the step's metrics line: a crash between the two repeats the line on resume rather
+    // than losing it (evaluation reads the state, so the saved state is the same).
+    if (stop || (c.checkpoint_interval > 0 && (step + 1) % c.checkpoint_interval == 0))
+      checkpointer.save(step + 1);
+    if (stop) {
+      end_step = step + 1;
+      summary.preempted = true;
+      break;
+    }
   }
   checkpointer.finish();  // the last save is committed before training reports it is done
   summary.seconds = seconds_since(meter.start);
-  const int64_t ran = c.steps - start_step;
+  const int64_t ran = end_step - start_step;
   if (ran > 1)
     summary.tokens_per_s =
         meter.tokens_per_step * static_cast<double>(ran - 1) / seconds_since(timed_start);
+  log_rank0(
+      "[preempt] stop agreement: {} all-reduce{} of one flag, {:.1f} us per step ({:.3f}% "
+      "of the step time)",
+      ran, ran == 1 ? "" : "s", 1e6 * summary.stop_check_s / static_cast<double>(ran),
+      100.0 * summary.stop_check_s / std::max(summary.seconds, 1e-12));
+  if (summary.preempted) {
+    const int sig = preemption_signal();
+    log_rank0(
+        "preempted by {}: stopped after step {} of {}, its checkpoint is committed in "
+        "{}/checkpoints; resume with --checkpoint.load=latest (exit code {})",
+        sig != 0 ? fmt::format("signal {} ({})", sig, strsignal(sig))
+                 : std::string("a signal to another rank"),
+        end_step, c.steps, c.dump_folder, kPreemptedExitCode);
+    return summary;
+  }
   log_rank0("done: {} steps in {}, val_loss {:.4f} -> {:.4f}, {:.0f} tokens/s, peak RSS {}", ran,
             format_duration(summary.seconds), summary.first_val_loss, summary.final_val_loss,
             summary.tokens_per_s, format_bytes(static_cast<double>(peak_resident_bytes())));

@@ -15,9 +15,13 @@ struct TrainSummary {
   double final_val_loss = 0;   ///< after the last
   double tokens_per_s = 0;     ///< over all steps after the first
   double seconds = 0;
+  /// Stopped on a signal after this many steps, with a checkpoint of them (NOTE [Preemption]).
+  bool preempted = false;
+  double stop_check_s = 0;  ///< the per-step stop agreements, in all
 };
 
 /// Trains as `config` says on the ranks of `world` (its size must be the config's mesh size).
+/// Stops early, saved, when a PreemptionHandler saw a signal (NOTE [Preemption]).
 /// *Collective* over `world`.
 TrainSummary run_training(const JobConfig& config, const comm::Group& world);
 

@@ -1,0 +1,57 @@
+#include "train/preemption.h"
+
+#include <signal.h>
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+
+#include "core/error.h"
+
+namespace vescale {
+namespace {
+
+std::atomic<int> g_signal{0};
+std::atomic<bool> g_installed{false};
+struct sigaction g_old_int {};
+struct sigaction g_old_term {};
+
+/// Async-signal-safe: an atomic store, or (second signal) the default action re-raised.
+void on_stop_signal(int sig) {
+  int expected = 0;
+  if (g_signal.compare_exchange_strong(expected, sig)) return;
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+}  // namespace
+
+PreemptionHandler::PreemptionHandler() {
+  VS_CHECK(!g_installed.exchange(true), "[preempt] a PreemptionHandler is already installed");
+  g_signal = 0;
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;  // the collectives' socket calls go on where they were
+  ::sigaction(SIGINT, &action, &g_old_int);
+  ::sigaction(SIGTERM, &action, &g_old_term);
+}
+
+PreemptionHandler::~PreemptionHandler() {
+  ::sigaction(SIGINT, &g_old_int, nullptr);
+  ::sigaction(SIGTERM, &g_old_term, nullptr);
+  g_installed = false;
+}
+
+int preemption_signal() {
+  return g_signal.load();
+}
+
+bool agree_to_stop(const comm::Group& world) {
+  at::Tensor flag = at::full({1}, g_signal.load() != 0 ? 1.0f : 0.0f,
+                             at::dtype(at::kFloat).device(world.device()));
+  world.all_reduce(flag, comm::ReduceOp::kMax);
+  return flag.item<float>() != 0.0f;
+}
+
+}  // namespace vescale
