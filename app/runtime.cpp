@@ -60,9 +60,7 @@ int run_on_ranks(int nproc, const Invocation& invocation,
 
 comm::Group connect_world(const LaunchEnv& env, comm::GroupOptions options) {
   heartbeat::set_stall_limit(options.timeout);
-  // NOTE [Local rendezvous]: the local launcher's workers meet in a file store in a folder of
-  // mode 0700: LibTorch 1.13's TCPStore server listens on every interface, and a job on one
-  // machine needs no port at all. Gloo's own connections bind 127.0.0.1 (gloo_host).
+  // The local launcher's workers meet in a file store: no port (NOTE [Local rendezvous]).
   comm::Store store = env.world == 1 ? comm::Store::in_memory()
                       : !env.store_file.empty()
                           ? comm::Store::file(env.store_file, env.world, options.timeout)

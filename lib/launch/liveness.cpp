@@ -35,7 +35,10 @@ void LivenessMonitor::on_exit(int rank) {
     ranks_[static_cast<size_t>(rank)].running = false;
 }
 
-std::optional<Unresponsive> LivenessMonitor::check(Clock::time_point now) const {
+std::optional<Unresponsive> LivenessMonitor::check(Clock::time_point now, double scale) const {
+  auto scaled = [scale](std::chrono::milliseconds limit) {
+    return std::chrono::duration_cast<Clock::duration>(limit * scale);
+  };
   bool someone_waits = false;
   std::chrono::milliseconds stall{0};
   for (const auto& r : ranks_) {
@@ -56,7 +59,7 @@ std::optional<Unresponsive> LivenessMonitor::check(Clock::time_point now) const 
     if (!r.running) continue;
     if (!r.seen) {
       // It never started beating, and others have waited for it longer than they may.
-      if (someone_waits && stall.count() > 0 && now - start_ > stall)
+      if (someone_waits && stall.count() > 0 && now - start_ > scaled(stall))
         consider(rank, now - start_,
                  fmt::format("sent no heartbeat in the {:.1f} s since it started",
                              seconds(now - start_)));
@@ -64,11 +67,11 @@ std::optional<Unresponsive> LivenessMonitor::check(Clock::time_point now) const 
     }
     const auto own_stall = std::chrono::milliseconds(r.beat.stall_ms);
     const auto silence_limit = std::min(own_stall, std::chrono::milliseconds(kSilenceLimit));
-    if (now - r.last_beat > silence_limit) {
+    if (now - r.last_beat > scaled(silence_limit)) {
       consider(rank, now - r.last_beat,
                fmt::format("sent no heartbeat for {:.1f} s (stopped, e.g. by SIGSTOP, or hung)",
                            seconds(now - r.last_beat)));
-    } else if (r.beat.waiting == 0 && someone_waits && now - r.progress_since > own_stall) {
+    } else if (r.beat.waiting == 0 && someone_waits && now - r.progress_since > scaled(own_stall)) {
       consider(rank, now - r.progress_since,
                fmt::format("has made no progress outside any collective for {:.1f} s while other "
                            "ranks wait for it in one (a hang or deadlock in compute)",

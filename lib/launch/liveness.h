@@ -30,8 +30,9 @@ class LivenessMonitor {
   /// A rank that ended is no longer judged.
   void on_exit(int rank);
 
-  /// The rank that has stopped answering longest, if one has past its limit at `now`.
-  std::optional<Unresponsive> check(Clock::time_point now) const;
+  /// The rank that has stopped answering longest, if one is past its limits (scaled by `scale`:
+  /// 0.5 asks who is halfway there, to blame for another rank's timeout) at `now`.
+  std::optional<Unresponsive> check(Clock::time_point now, double scale = 1.0) const;
 
   /// The longest a rank may send no beat before it counts as stopped (its stall limit, at most
   /// this).

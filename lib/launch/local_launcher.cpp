@@ -14,13 +14,15 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
 #include "core/error.h"
 #include "core/thread_budget.h"
-#include "launch/free_port.h"
+#include "launch/liveness.h"
 
 extern char** environ;
 
@@ -36,9 +38,10 @@ void on_signal(int) {
 struct Worker {
   int rank = 0;
   pid_t pid = -1;
-  int out_fd = -1;  // read ends of the worker's stdout and stderr pipes
+  int out_fd = -1;  // read ends of the worker's stdout, stderr and heartbeat pipes
   int err_fd = -1;
-  std::string out_partial, err_partial;
+  int beat_fd = -1;
+  std::string out_partial, err_partial, beat_partial;
   std::string last_line;
   bool running = true;
   int status = 0;
@@ -55,11 +58,18 @@ void write_all(int fd, const std::string& text) {
 }
 
 /// Environment of a worker: ours, plus its rank variables, minus stale ones.
-std::vector<std::string> worker_env(const LocalLaunchOptions& options, int rank, int port,
-                                    int attempt) {
-  const char* overridden[] = {
-      "RANK=",        "WORLD_SIZE=",  "LOCAL_RANK=",       "LOCAL_WORLD_SIZE=",
-      "MASTER_ADDR=", "MASTER_PORT=", "VESCALE_LAUNCHER=", "VESCALE_RESTART_COUNT="};
+std::vector<std::string> worker_env(const LocalLaunchOptions& options, int rank,
+                                    const std::string& store_file, int beat_fd, int attempt) {
+  const char* overridden[] = {"RANK=",
+                              "WORLD_SIZE=",
+                              "LOCAL_RANK=",
+                              "LOCAL_WORLD_SIZE=",
+                              "MASTER_ADDR=",
+                              "MASTER_PORT=",
+                              "VESCALE_LAUNCHER=",
+                              "VESCALE_RESTART_COUNT=",
+                              "VESCALE_STORE_FILE=",
+                              "VESCALE_HEARTBEAT_FD="};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry(*e);
@@ -73,7 +83,8 @@ std::vector<std::string> worker_env(const LocalLaunchOptions& options, int rank,
   env.push_back(fmt::format("LOCAL_RANK={}", rank));
   env.push_back(fmt::format("LOCAL_WORLD_SIZE={}", options.nproc));
   env.push_back(fmt::format("MASTER_ADDR={}", options.master_addr));
-  env.push_back(fmt::format("MASTER_PORT={}", port));
+  env.push_back(fmt::format("VESCALE_STORE_FILE={}", store_file));  // NOTE [Local rendezvous]
+  env.push_back(fmt::format("VESCALE_HEARTBEAT_FD={}", beat_fd));   // NOTE [Heartbeat]
   env.push_back("VESCALE_LAUNCHER=local");
   env.push_back(fmt::format("VESCALE_RESTART_COUNT={}", attempt));
   // NOTE [Thread budget]: the workers' OpenBLAS reads its threads when it loads, so the budget
@@ -94,14 +105,17 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   return out;
 }
 
-Worker spawn(const LocalLaunchOptions& options, std::vector<std::string> argv, int rank, int port,
-             int attempt) {
-  std::vector<std::string> env = worker_env(options, rank, port, attempt);
+Worker spawn(const LocalLaunchOptions& options, std::vector<std::string> argv, int rank,
+             const std::string& store_file, int attempt) {
+  int out_pipe[2], err_pipe[2], beat_pipe[2];
+  VS_CHECK(::pipe(out_pipe) == 0 && ::pipe(err_pipe) == 0 && ::pipe(beat_pipe) == 0,
+           "[launch] pipe() failed: {}", std::strerror(errno));
+  // Our read ends are not for the workers spawned after this one.
+  for (int fd : {out_pipe[0], err_pipe[0], beat_pipe[0]})
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  std::vector<std::string> env = worker_env(options, rank, store_file, beat_pipe[1], attempt);
   std::vector<char*> c_argv = c_strings(argv);
   std::vector<char*> c_env = c_strings(env);
-  int out_pipe[2], err_pipe[2];
-  VS_CHECK(::pipe(out_pipe) == 0 && ::pipe(err_pipe) == 0, "[launch] pipe() failed: {}",
-           std::strerror(errno));
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   VS_CHECK(pid >= 0, "[launch] fork() failed: {}", std::strerror(errno));
@@ -126,14 +140,39 @@ Worker spawn(const LocalLaunchOptions& options, std::vector<std::string> argv, i
   }
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
-  ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-  ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+  ::close(beat_pipe[1]);
+  for (int fd : {out_pipe[0], err_pipe[0], beat_pipe[0]})
+    ::fcntl(fd, F_SETFL, O_NONBLOCK);
   Worker w;
   w.rank = rank;
   w.pid = pid;
   w.out_fd = out_pipe[0];
   w.err_fd = err_pipe[0];
+  w.beat_fd = beat_pipe[0];
   return w;
+}
+
+/// Reads the heartbeat lines available from a worker into `monitor` (NOTE [Heartbeat]).
+void read_beats(Worker& w, LivenessMonitor& monitor) {
+  char buffer[4096];
+  while (true) {
+    const ssize_t n = ::read(w.beat_fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {  // the worker ended (or closed it)
+      ::close(w.beat_fd);
+      w.beat_fd = -1;
+      return;
+    }
+    w.beat_partial.append(buffer, static_cast<size_t>(n));
+    size_t start = 0, end;
+    const auto now = LivenessMonitor::Clock::now();
+    while ((end = w.beat_partial.find('\n', start)) != std::string::npos) {
+      monitor.on_line(w.rank, w.beat_partial.substr(start, end - start), now);
+      start = end + 1;
+    }
+    w.beat_partial.erase(0, start);
+  }
 }
 
 /// Reads what is available on `fd`, forwards complete lines, returns false at end of file.
@@ -223,36 +262,68 @@ struct Supervision {
   std::optional<Clock::time_point> kill_deadline;  ///< when SIGTERM'd workers get SIGKILL
   int signals_handled = 0;                         ///< of g_signals, passed on to the workers
   int preempted = 0;  ///< workers that exited with options.preempted_exit_code
+  std::optional<LivenessMonitor> liveness;  ///< NOTE [Heartbeat]
+  bool described = false;                   ///< the failure names its cause already
 };
 
 std::vector<Worker> spawn_all(const LocalLaunchOptions& options,
-                              const std::vector<std::string>& argv, int port, int attempt) {
+                              const std::vector<std::string>& argv, const std::string& store_file,
+                              int attempt) {
   std::vector<Worker> workers;
   for (int rank = 0; rank < options.nproc; ++rank)
-    workers.push_back(spawn(options, argv, rank, port, attempt));
+    workers.push_back(spawn(options, argv, rank, store_file, attempt));
   for (const auto& w : workers) {
-    write_all(STDERR_FILENO, fmt::format("[launch] rank {} pid {} (rendezvous {}:{})\n", w.rank,
-                                         w.pid, options.master_addr, port));
+    write_all(STDERR_FILENO, fmt::format("[launch] rank {} pid {} (rendezvous file {})\n", w.rank,
+                                         w.pid, store_file));
   }
   return workers;
 }
 
+// NOTE [Local rendezvous]
+// The local launcher's workers meet in a c10d FileStore in a fresh folder of mode 0700 per
+// attempt (mkdtemp), removed when the attempt ends: LibTorch 1.13's TCPStore server listens on
+// every interface, and workers on one machine need no port at all; nobody else can read or plant
+// the file. Gloo's connections bind 127.0.0.1.
+class RendezvousFolder {
+ public:
+  RendezvousFolder() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern =
+        std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/vescale-rdzv-XXXXXX";
+    VS_CHECK(::mkdtemp(pattern.data()) != nullptr,
+             "[launch] cannot create a rendezvous folder {}: {}", pattern, std::strerror(errno));
+    folder_ = pattern;
+  }
+  ~RendezvousFolder() {
+    std::error_code ignored;
+    std::filesystem::remove_all(folder_, ignored);
+  }
+  RendezvousFolder(const RendezvousFolder&) = delete;
+  RendezvousFolder& operator=(const RendezvousFolder&) = delete;
+
+  std::string store_file() const { return folder_ + "/store"; }
+
+ private:
+  std::string folder_;
+};
+
 /// The open output pipes of the workers, to poll.
+enum class PipeKind { kStdout, kStderr, kHeartbeat };
+
 struct Pipes {
   std::vector<pollfd> fds;
-  std::vector<std::pair<size_t, bool>> owners;  // worker index, is stderr
+  std::vector<std::pair<size_t, PipeKind>> owners;  // worker index, which pipe
 };
 
 Pipes open_pipes(const std::vector<Worker>& workers) {
   Pipes pipes;
   for (size_t i = 0; i < workers.size(); ++i) {
-    if (workers[i].out_fd >= 0) {
-      pipes.fds.push_back({workers[i].out_fd, POLLIN, 0});
-      pipes.owners.push_back({i, false});
-    }
-    if (workers[i].err_fd >= 0) {
-      pipes.fds.push_back({workers[i].err_fd, POLLIN, 0});
-      pipes.owners.push_back({i, true});
+    for (auto [fd, kind] : {std::pair{workers[i].out_fd, PipeKind::kStdout},
+                            std::pair{workers[i].err_fd, PipeKind::kStderr},
+                            std::pair{workers[i].beat_fd, PipeKind::kHeartbeat}}) {
+      if (fd < 0) continue;
+      pipes.fds.push_back({fd, POLLIN, 0});
+      pipes.owners.push_back({i, kind});
     }
   }
   return pipes;
@@ -271,7 +342,9 @@ bool forward_output(Supervision& s, const LocalLaunchOptions& options) {
   for (size_t k = 0; k < pipes.fds.size(); ++k) {
     if (pipes.fds[k].revents == 0) continue;
     Worker& w = s.workers[pipes.owners[k].first];
-    if (pipes.owners[k].second) {
+    if (pipes.owners[k].second == PipeKind::kHeartbeat) {
+      read_beats(w, *s.liveness);
+    } else if (pipes.owners[k].second == PipeKind::kStderr) {
       pump(w, w.err_fd, w.err_partial, STDERR_FILENO, options.prefix_output);
     } else {
       // Rank 0's stdout is the command's result (a table, a report): forwarded as it is.
@@ -279,6 +352,39 @@ bool forward_output(Supervision& s, const LocalLaunchOptions& options) {
     }
   }
   return true;
+}
+
+/// A worker failed, perhaps because its collective timed out waiting for another rank: when a
+/// rank has been silent or stuck for half its limit, the outcome names it first (NOTE
+/// [Heartbeat]), with the failed worker as its victim.
+void blame_who_it_waited_for(Supervision& s, const Worker& victim) {
+  const auto suspect = s.liveness->check(LivenessMonitor::Clock::now(), 0.5);
+  if (!suspect || suspect->rank == victim.rank) return;
+  const Worker& w = s.workers[static_cast<size_t>(suspect->rank)];
+  s.outcome.failed_rank = w.rank;
+  s.outcome.failure = fmt::format(
+      "rank {} (pid {}) stopped answering: it {}; rank {} {} waiting "
+      "for it{}",
+      w.rank, w.pid, suspect->why, victim.rank, describe_status(victim.status),
+      victim.last_line.empty() ? "" : fmt::format(" (its last line: {})", victim.last_line));
+  s.described = true;
+}
+
+/// Stops the job at once when a rank stopped answering (NOTE [Heartbeat]): its collectives can
+/// never complete, so nothing could be saved; the report names that rank.
+void stop_the_unresponsive(Supervision& s) {
+  if (s.outcome.failed_rank >= 0 || s.signals_handled > 0 || s.preempted > 0) return;
+  const auto found = s.liveness->check(LivenessMonitor::Clock::now());
+  if (!found) return;
+  const Worker& w = s.workers[static_cast<size_t>(found->rank)];
+  s.outcome.failed_rank = w.rank;
+  s.outcome.exit_code = 1;
+  s.outcome.failure =
+      fmt::format("rank {} (pid {}) stopped answering: it {}", w.rank, w.pid, found->why);
+  s.described = true;
+  write_all(STDERR_FILENO,
+            fmt::format("[launch] {}; stopping every worker (SIGKILL)\n", s.outcome.failure));
+  signal_all(s.workers, SIGKILL);
 }
 
 /// Reaps workers that ended; the first failure is the outcome and stops the rest.
@@ -290,6 +396,7 @@ void reap_ended(Supervision& s, const LocalLaunchOptions& options) {
     w.running = false;
     w.status = status;
     --s.alive;
+    s.liveness->on_exit(w.rank);
     if (preempted(status, options)) {
       // The others agreed to stop too (NOTE [Preemption]) and are saving: no signal for them,
       // only a deadline in case one hangs.
@@ -300,6 +407,7 @@ void reap_ended(Supervision& s, const LocalLaunchOptions& options) {
       s.outcome.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
       s.outcome.failure =
           fmt::format("rank {} (pid {}) {}", w.rank, w.pid, describe_status(status));
+      blame_who_it_waited_for(s, w);
       signal_all(s.workers, SIGTERM);
       s.kill_deadline = Clock::now() + options.grace;
     }
@@ -332,7 +440,8 @@ void stop_others(Supervision& s, const LocalLaunchOptions& options) {
 void report_failure(Supervision& s) {
   if (s.outcome.failed_rank < 0) return;
   const Worker& w = s.workers[s.outcome.failed_rank];
-  if (!w.last_line.empty()) s.outcome.failure += fmt::format("; its last line: {}", w.last_line);
+  if (!w.last_line.empty() && !s.described)
+    s.outcome.failure += fmt::format("; its last line: {}", w.last_line);
   int stopped = 0;
   for (const auto& other : s.workers)
     stopped += other.rank != w.rank && failed(other.status);
@@ -341,13 +450,16 @@ void report_failure(Supervision& s) {
 
 /// Runs the workers of one attempt until every one has ended.
 Supervision supervise(const LocalLaunchOptions& options, const std::vector<std::string>& argv,
-                      int port, int attempt) {
+                      int attempt) {
+  const RendezvousFolder rendezvous;
   Supervision s;
-  s.workers = spawn_all(options, argv, port, attempt);
+  s.liveness.emplace(options.nproc, LivenessMonitor::Clock::now());
+  s.workers = spawn_all(options, argv, rendezvous.store_file(), attempt);
   s.alive = options.nproc;
   while (forward_output(s, options)) {
     reap_ended(s, options);
     stop_others(s, options);
+    stop_the_unresponsive(s);
   }
   if (s.outcome.failed_rank < 0 && s.preempted > 0) {
     s.outcome.preempted = true;
@@ -377,10 +489,7 @@ LaunchOutcome run_local_workers(const LocalLaunchOptions& options) {
   SignalForwarding forwarding;
   std::vector<std::string> argv = options.argv;
   for (int attempt = 0;; ++attempt) {
-    // A fresh port per attempt: the last one's store may linger in TIME_WAIT.
-    const int port =
-        attempt == 0 && options.master_port > 0 ? options.master_port : find_free_port();
-    Supervision s = supervise(options, argv, port, attempt);
+    Supervision s = supervise(options, argv, attempt);  // a fresh rendezvous folder each time
     s.outcome.restarts = attempt;
     if (!restartable(s, options, attempt)) {
       if (s.outcome.failed_rank >= 0 && options.max_restarts > 0 && attempt >= options.max_restarts)

@@ -13,7 +13,6 @@ struct LocalLaunchOptions {
   /// The worker command line; argv[0] is the executable (e.g. /proc/self/exe).
   std::vector<std::string> argv;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;  ///< 0: a free port
   /// Time the other workers get to stop after SIGTERM before SIGKILL, when one failed.
   std::chrono::milliseconds grace{std::chrono::seconds(5)};
   /// Time the workers get to save and exit after the launcher passed on a SIGTERM or SIGINT
@@ -43,9 +42,11 @@ struct LaunchOutcome {
 };
 
 /// Spawns options.nproc workers with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-/// MASTER_PORT and VESCALE_LAUNCHER=local set, forwards their stdout and stderr line by line, and
-/// waits. When a worker fails, the others get SIGTERM then SIGKILL, and all are restarted (a
-/// fresh rendezvous port, VESCALE_RESTART_COUNT set) up to max_restarts times. The first SIGINT
+/// VESCALE_STORE_FILE (NOTE [Local rendezvous]), VESCALE_HEARTBEAT_FD (NOTE [Heartbeat]) and
+/// VESCALE_LAUNCHER=local set, forwards their stdout and stderr line by line, and waits. A rank
+/// that stops answering stops the job, named. When a worker fails, the others get SIGTERM then
+/// SIGKILL, and all are restarted (a fresh rendezvous, VESCALE_RESTART_COUNT set) up to
+/// max_restarts times. The first SIGINT
 /// or SIGTERM to the launcher reaches every worker as SIGTERM, the second as SIGKILL. Workers
 /// run in their own process group (a terminal's Ctrl-C reaches the launcher only) and die with
 /// the launcher (PR_SET_PDEATHSIG).

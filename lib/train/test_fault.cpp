@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 
@@ -27,6 +28,20 @@ void maybe_die_for_test(int rank, int64_t step) {
     spdlog::default_logger()->flush();
     ::raise(SIGKILL);
   }
+}
+
+void maybe_hang_for_test(int rank, int64_t step) {
+  static const char* spec = std::getenv("VESCALE_TEST_HANG_AT_STEP");
+  if (spec == nullptr) return;
+  int hang_rank = -1;
+  long long hang_step = -1;
+  VS_CHECK(std::sscanf(spec, "%d:%lld", &hang_rank, &hang_step) == 2,
+           "[test] VESCALE_TEST_HANG_AT_STEP='{}': expected rank:step", spec);
+  if (rank != hang_rank || step != hang_step) return;
+  spdlog::warn("[test] rank {} hangs before step {}", rank, hang_step);
+  spdlog::default_logger()->flush();
+  while (true)
+    std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
 }  // namespace vescale

@@ -1,4 +1,4 @@
-// A fault to inject on purpose, for the restart tests (tests/e2e/test_restart.py).
+// Faults to inject on purpose, for the restart and liveness tests (tests/e2e/).
 #pragma once
 
 #include <cstdint>
@@ -10,5 +10,10 @@ namespace vescale {
 /// (default 1: the first run only; the launcher sets VESCALE_RESTART_COUNT to the attempt).
 /// A no-op when the variable is unset.
 void maybe_die_for_test(int rank, int64_t step);
+
+/// Test only: VESCALE_TEST_HANG_AT_STEP="rank:step" makes rank `rank` hang (sleep forever, in no
+/// collective) as it is about to run 0-based step `step`: a deadlock in compute, for the
+/// launcher's heartbeat to find (tests/e2e/test_liveness.py). A no-op when unset.
+void maybe_hang_for_test(int rank, int64_t step);
 
 }  // namespace vescale

@@ -141,6 +141,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
   int64_t end_step = c.steps;
   for (int64_t step = start_step; step < c.steps; ++step) {
     maybe_die_for_test(world.rank(), step);
+    maybe_hang_for_test(world.rank(), step);
     const auto step_start = Clock::now();
     if (step == start_step + 1) timed_start = step_start;
     const comm::CommSnapshot comm_before = meter.stats.snapshot();
