@@ -48,10 +48,10 @@ class Restart(unittest.TestCase):
         self.assertEqual(restarts, [("rank 1 was killed by signal 9 (Killed)", "1", "2",
                                      "from step 10")])
         self.assertIn("[launch] done after 1 restart", log)
-        # The log's rendezvous lines: a fresh port for the restart.
-        ports = re.findall(r"\[launch\] rank 0 pid \d+ \(rendezvous [\d.]+:(\d+)\)", log)
-        self.assertEqual(len(ports), 2)
-        self.assertNotEqual(ports[0], ports[1])
+        # The log's rendezvous lines: a fresh rendezvous folder for the restart.
+        stores = re.findall(r"\[launch\] rank 0 pid \d+ \(rendezvous file (\S+)\)", log)
+        self.assertEqual(len(stores), 2)
+        self.assertNotEqual(stores[0], stores[1])
         entries = losses_by_step(folder)
         steps = [s for s, _ in entries]
         self.assertEqual(steps, list(range(1, 13)) + list(range(11, STEPS + 1)))
