@@ -308,6 +308,7 @@ void write_rank_file(const fs::path& folder, int rank, const CheckpointMeta& met
       write_piece(file, p);
     link_aliases(file, aliases);
     stamp_dataset_count(file);
+    file.close();
   }
   sync_to_disk(tmp);
   fs::rename(tmp, final_path);
@@ -348,6 +349,7 @@ void write_merged_file(const fs::path& folder, const CheckpointMeta& meta,
       pieces([&](SavedPiece p) {
         if (file) write_piece(*file, p);
       });
+      if (file) file->close();
     }
     group.barrier();
   }
@@ -356,6 +358,7 @@ void write_merged_file(const fs::path& folder, const CheckpointMeta& meta,
       h5::File file = h5::File::open_for_append(tmp.string());
       link_aliases(file, aliases);
       stamp_dataset_count(file);
+      file.close();
     }
     sync_to_disk(tmp);
     fs::rename(tmp, final_path);
@@ -679,7 +682,7 @@ int64_t merge_checkpoint(const CheckpointReader& reader, const std::string& outp
   const std::string tmp = output + ".tmp";
   remove_stale(tmp);
   int64_t written = 0;
-  {
+  try {
     h5::File file = h5::File::create(tmp);
     CheckpointMeta meta = reader.meta();
     meta.format = "merged";
@@ -690,6 +693,12 @@ int64_t merge_checkpoint(const CheckpointReader& reader, const std::string& outp
       ++written;
     }
     link_aliases(file, reader.aliases());
+    stamp_dataset_count(file);
+    file.close();
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);  // no half-written file left behind
+    throw;
   }
   sync_to_disk(tmp);
   // The output is checked again just before the rename: a link made meanwhile is refused, not

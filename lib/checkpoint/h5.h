@@ -24,6 +24,12 @@ class Handle {
   ~Handle();
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
+  /// Gives up ownership: the caller closes the id.
+  hid_t release() {
+    const hid_t id = id_;
+    id_ = -1;
+    return id;
+  }
 
  private:
   hid_t id_ = -1;
@@ -42,6 +48,11 @@ class File {
 
   const std::string& path() const { return path_; }
   hid_t id() const { return handle_.get(); }
+
+  /// Flushes and closes a file written to, throwing if HDF5 could not write all of it (a full
+  /// disk, a file size limit): HDF5 buffers writes, so a write can fail only here, and a closing
+  /// destructor could only ignore it.
+  void close();
 
   /// Writes a tensor (float32, float64 or int64) at `name` ("/model/x.weight"), creating groups.
   void write(const std::string& name, const at::Tensor& tensor);

@@ -303,5 +303,36 @@ class CheckpointIntegrity(unittest.TestCase):
         print(f"stale LOCK (holder gone): the job runs; LOCK said '{owner}'")
 
 
+
+class FullDisk(unittest.TestCase):
+    def test_a_full_disk_is_a_clean_error_and_nothing_is_committed(self):
+        # A file size limit makes writes fail as a full disk does (SIGXFSZ ignored: EFBIG), with
+        # no root and no tmpfs. Issue [13]: the error was clean, then HDF5's exit handler
+        # segfaulted (exit 139); before that, a failed flush went unnoticed and was committed.
+        import resource
+        import signal
+        tmp = tempfile.mkdtemp(prefix="vescale-full-")
+        try:
+            def limit():
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+                resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+            from common import BINARY
+            result = subprocess.run(
+                [BINARY, "train", CONFIG, f"--job.dump_folder={tmp}", "--training.steps=4",
+                 "--checkpoint.interval=2", *FAST], preexec_fn=limit, capture_output=True,
+                text=True, timeout=120, cwd=ROOT)
+            errors = [l for l in result.stderr.splitlines() if "error:" in l]
+            print(f"\nfile size limit 100 kB: exit {result.returncode}; {errors[:1]}")
+            self.assertEqual(result.returncode, 1, result.stderr[-2000:])
+            self.assertTrue(any("is the disk full?" in l and "rank-0000" in l for l in errors),
+                            result.stderr[-2000:])
+            root = os.path.join(tmp, "checkpoints")
+            committed = [d for d in os.listdir(root)
+                         if os.path.exists(os.path.join(root, d, "COMMIT"))]
+            self.assertEqual(committed, [])
+            self.assertFalse(os.path.exists(os.path.join(root, "latest")))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
 if __name__ == "__main__":
     unittest.main()
