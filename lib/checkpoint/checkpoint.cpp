@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <sstream>
 
@@ -534,6 +535,22 @@ void CheckpointReader::index_pieces() {
         pieces_[name].push_back(piece);
       }
     }
+  }
+  // Pieces overlap only as replicas, so a whole tensor holds at most as many elements as its
+  // pieces together: a global shape past that (damaged metadata, a missing rank file) is refused
+  // before a tensor of that shape is allocated.
+  for (const auto& [name, pieces] : pieces_) {
+    double held = 0;
+    for (const auto& p : pieces)
+      held += std::accumulate(p.sizes.begin(), p.sizes.end(), 1.0, std::multiplies<double>());
+    const auto& shape = shapes_.at(name);
+    const double whole =
+        std::accumulate(shape.begin(), shape.end(), 1.0, std::multiplies<double>());
+    VS_USER_CHECK(
+        whole <= held,
+        "[checkpoint] {}: tensor {} has global shape [{}] ({} elements) but its pieces in "
+        "{} hold only {}: a damaged file or a missing rank file",
+        path_, name, fmt::join(shape, ", "), whole, fmt::join(files(), ", "), held);
   }
 }
 

@@ -246,7 +246,8 @@ void File::set_attr(const std::string& object, const std::string& key, const std
   Handle a(H5Acreate2(o.get(), key.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
            H5Aclose);
   const std::string padded = value.empty() ? std::string(1, '\0') : value;
-  H5Awrite(a.get(), type.get(), padded.data());
+  VS_CHECK(a.valid() && H5Awrite(a.get(), type.get(), padded.data()) >= 0,
+           "[checkpoint] {}: cannot write attribute {} of {}", path_, key, object);
 }
 
 void File::set_attr(const std::string& object, const std::string& key,
@@ -257,7 +258,8 @@ void File::set_attr(const std::string& object, const std::string& key,
   Handle a(
       H5Acreate2(o.get(), key.c_str(), H5T_NATIVE_INT64, space.get(), H5P_DEFAULT, H5P_DEFAULT),
       H5Aclose);
-  if (n > 0) H5Awrite(a.get(), H5T_NATIVE_INT64, value.data());
+  VS_CHECK(a.valid() && (n == 0 || H5Awrite(a.get(), H5T_NATIVE_INT64, value.data()) >= 0),
+           "[checkpoint] {}: cannot write attribute {} of {}", path_, key, object);
 }
 
 void File::set_attr(const std::string& object, const std::string& key, int64_t value) {
@@ -266,7 +268,8 @@ void File::set_attr(const std::string& object, const std::string& key, int64_t v
   Handle a(
       H5Acreate2(o.get(), key.c_str(), H5T_NATIVE_INT64, space.get(), H5P_DEFAULT, H5P_DEFAULT),
       H5Aclose);
-  H5Awrite(a.get(), H5T_NATIVE_INT64, &value);
+  VS_CHECK(a.valid() && H5Awrite(a.get(), H5T_NATIVE_INT64, &value) >= 0,
+           "[checkpoint] {}: cannot write attribute {} of {}", path_, key, object);
 }
 
 bool File::has_attr(const std::string& object, const std::string& key) const {

@@ -5,6 +5,7 @@
 // to the intact checkpoint: never another exception, a crash, a hang, or a silently wrong tensor.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,6 +15,7 @@
 #include <sstream>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/h5.h"
 #include "core/error.h"
 #include "support/mutate.h"
 #include "support/training_runs.h"
@@ -95,12 +97,97 @@ Outcome damage_and_read(const fs::path& step, const fs::path& work, int i, testi
   }
 }
 
+/// Rewrites attribute `key` of `object` (HDF5 will not create one that exists).
+template <typename T>
+void rewrite_attr(h5::File& file, const std::string& object, const std::string& key, T value) {
+  H5Adelete_by_name(file.id(), object.c_str(), key.c_str(), H5P_DEFAULT);
+  file.set_attr(object, key, value);
+}
+
+/// Edits the metadata of one file of a copy of `step` as case `i` says (issue [13]: another
+/// run's id or rank file, a step, a world size, a tensor's global shape or offset) and reads it
+/// all back.
+Outcome edit_and_read(const fs::path& step, const fs::path& other_run_step, const fs::path& work,
+                      int i, testing::Mutator& mutate,
+                      const std::map<std::string, at::Tensor>& intact) {
+  fs::remove_all(work);
+  fs::copy(step, work, fs::copy_options::recursive);
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(work)) {
+    if (entry.path().extension() == ".h5") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  const fs::path victim = files[mutate.below(files.size())];
+  std::string what;
+  if (i % 6 == 5) {  // a rank file of another run (and layout) in its place
+    std::vector<fs::path> others;
+    for (const auto& entry : fs::directory_iterator(other_run_step)) {
+      if (entry.path().extension() == ".h5") others.push_back(entry.path());
+    }
+    std::sort(others.begin(), others.end());
+    fs::copy_file(others[mutate.below(others.size())], victim,
+                  fs::copy_options::overwrite_existing);
+    what = "a file of another run";
+  } else {
+    h5::File file = h5::File::open_for_append(victim.string());
+    const std::vector<std::string> tensors = file.datasets("/model");
+    const std::string tensor = "/model/" + tensors[mutate.below(tensors.size())];
+    const std::vector<int64_t> wild = {-5, -1, 0, 1, 3, 1000000000, int64_t{1} << 40};
+    const int64_t number = wild[mutate.below(wild.size())];
+    switch (i % 6) {
+      case 0:
+        rewrite_attr(file, "/meta", "run_id", std::string("0123456789abcdef"));
+        what = "run_id";
+        break;
+      case 1:
+        rewrite_attr(file, "/meta", "step", number);
+        what = fmt::format("step = {}", number);
+        break;
+      case 2:
+        rewrite_attr(file, "/meta", "world_size", number);
+        what = fmt::format("world_size = {}", number);
+        break;
+      case 3: {
+        std::vector<int64_t> shape = file.attr_ints(tensor, "global_shape");
+        shape[mutate.below(shape.size())] = number;
+        rewrite_attr(file, tensor, "global_shape", shape);
+        what = fmt::format("{} global_shape [{}]", tensor, fmt::join(shape, ", "));
+        break;
+      }
+      default: {
+        std::vector<int64_t> offset = file.attr_ints(tensor, "global_offset");
+        offset[mutate.below(offset.size())] = number;
+        rewrite_attr(file, tensor, "global_offset", offset);
+        what = fmt::format("{} global_offset [{}]", tensor, fmt::join(offset, ", "));
+        break;
+      }
+    }
+    file.close();
+  }
+  try {
+    const std::map<std::string, at::Tensor> back = read_all(work.string());
+    for (const auto& [name, tensor] : intact) {
+      auto it = back.find(name);
+      EXPECT_TRUE(it != back.end() && it->second.sizes() == tensor.sizes() &&
+                  at::equal(it->second, tensor))
+          << victim.filename() << ": " << what << ": " << name << " read back different";
+    }
+    return Outcome::kIntact;
+  } catch (const UserError&) {
+    return Outcome::kRefused;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << victim.filename() << ": " << what << ": not a user error: " << e.what();
+    return Outcome::kRefused;
+  }
+}
+
 TEST(Fuzz, DamagedCheckpointsAreRefusedOrReadBackExactly) {
   const std::string root = testing::fresh_folder("vescale-ckpt-fuzz");
   testing::Mutator mutate(11);
   const int per_format = 80;
   int total = 0;
   const auto start = std::chrono::steady_clock::now();
+  std::map<std::string, fs::path> steps;
   for (const char* format : {"sharded", "deduped", "merged"}) {
     const std::string run = root + "/" + format;
     testing::train_in(run, testing::kGptRun,
@@ -124,6 +211,24 @@ TEST(Fuzz, DamagedCheckpointsAreRefusedOrReadBackExactly) {
         "back bitwise intact, 0 wrong\n",
         format, per_format, refused, exact);
     EXPECT_GT(refused, per_format / 2);
+    steps[format] = step;
+  }
+  // Metadata edits: each format's checkpoint with another run's files and wild numbers.
+  const int edits = 30;
+  for (const auto& [format, step] : steps) {
+    const fs::path& other = steps[format == "sharded" ? "deduped" : "sharded"];
+    const std::map<std::string, at::Tensor> intact = read_all(step.string());
+    int refused = 0, exact = 0;
+    for (int i = 0; i < edits; ++i) {
+      const Outcome o = edit_and_read(step, other, fs::path(root) / "case", i, mutate, intact);
+      (o == Outcome::kRefused ? refused : exact) += 1;
+    }
+    total += edits;
+    std::printf(
+        "checkpoint fuzz, %s metadata (run id, step, world size, shapes, offsets, a file "
+        "of another run): %d edits: %d refused, %d read back bitwise intact, 0 wrong\n",
+        format.c_str(), edits, refused, exact);
+    EXPECT_GT(refused, edits / 2);
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -334,5 +334,25 @@ class FullDisk(unittest.TestCase):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def test_a_full_disk_for_metrics_is_said_not_silent(self):
+        import resource
+        import signal
+        tmp = tempfile.mkdtemp(prefix="vescale-full-")
+        try:
+            def limit():
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+                resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+            from common import BINARY
+            result = subprocess.run(
+                [BINARY, "train", CONFIG, f"--job.dump_folder={tmp}", "--training.steps=4",
+                 "--parallel.dp=1", "--parallel.tp=1", *FAST], preexec_fn=limit,
+                capture_output=True, text=True, timeout=120, cwd=ROOT)
+            said = [l for l in result.stderr.splitlines() if "metrics: writing" in l]
+            print(f"\nmetrics.jsonl over a 1 kB file size limit: exit {result.returncode}; {said}")
+            self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+            self.assertEqual(len(said), 1, result.stderr[-2000:])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
 if __name__ == "__main__":
     unittest.main()
