@@ -42,17 +42,28 @@ std::string slurp(const fs::path& path) {
 
 enum class Outcome { kRefused, kIntact };
 
-/// Damages one .h5 file of a copy of `step` as case `i` says and reads it all back.
-Outcome damage_and_read(const fs::path& step, const fs::path& work, int i, testing::Mutator& mutate,
-                        const std::map<std::string, at::Tensor>& intact) {
-  fs::remove_all(work);
-  fs::copy(step, work, fs::copy_options::recursive);
+/// The .h5 files of `folder`, in name order.
+std::vector<fs::path> h5_files(const fs::path& folder) {
   std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(work)) {
+  for (const auto& entry : fs::directory_iterator(folder)) {
     if (entry.path().extension() == ".h5") files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
-  const fs::path victim = files[mutate.below(files.size())];
+  return files;
+}
+
+/// Copies the step folder `step` to `work` and picks one of the copy's files.
+fs::path copy_and_pick(const fs::path& step, const fs::path& work, testing::Mutator& mutate) {
+  fs::remove_all(work);
+  fs::copy(step, work, fs::copy_options::recursive);
+  const std::vector<fs::path> files = h5_files(work);
+  return files[mutate.below(files.size())];
+}
+
+/// Damages one .h5 file of a copy of `step` as case `i` says and reads it all back.
+Outcome damage_and_read(const fs::path& step, const fs::path& work, int i, testing::Mutator& mutate,
+                        const std::map<std::string, at::Tensor>& intact) {
+  const fs::path victim = copy_and_pick(step, work, mutate);
   std::string bytes = slurp(victim);
   std::string what;
   switch (i % 5) {
@@ -110,21 +121,10 @@ void rewrite_attr(h5::File& file, const std::string& object, const std::string& 
 Outcome edit_and_read(const fs::path& step, const fs::path& other_run_step, const fs::path& work,
                       int i, testing::Mutator& mutate,
                       const std::map<std::string, at::Tensor>& intact) {
-  fs::remove_all(work);
-  fs::copy(step, work, fs::copy_options::recursive);
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(work)) {
-    if (entry.path().extension() == ".h5") files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
-  const fs::path victim = files[mutate.below(files.size())];
+  const fs::path victim = copy_and_pick(step, work, mutate);
   std::string what;
   if (i % 6 == 5) {  // a rank file of another run (and layout) in its place
-    std::vector<fs::path> others;
-    for (const auto& entry : fs::directory_iterator(other_run_step)) {
-      if (entry.path().extension() == ".h5") others.push_back(entry.path());
-    }
-    std::sort(others.begin(), others.end());
+    const std::vector<fs::path> others = h5_files(other_run_step);
     fs::copy_file(others[mutate.below(others.size())], victim,
                   fs::copy_options::overwrite_existing);
     what = "a file of another run";

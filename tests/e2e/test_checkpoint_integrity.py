@@ -3,12 +3,14 @@
 temporaries that never follow a planted symbolic link, file modes, and the folder lock."""
 import fcntl
 import os
+import resource
 import shutil
+import signal
 import subprocess
 import tempfile
 import unittest
 
-from common import SYSTEM_PYTHON, run
+from common import BINARY, SYSTEM_PYTHON, run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(ROOT, "configs", "gpt-dp2-tp2.toml")
@@ -304,23 +306,24 @@ class CheckpointIntegrity(unittest.TestCase):
 
 
 
+def train_within_file_size(limit_bytes, *args):
+    """vescale-train train CONFIG ARGS with files limited to `limit_bytes`: writes past it fail as
+    on a full disk (SIGXFSZ ignored: EFBIG), with no root and no tmpfs."""
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+    return subprocess.run([BINARY, "train", CONFIG, *args, *FAST], preexec_fn=limit,
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
 class FullDisk(unittest.TestCase):
     def test_a_full_disk_is_a_clean_error_and_nothing_is_committed(self):
-        # A file size limit makes writes fail as a full disk does (SIGXFSZ ignored: EFBIG), with
-        # no root and no tmpfs. Issue [13]: the error was clean, then HDF5's exit handler
-        # segfaulted (exit 139); before that, a failed flush went unnoticed and was committed.
-        import resource
-        import signal
+        # Issue [13]: the error was clean, then HDF5's exit handler segfaulted (exit 139); before
+        # that, a failed flush went unnoticed and the truncated file was committed.
         tmp = tempfile.mkdtemp(prefix="vescale-full-")
         try:
-            def limit():
-                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-                resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
-            from common import BINARY
-            result = subprocess.run(
-                [BINARY, "train", CONFIG, f"--job.dump_folder={tmp}", "--training.steps=4",
-                 "--checkpoint.interval=2", *FAST], preexec_fn=limit, capture_output=True,
-                text=True, timeout=120, cwd=ROOT)
+            result = train_within_file_size(100_000, f"--job.dump_folder={tmp}",
+                                            "--training.steps=4", "--checkpoint.interval=2")
             errors = [l for l in result.stderr.splitlines() if "error:" in l]
             print(f"\nfile size limit 100 kB: exit {result.returncode}; {errors[:1]}")
             self.assertEqual(result.returncode, 1, result.stderr[-2000:])
@@ -335,24 +338,17 @@ class FullDisk(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
     def test_a_full_disk_for_metrics_is_said_not_silent(self):
-        import resource
-        import signal
         tmp = tempfile.mkdtemp(prefix="vescale-full-")
         try:
-            def limit():
-                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-                resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
-            from common import BINARY
-            result = subprocess.run(
-                [BINARY, "train", CONFIG, f"--job.dump_folder={tmp}", "--training.steps=4",
-                 "--parallel.dp=1", "--parallel.tp=1", *FAST], preexec_fn=limit,
-                capture_output=True, text=True, timeout=120, cwd=ROOT)
+            result = train_within_file_size(1024, f"--job.dump_folder={tmp}", "--training.steps=4",
+                                            "--parallel.dp=1", "--parallel.tp=1")
             said = [l for l in result.stderr.splitlines() if "metrics: writing" in l]
             print(f"\nmetrics.jsonl over a 1 kB file size limit: exit {result.returncode}; {said}")
             self.assertEqual(result.returncode, 0, result.stderr[-2000:])
             self.assertEqual(len(said), 1, result.stderr[-2000:])
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
 
 if __name__ == "__main__":
     unittest.main()
