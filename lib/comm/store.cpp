@@ -1,5 +1,8 @@
 #include "comm/store.h"
 
+#include <optional>
+
+#include "comm/bind_address.h"
 #include "comm/c10d_compat.h"
 #include "core/error.h"
 
@@ -15,6 +18,9 @@ Store Store::tcp(const std::string& host, int port, int rank, int world,
   options.waitWorkers = true;
   options.timeout = timeout;
   try {
+    // The server listens on `host` only, not on every interface (NOTE [Store bind address]).
+    std::optional<BindOnlyTo> bind_only;
+    if (options.isServer) bind_only.emplace(host);
     auto store = c10::make_intrusive<::c10d::TCPStore>(host, options);
     return Store(std::make_shared<Impl>(Impl{store}));
   } catch (const std::exception& e) {

@@ -1,6 +1,7 @@
 """NOTE [Heartbeat] end to end: a rank that stops answering (SIGSTOP) or hangs outside any
 collective is found by the local launcher, which stops the job and names that rank, not the
-ranks that were waiting for it; and the rendezvous opens no port (NOTE [Local rendezvous])."""
+ranks that were waiting for it; the local rendezvous opens no port (NOTE [Local rendezvous]) and
+a TCP one listens on MASTER_ADDR only (NOTE [Store bind address])."""
 import os
 import re
 import shutil
@@ -145,6 +146,40 @@ class Liveness(unittest.TestCase):
         for address in addresses:
             self.assertTrue(address.startswith("127.0.0.1:"), addresses)
 
+
+    def test_a_tcp_rendezvous_listens_on_master_addr_only(self):
+        # As Slurm starts them: rank 0 serves the TCP store at MASTER_ADDR:MASTER_PORT.
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        procs = []
+        try:
+            for rank in range(2):
+                env = dict(os.environ, SLURM_PROCID=str(rank), SLURM_NTASKS="2",
+                           SLURM_LOCALID=str(rank), SLURM_NTASKS_PER_NODE="2",
+                           SLURM_JOB_NODELIST="localhost", MASTER_ADDR="127.0.0.1",
+                           MASTER_PORT=str(port))
+                for var in ["RANK", "WORLD_SIZE"]:
+                    env.pop(var, None)
+                procs.append(subprocess.Popen(
+                    [BINARY, "train", CONFIG, "--parallel.dp=1", "--parallel.tp=2",
+                     f"--job.dump_folder={self.tmp}", "--training.steps=100000",
+                     "--metrics.log_interval=1", "--eval.windows=1"],
+                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+            deadline = time.monotonic() + 120
+            for line in procs[0].stderr:  # rank 0 logs the steps
+                if "step 2/" in line or time.monotonic() > deadline:
+                    break
+            addresses = listening_addresses([p.pid for p in procs])
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+        print(f"\nSlurm-style launch, MASTER_ADDR=127.0.0.1:{port}: listening {addresses}")
+        self.assertIn(f"127.0.0.1:{port}", addresses)
+        for address in addresses:
+            self.assertTrue(address.startswith("127.0.0.1:"), addresses)
 
 if __name__ == "__main__":
     unittest.main()
