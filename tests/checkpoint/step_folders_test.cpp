@@ -2,6 +2,8 @@
 // COMMIT-first deletion, and the CRC-32C the datasets carry (NOTE [Checkpoint integrity]).
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -40,6 +42,42 @@ TEST(StepFolders, OrderedByNumberPastSixDigits) {
   remove_step_folder(dir / "step-000002");
   EXPECT_FALSE(fs::exists(dir / "step-000002"));
   fs::remove_all(dir);
+}
+
+TEST(StepFolders, AKillWhileDeletingNeverLeavesACommittedStepMissingAFile) {
+  // Pruning killed at random moments (a child process deleting, SIGKILLed after a few hundred
+  // microseconds): whenever a rank file is gone, so is COMMIT.
+  const fs::path dir = fs::temp_directory_path() / ("vescale-prune-" + std::to_string(::getpid()));
+  int interrupted = 0;
+  for (int round = 0; round < 40; ++round) {
+    const fs::path step = dir / "step-000001";
+    fs::create_directories(step);
+    std::ofstream(step / "COMMIT") << "step\n";
+    for (int r = 0; r < 400; ++r)
+      std::ofstream(step / ("rank-" + std::to_string(r) + ".h5")) << "x";
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      remove_step_folder(step);
+      ::_exit(0);
+    }
+    ::usleep(static_cast<useconds_t>(100 + 50 * round));
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    if (fs::exists(step)) {
+      int files = 0;
+      for (const auto& entry : fs::directory_iterator(step))
+        files += entry.path().extension() == ".h5";
+      if (files < 400) {
+        ++interrupted;
+        EXPECT_FALSE(fs::exists(step / "COMMIT")) << "round " << round << ": " << files << " files";
+      }
+    }
+    fs::remove_all(step);
+  }
+  fs::remove_all(dir);
+  std::printf("pruning killed mid-way %d of 40 times: never a committed step missing a file\n",
+              interrupted);
 }
 
 TEST(Crc32c, KnownValuesAndChaining) {
