@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -32,7 +33,11 @@ in_addr ipv4_of(const std::string& host) {
 using BindFn = int (*)(int, const sockaddr*, socklen_t);
 
 BindFn libc_bind() {
-  static const BindFn real = reinterpret_cast<BindFn>(::dlsym(RTLD_NEXT, "bind"));
+  static const BindFn real = [] {
+    const auto found = reinterpret_cast<BindFn>(::dlsym(RTLD_NEXT, "bind"));
+    if (found == nullptr) std::abort();  // no libc bind to pass on to: nothing could bind
+    return found;
+  }();
   return real;
 }
 
