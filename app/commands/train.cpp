@@ -41,10 +41,15 @@ void precheck(const JobConfig& c) {
     VS_USER_CHECK(fs::is_directory(c.data_path), "config {}: data.path = \"{}\": no such folder",
                   c.source, c.data_path);
   }
-  if (c.model == "gpt") load_job_tokens(c);  // mapped and scanned boundedly: sizes, vocabulary
   job_plan(c);
-  // Workers this machine's launcher would start (outside launchers place their own).
-  if (!detect_launch_env()) check_local_workers_fit(c, physical_memory_bytes());
+  if (!detect_launch_env()) {
+    // The local launcher checks the data before it starts any worker (mapped and scanned
+    // boundedly: sizes, vocabulary); a worker, or a single process, checks it as it builds its
+    // task, so it is not scanned twice there.
+    if (c.model == "gpt" && c.world_size() > 1) load_job_tokens(c);
+    // Workers this machine's launcher would start (outside launchers place their own).
+    check_local_workers_fit(c, physical_memory_bytes());
+  }
   // As local rank 0 would resolve them: "cuda" without a GPU, or NCCL without it, fails here.
   comm::resolve_backend(comm::parse_backend(c.backend), parse_device(c.device, 0));
 }

@@ -494,17 +494,11 @@ CheckpointReader::CheckpointReader(const std::string& path_in) {
   path_ = path.string();
   for (const auto& f : checkpoint_files(path))
     files_.push_back(std::make_unique<h5::File>(h5::File::open(f.string())));
-  meta_ = read_meta(*files_[0]);  // checks the format version and ranges
   for (const auto& file : files_) {
-    const CheckpointMeta m = read_meta(*file);
+    const CheckpointMeta m = read_meta(*file);  // checks the format version and ranges
+    if (file == files_.front()) meta_ = m;
     check_same_checkpoint(*file, m, meta_, files_[0]->path());
     checksummed_.push_back(m.format_version >= 2);
-    if (file->has_attr("/meta", "datasets")) {
-      const int64_t written = file->attr_int("/meta", "datasets"), listed = count_datasets(*file);
-      VS_USER_CHECK(listed == written,
-                    "[checkpoint] {} lists {} tensors but was written with {}: the file is damaged",
-                    file->path(), listed, written);
-    }
     if (m.format_version < 2) {
       spdlog::warn(
           "[checkpoint] {} has format version {}: its tensors carry no checksums and are "
@@ -519,8 +513,10 @@ CheckpointReader::CheckpointReader(const std::string& path_in) {
 
 void CheckpointReader::index_pieces() {
   for (size_t f = 0; f < files_.size(); ++f) {
+    int64_t listed = 0;
     for (const std::string group : {"/model", "/optimizer"}) {
       for (const auto& rel : files_[f]->datasets(group)) {
+        ++listed;
         const std::string name = group.substr(1) + "/" + rel;
         const std::string dataset = group + "/" + rel;
         const auto shape = files_[f]->attr_ints(dataset, "global_shape");
@@ -534,6 +530,13 @@ void CheckpointReader::index_pieces() {
         placements_[name] = files_[f]->attr_string(dataset, "placements");
         pieces_[name].push_back(piece);
       }
+    }
+    // Damage can hide a dataset from the listing; it would otherwise look like a missing piece.
+    if (files_[f]->has_attr("/meta", "datasets")) {
+      const int64_t written = files_[f]->attr_int("/meta", "datasets");
+      VS_USER_CHECK(listed == written,
+                    "[checkpoint] {} lists {} tensors but was written with {}: the file is damaged",
+                    files_[f]->path(), listed, written);
     }
   }
   // Pieces overlap only as replicas, so a whole tensor holds at most as many elements as its

@@ -152,57 +152,56 @@ Worker spawn(const LocalLaunchOptions& options, std::vector<std::string> argv, i
   return w;
 }
 
-/// Reads the heartbeat lines available from a worker into `monitor` (NOTE [Heartbeat]).
-void read_beats(Worker& w, LivenessMonitor& monitor) {
-  char buffer[4096];
-  while (true) {
-    const ssize_t n = ::read(w.beat_fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (n <= 0) {  // the worker ended (or closed it)
-      ::close(w.beat_fd);
-      w.beat_fd = -1;
-      return;
-    }
-    w.beat_partial.append(buffer, static_cast<size_t>(n));
-    size_t start = 0, end;
-    const auto now = LivenessMonitor::Clock::now();
-    while ((end = w.beat_partial.find('\n', start)) != std::string::npos) {
-      monitor.on_line(w.rank, w.beat_partial.substr(start, end - start), now);
-      start = end + 1;
-    }
-    w.beat_partial.erase(0, start);
-  }
-}
-
-/// Reads what is available on `fd`, forwards complete lines, returns false at end of file.
-bool pump(Worker& w, int& fd, std::string& partial, int to_fd, bool prefix) {
+/// Reads what is available on `fd` and hands each complete line to `on_line`; at end of file
+/// (or an error) also the unfinished last one when `flush_unfinished`, then closes `fd` (-1).
+/// Returns false at end of file.
+template <typename OnLine>
+bool read_lines(int& fd, std::string& partial, bool flush_unfinished, OnLine&& on_line) {
   char buffer[65536];
   while (true) {
     const ssize_t n = ::read(fd, buffer, sizeof(buffer));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    if (n <= 0) {  // end of file (or error): flush what is left
-      if (!partial.empty()) partial.push_back('\n');
-    } else {
+    if (n > 0) {
       partial.append(buffer, static_cast<size_t>(n));
+    } else if (flush_unfinished && !partial.empty()) {
+      partial.push_back('\n');
     }
     size_t start = 0, end;
-    std::string out;
     while ((end = partial.find('\n', start)) != std::string::npos) {
-      const std::string line = partial.substr(start, end - start);
-      if (!line.empty()) w.last_line = line;
-      out += prefix ? fmt::format("[rank {}] {}\n", w.rank, line) : line + "\n";
+      on_line(partial.substr(start, end - start));
       start = end + 1;
     }
     partial.erase(0, start);
-    write_all(to_fd, out);
     if (n <= 0) {
       ::close(fd);
       fd = -1;
       return false;
     }
   }
+}
+
+/// Reads the heartbeat lines available from a worker into `monitor` (NOTE [Heartbeat]).
+void read_beats(Worker& w, LivenessMonitor& monitor) {
+  const auto now = LivenessMonitor::Clock::now();
+  read_lines(w.beat_fd, w.beat_partial, false,
+             [&](const std::string& line) { monitor.on_line(w.rank, line, now); });
+}
+
+/// Forwards the complete lines available on `fd` (prefixed "[rank N] " when `prefix`), and what
+/// is left at end of file; returns false at end of file.
+bool pump(Worker& w, int& fd, std::string& partial, int to_fd, bool prefix) {
+  std::string out;
+  const bool open = read_lines(fd, partial, true, [&](const std::string& line) {
+    if (!line.empty()) w.last_line = line;
+    out += prefix ? fmt::format("[rank {}] {}\n", w.rank, line) : line + "\n";
+    if (out.size() >= 65536) {  // a flood is passed on as it comes, not held
+      write_all(to_fd, out);
+      out.clear();
+    }
+  });
+  write_all(to_fd, out);
+  return open;
 }
 
 std::string describe_status(int status) {
