@@ -150,4 +150,12 @@ class Group {
   std::shared_ptr<Impl> impl_;
 };
 
+namespace detail {
+/// For tests: this thread's next `count` connects (Group::create or split) fail as a lost Gloo
+/// connection does: after the exchange, on this rank only (NOTE [Connect retry]).
+void inject_connect_failures(int count);
+/// True, counting one down, when an injected failure is due on this thread.
+bool take_injected_connect_failure();
+}  // namespace detail
+
 }  // namespace vescale::comm

@@ -452,5 +452,34 @@ TEST(Collectives, SplitRejectsBadPartition) {
   });
 }
 
+// NOTE [Connect retry]: one member's lost connection makes every member connect again.
+TEST(Collectives, ConnectFailureOnOneRankIsRetriedByAll) {
+  run_ranks(4, [](const Group& world) {
+    if (world.rank() == 2) detail::inject_connect_failures(2);
+    Group tp = world.split({{0, 1, 2, 3}}, "tp");
+    at::Tensor t = at::full({4}, double(world.rank()), at::kDouble);
+    tp.all_reduce(t);
+    EXPECT_TRUE(at::equal(t, at::full({4}, 6.0, at::kDouble)));
+  });
+}
+
+TEST(Collectives, ConnectGivesUpOnEveryRankAfterThreeFailures) {
+  std::vector<std::string> errors(3);
+  run_ranks(3, [&](const Group& world) {
+    if (world.rank() == 1) detail::inject_connect_failures(3);
+    try {
+      world.split({{0, 1, 2}}, "tp");
+    } catch (const Error& e) {
+      errors[world.rank()] = e.what();
+    }
+  });
+  for (int r = 0; r < 3; ++r) {
+    std::printf("rank %d: %s\n", r, errors[r].c_str());
+    EXPECT_NE(errors[r].find("connect over tp"), std::string::npos) << r;
+  }
+  EXPECT_NE(errors[1].find("injected for a test"), std::string::npos);
+  EXPECT_NE(errors[0].find("1 other member(s) failed to connect (3 attempts)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace vescale::comm

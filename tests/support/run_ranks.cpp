@@ -1,5 +1,6 @@
 #include "support/run_ranks.h"
 
+#include <cstdio>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -23,6 +24,11 @@ void run_ranks(int world, const std::function<void(const comm::Group& world)>& f
         fn(group);
         // Keep every rank's group alive until all are done: Gloo needs its peers to tear down.
         group.barrier();
+      } catch (const std::exception& e) {
+        // Every rank's error is printed: the first to arrive is often a peer's consequence.
+        std::lock_guard<std::mutex> lock(mutex);
+        std::fprintf(stderr, "[run_ranks] rank %d of %d: %s\n", rank, world, e.what());
+        if (!first_error) first_error = std::current_exception();
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!first_error) first_error = std::current_exception();
