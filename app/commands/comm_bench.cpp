@@ -3,14 +3,21 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
+#include <thread>
 
+#include "autoplan/machine_facts.h"
+#include "checkpoint/safe_files.h"
 #include "commands/commands.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/thread_budget.h"
 #include "core/units.h"
 #include "mesh/device_mesh.h"
 
@@ -27,6 +34,7 @@ struct BenchOptions {
   double timeout_s = 60;
   std::string backend = "auto";
   std::string device = "auto";
+  std::string calibrate;  ///< write plan auto's machine facts here (NOTE [Plan auto])
 };
 
 /// One collective under test: runs once on buffers sized for `bytes` and checks the result.
@@ -134,6 +142,7 @@ struct Row {
   double bus_factor = 1;
   int64_t counted_bytes = 0;  // per call, this rank (rank 0)
   bool ok = false;
+  int group_size = 0;
 };
 
 void print_table(const std::vector<Row>& rows, const std::string& header) {
@@ -147,6 +156,54 @@ void print_table(const std::vector<Row>& rows, const std::string& header) {
                 algbw * r.bus_factor, format_bytes(r.counted_bytes).c_str(), r.ok ? "ok" : "FAIL");
   }
   std::fflush(stdout);
+}
+
+/// plan auto's machine facts (NOTE [Plan auto]): every rank measures its compute at once, and
+/// the rows' times are fitted per collective and group size (the slowest dim of a size).
+void write_calibration(const std::string& path, const std::vector<Row>& rows,
+                       const comm::Group& world, const LaunchEnv& env) {
+  world.barrier();
+  const autoplan::ComputeFacts mine = autoplan::measure_compute();
+  std::vector<double> numbers;
+  for (const auto& [flops, rate] : mine.gemm)
+    numbers.push_back(rate);
+  numbers.push_back(mine.op_overhead_s);
+  numbers.push_back(mine.stream_bytes_per_s);
+  numbers.push_back(mine.block_overhead_s);
+  numbers.push_back(mine.model_overhead_s);
+  numbers.push_back(mine.block_probe_s);
+  at::Tensor all = at::tensor(numbers, at::kDouble).to(world.device());
+  world.all_reduce(all, comm::ReduceOp::kAvg);
+  all = all.cpu();
+  if (env.rank != 0) return;
+  autoplan::MachineFacts facts;
+  facts.nproc = env.world;
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  facts.host = host;
+  facts.cores = std::thread::hardware_concurrency();
+  const ThreadBudget budget = thread_budget_from_env(env.local_world);
+  facts.threads =
+      fmt::format("{} intra-op and {} BLAS thread(s) per rank", budget.intra_op, budget.blas);
+  for (size_t i = 0; i < mine.gemm.size(); ++i)
+    facts.compute.gemm.emplace_back(mine.gemm[i].first, all[i].item<double>());
+  facts.compute.op_overhead_s = all[mine.gemm.size()].item<double>();
+  facts.compute.stream_bytes_per_s = all[mine.gemm.size() + 1].item<double>();
+  facts.compute.block_overhead_s = all[mine.gemm.size() + 2].item<double>();
+  facts.compute.model_overhead_s = all[mine.gemm.size() + 3].item<double>();
+  facts.compute.block_probe_s = all[mine.gemm.size() + 4].item<double>();
+  std::map<std::pair<std::string, int>, std::map<int64_t, double>> slowest;
+  for (const auto& r : rows) {
+    double& t = slowest[{r.op, r.group_size}][r.bytes];
+    t = std::max(t, r.seconds);
+  }
+  for (const auto& [key, times] : slowest) {
+    std::vector<std::pair<double, double>> points;
+    for (const auto& [bytes, seconds] : times)
+      points.emplace_back(static_cast<double>(bytes), seconds);
+    facts.comm[key.first][key.second] = autoplan::fit_comm(points);
+  }
+  write_text_atomically(path, facts.to_json());
 }
 
 int run_bench(const BenchOptions& options, const LaunchEnv& env) {
@@ -172,16 +229,21 @@ int run_bench(const BenchOptions& options, const LaunchEnv& env) {
   std::vector<Row> rows;
   std::vector<std::string> skipped;
   bool all_ok = true;
-  for (int d = 0; d < mesh.ndim(); ++d) {
-    const comm::Group& group = mesh.group(d);
+  // Calibrating measures the whole world too: plan auto needs every group size.
+  std::vector<std::pair<std::string, const comm::Group*>> groups;
+  for (int d = 0; d < mesh.ndim(); ++d)
+    groups.emplace_back(mesh.dim_names()[d], &mesh.group(d));
+  if (!options.calibrate.empty() && mesh.ndim() > 1) groups.emplace_back("world", &world);
+  for (const auto& [dim_name, group_ptr] : groups) {
+    const comm::Group& group = *group_ptr;
     if (group.size() == 1) {
-      skipped.push_back(mesh.dim_names()[d]);
+      skipped.push_back(dim_name);
       continue;
     }
     for (const Collective* op : ops) {
       for (int64_t bytes : sizes) {
         const int64_t elems = std::max<int64_t>(1, bytes / 4);
-        Row row{mesh.dim_names()[d], op->name, elems * 4};
+        Row row{dim_name, op->name, elems * 4};
         row.iters = options.iters > 0 ? options.iters : adaptive_iters(row.bytes);
         row.bus_factor = op->bus_factor(group.size());
         row.ok = op->run(group, elems);  // checked once, untimed
@@ -195,6 +257,7 @@ int run_bench(const BenchOptions& options, const LaunchEnv& env) {
         const double elapsed =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         row.counted_bytes = (group.stats().bytes(group.label()) - bytes_before) / row.iters;
+        row.group_size = group.size();
         // The table shows the slowest rank; agreement on `ok` needs every rank's check.
         at::Tensor summary =
             at::tensor({elapsed / row.iters, row.ok ? 0.0 : 1.0}, at::kDouble).to(world.device());
@@ -206,6 +269,7 @@ int run_bench(const BenchOptions& options, const LaunchEnv& env) {
       }
     }
   }
+  if (!options.calibrate.empty()) write_calibration(options.calibrate, rows, world, env);
   if (env.rank == 0) {
     std::string header = fmt::format(
         "comm bench: mesh {} ({} processes, {}, {}), float32; time per call, max over ranks; "
@@ -254,6 +318,10 @@ void add_comm_command(CLI::App& app, const Invocation& invocation) {
       ->add_option("--device", options->device,
                    "auto (cuda:LOCAL_RANK when a GPU is visible, else cpu), cpu or cuda")
       ->capture_default_str();
+  bench->add_option("--calibrate", options->calibrate,
+                    "Also measure each rank's compute while all run, fit latency and bandwidth "
+                    "per collective and group size, and write them as JSON to this file (what "
+                    "plan auto calibrates with)");
   bench->callback([options, &invocation] {
     int nproc = options->nproc;
     if (nproc == 0)

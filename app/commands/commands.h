@@ -13,6 +13,8 @@ void add_train_command(CLI::App& app, const Invocation& invocation);
 void add_eval_command(CLI::App& app, const Invocation& invocation);
 /// `vescale-train plan list | show | lint`: the plan zoo and plan checks.
 void add_plan_command(CLI::App& app, const Invocation& invocation);
+/// `vescale-train plan auto CONFIG.toml --nproc N`: layouts ranked by the cost model.
+void add_plan_auto_command(CLI::App& plan);
 /// `vescale-train merge` and `inspect`: checkpoint tools.
 void add_checkpoint_commands(CLI::App& app, const Invocation& invocation);
 /// `vescale-train comm ...`: communication checks (comm bench).

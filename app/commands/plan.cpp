@@ -166,6 +166,8 @@ void add_plan_command(CLI::App& app, const Invocation&) {
     print(schedule_report(
         JobConfig::load(options->config, collect_overrides(schedule->remaining()))));
   });
+
+  add_plan_auto_command(*plan);
 }
 
 }  // namespace vescale::app

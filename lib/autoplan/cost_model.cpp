@@ -1,0 +1,350 @@
+#include "autoplan/cost_model.h"
+
+#include <c10/util/accumulate.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "dmodule/parallelize.h"
+#include "dtensor/dtensor_spec.h"
+#include "mesh/job_mesh.h"
+#include "parallel/pipeline/schedule.h"
+#include "parallel/pipeline/stage_split.h"
+#include "train/model_factory.h"
+#include "train/task.h"
+
+namespace vescale::autoplan {
+
+// NOTE [Plan auto]
+// `plan auto` enumerates every layout of N ranks (layout.h), predicts each one's step time and
+// memory per rank, drops what does not fit and ranks the rest. Nothing in the prediction is a
+// tuned constant: the machine enters only through facts measured while N ranks run at once
+// (machine_facts.h: the matmul rate by size, one small op's cost, the elementwise bandwidth,
+// latency and bandwidth per collective and group size), the model only through analytic counts.
+// For the rank with the busiest pipeline stage, per step:
+//   compute  = matmul FLOPs / rate(at the size of the block's largest matmul)
+//            + elementwise bytes / bandwidth + ops x op cost, forward and backward of every
+//              micro-batch, and the optimizer's pass over its (ZeRO) share of the state;
+//   bubble   = the pipeline's idle time, from the project's schedule simulator
+//              (pipeline::simulate) with each stage's forward and backward times;
+//   comm     = sum over calls of alpha + bytes / bandwidth: tp's all-reduces (or all-gathers
+//              and reduce-scatters with sp) around attention and MLP, dp's gradient reduction as
+//              the ZeRO stage does it, pp's activations and their gradients, and the few small
+//              all-reduces every step makes; none is assumed hidden behind compute.
+// Memory per rank: parameters, gradients and optimizer state from the parameters' local shapes
+// under the plan, divided over dp as the ZeRO stage divides them; activations from the
+// per-token counts of Korthikanti et al. (2022) for float32 with the schedule's peak of
+// micro-batches in flight, plus the logits.
+
+namespace {
+
+constexpr double kF32 = 4.0;
+
+struct ModelShape {
+  double layers = 0, heads = 0, embd = 0, vocab = 0;  // vocab: padded for the layout's tp
+};
+
+ModelShape gpt_shape(const JobConfig& c, const ResolvedPlan& plan) {
+  ModelShape s{static_cast<double>(c.n_layer), static_cast<double>(c.n_head),
+               static_cast<double>(c.n_embd), static_cast<double>(c.vocab_size)};
+  for (const auto& p : plan.parameters)
+    if (p.fqn == "transformer.wte.weight") s.vocab = static_cast<double>(p.shape[0]);
+  return s;
+}
+
+bool in_modules(const std::string& fqn, const std::vector<std::string>& modules) {
+  for (const auto& m : modules)
+    if (fqn.rfind(m + ".", 0) == 0) return true;
+  return false;
+}
+
+double bytes_of(at::ScalarType t) {
+  return static_cast<double>(c10::elementSize(t));
+}
+
+struct Pipeline {
+  std::vector<Layer> layers;
+  std::vector<pipeline::Stage> stages;
+  pipeline::PipelineSchedule schedule;
+};
+
+Pipeline job_pipeline(const JobConfig& c, Module& model) {
+  Pipeline p;
+  p.layers = model_layers(c, model);
+  p.schedule = pipeline::make_schedule(c.pp > 1 ? c.pp_schedule : "gpipe", static_cast<int>(c.pp),
+                                       static_cast<int>(c.pp > 1 ? c.pp_virtual : 1),
+                                       static_cast<int>(c.microbatches));
+  p.stages = pipeline::split_stages(stage_layers(p.layers), p.schedule.stages(),
+                                    c.pp > 1 ? c.pp_split : std::vector<std::string>{"balanced"});
+  return p;
+}
+
+}  // namespace
+
+std::vector<StateMemory> state_memory_by_stage(const JobConfig& c) {
+  auto model = build_model(c);
+  const JobMesh job = JobMesh::layout(c.pp, c.dp, c.tp);
+  const ResolvedPlan plan = resolve_plan(job_plan(c), *model, job.param_mesh());
+  const Pipeline pipe = job_pipeline(c, *model);
+  const double param_size = bytes_of(job_dtype(c));
+  const double state_size = bytes_of(state_dtype(c));
+  const bool master = job_dtype(c) != state_dtype(c);
+  const double optimizer_copies =
+      c.optimizer == "adamw" ? 2.0 : (c.optimizer == "sgd" && c.momentum > 0 ? 1.0 : 0.0);
+  const double dp = static_cast<double>(c.dp);
+
+  // Stages per pp rank: a rank holds every stage placed on it.
+  std::vector<StateMemory> by_rank(c.pp);
+  for (size_t s = 0; s < pipe.stages.size(); ++s) {
+    std::vector<std::string> modules;
+    bool has_embedding = false, has_head = false;
+    for (int i = pipe.stages[s].begin; i < pipe.stages[s].end; ++i) {
+      const Layer& layer = pipe.layers[i];
+      modules.insert(modules.end(), layer.modules.begin(), layer.modules.end());
+      has_embedding = has_embedding || layer.name == "embedding";
+      has_head = has_head || layer.name == "head";
+    }
+    double elements = 0;
+    for (const auto& p : plan.parameters) {
+      const bool tied_head = has_head && !has_embedding && p.fqn == "transformer.wte.weight";
+      if (!in_modules(p.fqn, modules) && !tied_head) continue;
+      const Box box = Box::local(DTensorSpec(job.param_mesh(), p.placements, p.shape));
+      elements += static_cast<double>(c10::multiply_integers(box.sizes));
+    }
+    StateMemory& m = by_rank[pipe.schedule.stage_rank[s]];
+    m.params += elements * param_size / (c.zero >= 3 ? dp : 1.0);
+    m.grads += elements * param_size / (c.zero >= 2 ? dp : 1.0);
+    m.optimizer += elements * state_size * (optimizer_copies + (master ? 1.0 : 0.0)) /
+                   (c.zero >= 1 ? dp : 1.0);
+  }
+  return by_rank;
+}
+
+double schedule_bubble(const JobConfig& c) {
+  if (c.pp == 1) return 0.0;
+  const pipeline::PipelineSchedule schedule =
+      pipeline::make_schedule(c.pp_schedule, static_cast<int>(c.pp), static_cast<int>(c.pp_virtual),
+                              static_cast<int>(c.microbatches));
+  return pipeline::simulate(schedule).bubble;
+}
+
+Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts& facts) {
+  VS_USER_CHECK(c.model == "gpt", "plan auto models GPT jobs; {} has model.name = '{}'", c.source,
+                c.model);
+  auto model = build_model(c);
+  const JobMesh job = JobMesh::layout(c.pp, c.dp, c.tp);
+  const ResolvedPlan plan = resolve_plan(job_plan(c), *model, job.param_mesh());
+  const Pipeline pipe = job_pipeline(c, *model);
+  const ModelShape shape = gpt_shape(c, plan);
+  const ComputeFacts& f = facts.compute;
+  const double tp = static_cast<double>(c.tp), dp = static_cast<double>(c.dp);
+  const double m = static_cast<double>(c.microbatches);
+  const double b = static_cast<double>(c.micro_batch_size());
+  const double t = static_cast<double>(c.seq_len);
+  const double C = shape.embd, heads = shape.heads;
+  const double tokens = b * t;  // per micro-batch
+  const bool sp = layout.sp && c.tp > 1;
+  const double size = bytes_of(job_dtype(c));
+
+  Prediction out;
+  out.layout = layout;
+
+  // A block's forward + backward of one micro-batch, analytically: its parameter matmuls at the
+  // rate of the MLP's first matmul, its attention matmuls (12 C T per token, MFU's count) at the
+  // rate of one T x T x C/heads matmul, and its elementwise work (per token, forward: layer
+  // norms, residual adds and the attention output on C, or C/tp with sp; GELU on 4C/tp; the
+  // scaled, masked softmax on heads/tp x T scores; backward twice that) at the bandwidth.
+  auto analytic_block = [&f, size](double b_, double t_, double c_, double heads_, double tp_,
+                                   bool sp_) {
+    const double tokens_ = b_ * t_;
+    const double param_flops = 6.0 * (12.0 * c_ * c_ + 13.0 * c_) * tokens_ / tp_;
+    const double attention_flops = 12.0 * c_ * t_ * tokens_ / tp_;
+    const double elems =
+        3.0 * tokens_ * (14.0 * (sp_ ? c_ / tp_ : c_) + 12.0 * c_ / tp_ + 8.0 * heads_ / tp_ * t_);
+    return param_flops / f.gemm_rate(2.0 * tokens_ * c_ * 4.0 * c_ / tp_) +
+           attention_flops / f.gemm_rate(2.0 * t_ * t_ * c_ / heads_) +
+           elems * size / f.stream_bytes_per_s;
+  };
+  // The analytic time leaves out copies, autograd and what the counts miss: the calibration's
+  // block at kBlockProbe's size measures how much, and its ratio scales every block. The
+  // framework's own time per block (measured at tp = 1) grows with tp's redistributions around
+  // attention and MLP (~8 ops more to a block's ~30).
+  const GptProbe& probe = kBlockProbe;
+  const double probe_analytic =
+      analytic_block(probe.batch, probe.seq_len, probe.n_embd, probe.n_head, 1.0, false);
+  const double measured_over_analytic =
+      std::max(1.0, (f.block_probe_s - f.block_overhead_s) / probe_analytic);
+  const double block_s = measured_over_analytic * analytic_block(b, t, C, heads, tp, sp) +
+                         f.block_overhead_s * (c.tp > 1 ? 38.0 / 30.0 : 1.0);
+  const double gemm_rate = f.gemm_rate(2.0 * tokens * C * 4.0 * C / tp);
+  std::vector<double> stage_s(pipe.stages.size(), 0.0);
+  std::vector<double> stage_blocks(pipe.stages.size(), 0.0);
+  for (size_t s = 0; s < pipe.stages.size(); ++s) {
+    for (int i = pipe.stages[s].begin; i < pipe.stages[s].end; ++i) {
+      const Layer& layer = pipe.layers[i];
+      const bool block = layer.name.rfind("transformer.h.", 0) == 0;
+      double seconds = block ? block_s : layer.flops_per_sample * b / tp / gemm_rate;
+      if (block) {
+        stage_blocks[s] += 1;
+      } else if (layer.name == "head") {
+        // Cross entropy over the vocabulary shard: ~6 passes over the logits, forward and back.
+        seconds += 6.0 * tokens * shape.vocab / tp * size / f.stream_bytes_per_s;
+        seconds += f.model_overhead_s / 2.0;
+      } else {
+        seconds += 3.0 * 2.0 * tokens * C * size / f.stream_bytes_per_s;
+        seconds += f.model_overhead_s / 2.0;
+      }
+      stage_s[s] += seconds;
+    }
+  }
+
+  // Pipeline: the simulator with forward = 1/3 and backward = 2/3 of each stage's time. The
+  // simulator takes one cost for all stages: the slowest stage's.
+  const double slowest = *std::max_element(stage_s.begin(), stage_s.end());
+  std::vector<double> rank_busy(c.pp, 0.0);
+  for (size_t s = 0; s < pipe.stages.size(); ++s)
+    rank_busy[pipe.schedule.stage_rank[s]] += stage_s[s] * m;
+  const double busiest = *std::max_element(rank_busy.begin(), rank_busy.end());
+  double pipeline_s = busiest;
+  pipeline::Simulation sim;
+  if (c.pp > 1) {
+    sim = pipeline::simulate(pipe.schedule, 1000, 2000);
+    out.bubble = sim.bubble;
+    const double unit = slowest / 3000.0;
+    pipeline_s = std::max(busiest, static_cast<double>(sim.makespan) * unit);
+  }
+
+  // The optimizer: elementwise passes over this rank's state (AdamW reads parameter, gradient
+  // and two moments and writes three: 7 passes, plus the clip's one over the gradients).
+  const std::vector<StateMemory> state = state_memory_by_stage(c);
+  int busiest_rank = 0;
+  for (int r = 0; r < static_cast<int>(state.size()); ++r)
+    if (state[r].total() > state[busiest_rank].total()) busiest_rank = r;
+  const StateMemory& mine = state[busiest_rank];
+  const double param_elems = mine.params / size * (c.zero >= 3 ? 1.0 : 1.0);
+  const double update_elems = c.zero >= 1 ? param_elems / (c.zero >= 3 ? 1.0 : dp) : param_elems;
+  const double n_tensors = 12.0 * static_cast<double>(c.n_layer) / c.pp + 4.0;
+  const double optimizer_s =
+      8.0 * update_elems * kF32 / f.stream_bytes_per_s + 12.0 * n_tensors * f.op_overhead_s;
+  out.compute_s = busiest + optimizer_s;
+  out.bubble_s = pipeline_s - busiest;
+
+  // Communication on the busiest rank.
+  double comm = 0;
+  const double act_bytes = tokens * C * size;
+  const double blocks = *std::max_element(stage_blocks.begin(), stage_blocks.end()) *
+                        (c.pp > 1 ? static_cast<double>(c.pp_virtual) : 1.0);
+  if (c.tp > 1) {
+    const double calls = m * (4.0 * blocks + 2.0);  // two per block forward, two back; head
+    if (sp) {
+      comm += calls * (facts.fit("all_gather", c.tp).time(act_bytes) +
+                       facts.fit("reduce_scatter", c.tp).time(act_bytes));
+    } else {
+      comm += calls * facts.fit("all_reduce", c.tp).time(act_bytes);
+    }
+    comm += m * 3.0 * facts.fit("all_reduce", c.tp).time(tokens * kF32);  // cross entropy
+  }
+  if (c.dp > 1) {
+    const double grad_bytes = mine.grads * (c.zero >= 2 ? dp : 1.0);  // the whole stage's
+    const double bucket = std::max(1.0, c.bucket_mb * 1024 * 1024);
+    const double buckets = std::ceil(grad_bytes / bucket);
+    auto per_bucket = [&](const std::string& op) {
+      return buckets * facts.fit(op, c.dp).time(grad_bytes / buckets);
+    };
+    switch (c.zero) {
+      case 0:
+        comm += per_bucket("all_reduce");
+        break;
+      case 1:
+        comm += per_bucket("all_reduce") + per_bucket("all_gather");
+        break;
+      case 2:
+        comm += per_bucket("reduce_scatter") + per_bucket("all_gather");
+        break;
+      default: {
+        // Each block's parameters gathered before its forward and its backward, gradients
+        // reduce-scattered after its backward, per micro-batch.
+        const double per_block = grad_bytes / std::max(1.0, blocks + 1.0);
+        comm += m * (blocks + 1.0) *
+                (2.0 * facts.fit("all_gather", c.dp).time(per_block) +
+                 facts.fit("reduce_scatter", c.dp).time(per_block));
+      }
+    }
+  }
+  if (c.pp > 1) {
+    const double crossing = sp ? act_bytes / tp : act_bytes;
+    const double boundaries = static_cast<double>(c.pp_virtual) * (c.pp > 1 ? 2.0 : 0.0);
+    comm += m * boundaries * facts.fit("send_recv", c.pp).time(crossing);
+  }
+  // Every step: the loss, the gradient norm and the stop flag, each one small all-reduce.
+  const int64_t world = c.world_size();
+  if (world > 1) comm += 3.0 * facts.fit("all_reduce", world).alpha_s;
+  out.comm_s = comm;
+
+  // Memory.
+  out.state = mine;
+  const double in_flight =
+      c.pp > 1
+          ? static_cast<double>(*std::max_element(sim.peak_stashed.begin(), sim.peak_stashed.end()))
+          : 1.0;
+  // Korthikanti et al.: bytes per token and block at 2 bytes an element are 34 C + 5 heads T
+  // (no TP), 10 C + 24 C/tp + 5 heads T/tp (TP), 34 C/tp + 5 heads T/tp (TP + SP); float32
+  // doubles them.
+  const double per_token_block = (sp         ? 34.0 * C / tp
+                                  : c.tp > 1 ? 10.0 * C + 24.0 * C / tp
+                                             : 34.0 * C) +
+                                 5.0 * heads * t / tp;
+  out.activations = in_flight * (tokens * per_token_block * size / 2.0 * blocks +
+                                 2.0 * tokens * shape.vocab / tp * size);
+  return out;
+}
+
+std::string explain_model(const JobConfig& base, const MachineFacts& facts) {
+  std::string out = fmt::format(
+      "cost model (NOTE [Plan auto] in lib/autoplan/cost_model.cpp) for {} on {} ranks of {} "
+      "({} cores; {})\n",
+      base.source, facts.nproc, facts.host, facts.cores, facts.threads);
+  out += "measured while every rank measured at once:\n";
+  for (const auto& [flops, rate] : facts.compute.gemm)
+    out +=
+        fmt::format("  matmul of {:>12.0f} FLOPs: {:8.2f} GFLOP/s per rank\n", flops, rate / 1e9);
+  out += fmt::format("  one small ATen op: {:.2f} us\n", facts.compute.op_overhead_s * 1e6);
+  out += fmt::format(
+      "  framework time per micro-batch, forward + backward: {:.3f} ms per GPT block, {:.3f} ms "
+      "for embeddings, head and loss\n"
+      "  a GPT block of B = {}, T = {}, {} heads, C = {}, forward + backward: {:.3f} ms\n",
+      facts.compute.block_overhead_s * 1e3, facts.compute.model_overhead_s * 1e3, kBlockProbe.batch,
+      kBlockProbe.seq_len, kBlockProbe.n_head, kBlockProbe.n_embd,
+      facts.compute.block_probe_s * 1e3);
+  out += fmt::format("  elementwise bandwidth: {:.2f} GB/s per rank\n",
+                     facts.compute.stream_bytes_per_s / 1e9);
+  for (const auto& [op, sizes] : facts.comm)
+    for (const auto& [size, fit] : sizes)
+      out += fmt::format("  {:<15} over {:>3} ranks: {:8.1f} us + bytes / {:.3f} GB/s\n", op, size,
+                         fit.alpha_s * 1e6, fit.bytes_per_s / 1e9);
+  out +=
+      "assumed (analytic):\n"
+      "  a block, forward + backward: matmul FLOPs 6 per parameter per token at the rate of "
+      "the MLP's first matmul, + 12 C T per token at the rate of one T x T x C/heads "
+      "attention matmul (the MFU count), split evenly over tp; elementwise per token, "
+      "forward: 14 C (C/tp with sp) + 12 C/tp + 8 heads T / tp elements, backward twice "
+      "that; times the measured block's ratio to this count at its size, plus the framework "
+      "time per block (x 38/30 with tp, for its redistributions)\n"
+      "  embeddings, head and loss: their matmuls at the MLP's rate, ~6 passes over the "
+      "logits, and the measured framework time\n"
+      "  optimizer: 8 float32 passes over its share of the parameters, 12 ops per tensor\n"
+      "  tp: 4 all-reduces (sp: all-gather + reduce-scatter) of B T C per block and "
+      "micro-batch, 2 more for embedding and head, 3 small ones in the cross entropy\n"
+      "  dp: gradients all-reduced in comm.bucket_mb buckets (zero 1: + all-gather of "
+      "parameters; 2: reduce-scatter + all-gather; 3: per block and micro-batch 2 "
+      "all-gathers + 1 reduce-scatter)\n"
+      "  pp: activations and their gradients sent at each stage boundary, per micro-batch\n"
+      "  no communication is hidden behind compute; the bubble is the schedule simulator's\n"
+      "  activations: Korthikanti et al. (2022) per token and block, float32, times the "
+      "schedule's peak of micro-batches in flight, plus logits and their gradient\n";
+  return out;
+}
+
+}  // namespace vescale::autoplan

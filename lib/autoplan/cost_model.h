@@ -1,0 +1,48 @@
+// `plan auto`'s cost model (NOTE [Plan auto]): a layout's step time and memory per rank, from
+// the machine's measured facts and the model's analytic FLOPs, bytes and pipeline bubble.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "autoplan/layout.h"
+#include "autoplan/machine_facts.h"
+#include "config/job_config.h"
+
+namespace vescale::autoplan {
+
+/// Bytes of training state one rank holds (its pipeline stage, after TP and ZeRO).
+struct StateMemory {
+  double params = 0, grads = 0, optimizer = 0;
+  double total() const { return params + grads + optimizer; }
+};
+
+struct Prediction {
+  Layout layout;
+  // Seconds per step on the busiest rank.
+  double compute_s = 0;  ///< forward + backward + optimizer work
+  double comm_s = 0;     ///< collectives and transfers, none hidden behind compute
+  double bubble_s = 0;   ///< pipeline idle time
+  double bubble = 0;     ///< the schedule's simulated bubble fraction
+  double step_s() const { return compute_s + comm_s + bubble_s; }
+  // Bytes per rank, the rank with the most.
+  StateMemory state;
+  double activations = 0;  ///< saved for backward, at the schedule's peak of micro-batches
+  double memory() const { return state.total() + activations; }
+  bool fits = true;
+};
+
+/// The state rank 0 of each pipeline stage holds under `config` (its pp, dp, tp, zero, plan,
+/// optimizer and dtypes), from the parameters' local shapes. One entry per stage.
+std::vector<StateMemory> state_memory_by_stage(const JobConfig& config);
+
+/// The simulated bubble fraction of `config`'s schedule (pp = 1: 0), what `plan schedule` shows.
+double schedule_bubble(const JobConfig& config);
+
+/// Predicts `layout` (with `config` = layout_config(base, layout)) on `facts`.
+Prediction predict(const JobConfig& config, const Layout& layout, const MachineFacts& facts);
+
+/// The model's assumptions, for --explain.
+std::string explain_model(const JobConfig& base, const MachineFacts& facts);
+
+}  // namespace vescale::autoplan

@@ -1,0 +1,48 @@
+// The layouts `plan auto` chooses from (NOTE [Plan auto]): how N ranks split into pp x dp x tp,
+// with or without sequence parallelism, which ZeRO stage, how many micro-batches, and for pp > 1
+// which schedule with how many stages per rank. Every layout enumerated passes the checks of
+// `plan lint` and `plan schedule`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/job_config.h"
+
+namespace vescale::autoplan {
+
+struct Layout {
+  int64_t pp = 1, dp = 1, tp = 1;
+  bool sp = false;   ///< sequence parallel (the plan's -sp variant)
+  int64_t zero = 0;  ///< ZeRO stage over dp
+  int64_t microbatches = 1;
+  std::string schedule = "1f1b";  ///< pp > 1 only
+  int64_t virtual_stages = 1;     ///< pp > 1 only
+  std::string plan;               ///< zoo plan; empty: replicate everything (tp = 1)
+
+  /// The config overrides that select this layout: "parallel.pp=2", ...
+  std::vector<std::string> overrides() const;
+  /// "pp=2 dp=1 tp=2 sp zero=0 mb=4 1f1b"
+  std::string str() const;
+};
+
+/// Every layout of `nproc` ranks for `base`'s model and batch, with the reason each rejected
+/// combination failed.
+struct Enumeration {
+  std::vector<Layout> valid;
+  int64_t considered = 0;
+  std::vector<std::string> rejected;  ///< "pp=4 ...: <the lint error>"
+};
+
+Enumeration enumerate_layouts(const JobConfig& base, int64_t nproc);
+
+/// `base` with `layout`'s overrides applied, checked as `train` checks a config.
+JobConfig layout_config(const JobConfig& base, const Layout& layout);
+
+/// What `plan lint` and `plan schedule` check before any compute: the plan resolves on the
+/// model over the layout's parameter mesh, and for pp > 1 the schedule exists and the model
+/// splits into its stages. Throws UserError saying what fails.
+void lint_layout(const JobConfig& config);
+
+}  // namespace vescale::autoplan

@@ -1,0 +1,186 @@
+#include "autoplan/machine_facts.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "dmodule/parallelize.h"
+#include "dtensor/dtensor.h"
+#include "mesh/device_mesh.h"
+#include "models/gpt.h"
+
+namespace vescale::autoplan {
+
+double ComputeFacts::gemm_rate(double flops) const {
+  VS_CHECK(!gemm.empty(), "[plan auto] no matmul rates were measured");
+  if (flops <= gemm.front().first) return gemm.front().second;
+  if (flops >= gemm.back().first) return gemm.back().second;
+  for (size_t i = 1; i < gemm.size(); ++i) {
+    if (flops > gemm[i].first) continue;
+    const auto [f0, r0] = gemm[i - 1];
+    const auto [f1, r1] = gemm[i];
+    const double t = std::log(flops / f0) / std::log(f1 / f0);
+    return std::exp(std::log(r0) + t * (std::log(r1) - std::log(r0)));
+  }
+  return gemm.back().second;
+}
+
+const CommFit& MachineFacts::fit(const std::string& op, int64_t size) const {
+  const auto by_op = comm.find(op);
+  VS_CHECK(by_op != comm.end(), "[plan auto] the calibration has no {} figures", op);
+  const auto by_size = by_op->second.find(size);
+  VS_CHECK(by_size != by_op->second.end(),
+           "[plan auto] the calibration has no {} figures for a group of {}", op, size);
+  return by_size->second;
+}
+
+std::string MachineFacts::to_json() const {
+  nlohmann::json j;
+  j["format"] = "vescale-train plan auto calibration 1";
+  j["nproc"] = nproc;
+  j["host"] = host;
+  j["cores"] = cores;
+  j["threads"] = threads;
+  for (const auto& [flops, rate] : compute.gemm)
+    j["compute"]["gemm"].push_back({{"flops", flops}, {"flops_per_s", rate}});
+  j["compute"]["op_overhead_s"] = compute.op_overhead_s;
+  j["compute"]["block_overhead_s"] = compute.block_overhead_s;
+  j["compute"]["model_overhead_s"] = compute.model_overhead_s;
+  j["compute"]["block_probe_s"] = compute.block_probe_s;
+  j["compute"]["stream_bytes_per_s"] = compute.stream_bytes_per_s;
+  for (const auto& [op, sizes] : comm)
+    for (const auto& [size, f] : sizes)
+      j["comm"][op][std::to_string(size)] = {{"alpha_s", f.alpha_s},
+                                             {"bytes_per_s", f.bytes_per_s}};
+  return j.dump(1) + "\n";
+}
+
+MachineFacts MachineFacts::from_json(const std::string& text, const std::string& source) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    VS_USER_CHECK(j.value("format", "") == "vescale-train plan auto calibration 1",
+                  "not a calibration of this format");
+    MachineFacts f;
+    f.nproc = j.at("nproc").get<int64_t>();
+    f.host = j.at("host").get<std::string>();
+    f.cores = j.at("cores").get<int64_t>();
+    f.threads = j.value("threads", "");
+    for (const auto& g : j.at("compute").at("gemm"))
+      f.compute.gemm.emplace_back(g.at("flops").get<double>(), g.at("flops_per_s").get<double>());
+    f.compute.op_overhead_s = j.at("compute").at("op_overhead_s").get<double>();
+    f.compute.block_overhead_s = j.at("compute").at("block_overhead_s").get<double>();
+    f.compute.model_overhead_s = j.at("compute").at("model_overhead_s").get<double>();
+    f.compute.block_probe_s = j.at("compute").at("block_probe_s").get<double>();
+    f.compute.stream_bytes_per_s = j.at("compute").at("stream_bytes_per_s").get<double>();
+    for (const auto& [op, sizes] : j.at("comm").items())
+      for (const auto& [size, fit] : sizes.items())
+        f.comm[op][std::stoll(size)] = {fit.at("alpha_s").get<double>(),
+                                        fit.at("bytes_per_s").get<double>()};
+    VS_USER_CHECK(!f.compute.gemm.empty() && f.compute.stream_bytes_per_s > 0,
+                  "no compute figures");
+    return f;
+  } catch (const UserError& e) {
+    throw UserError(
+        fmt::format("[plan auto] {}: {} (delete it to calibrate again)", source, e.what()));
+  } catch (const std::exception& e) {
+    throw UserError(
+        fmt::format("[plan auto] {}: not a calibration file ({}); delete it to "
+                    "calibrate again",
+                    source, e.what()));
+  }
+}
+
+namespace {
+
+/// Seconds per call of `fn`, run for at least `budget_s` after one warm-up call.
+template <typename F>
+double seconds_per_call(F&& fn, double budget_s) {
+  fn();
+  int64_t calls = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  while (elapsed < budget_s || calls < 3) {
+    fn();
+    ++calls;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return elapsed / static_cast<double>(calls);
+}
+
+/// Seconds of one forward and backward of a GPT with `n_layer` blocks on a 1-rank mesh.
+double gpt_seconds(const DeviceMesh& mesh, const GptProbe& probe, int64_t n_layer) {
+  models::GPTConfig config;
+  config.vocab_size = 64;
+  config.block_size = probe.seq_len;
+  config.n_layer = n_layer;
+  config.n_head = probe.n_head;
+  config.n_embd = probe.n_embd;
+  config.dropout = 0.0;
+  config.vocab_multiple = 1;
+  auto pm = parallelize_module(std::make_shared<models::GPT>(config), mesh, replicate_plan("gpt"),
+                               ParallelizeOptions{});
+  const Placements r{Placement::replicate()};
+  const int64_t t = probe.seq_len;
+  const at::Tensor tokens =
+      at::arange(probe.batch * (t + 1), at::kLong).view({probe.batch, t + 1}) % 64;
+  const DTensor idx = distribute_tensor(tokens.narrow(1, 0, t).contiguous(), mesh, r);
+  const DTensor targets = distribute_tensor(tokens.narrow(1, 1, t).contiguous(), mesh, r);
+  return seconds_per_call(
+      [&] {
+        pm->module()({idx, targets}).at(0).to_local().backward();
+        pm->zero_grad();
+      },
+      0.15);
+}
+
+}  // namespace
+
+ComputeFacts measure_compute() {
+  ComputeFacts facts;
+  for (int64_t n : {32, 64, 128, 256, 512}) {
+    const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
+    const double s = seconds_per_call([&] { (void)at::matmul(a, b); }, 0.12);
+    const double flops = 2.0 * static_cast<double>(n * n * n);
+    facts.gemm.emplace_back(flops, flops / s);
+  }
+  const at::Tensor tiny = at::ones({16});
+  facts.op_overhead_s = seconds_per_call([&] { (void)at::add(tiny, tiny); }, 0.05);
+  const at::Tensor big = at::ones({int64_t{4} << 20});
+  const double s = seconds_per_call([&] { (void)at::add(big, big); }, 0.15);
+  facts.stream_bytes_per_s = 3.0 * static_cast<double>(big.nbytes()) / s;
+  const comm::Group alone = comm::Group::create(comm::Store::in_memory(), 0, 1);
+  const DeviceMesh mesh(alone, MeshSpec{{1}, {"tp"}});
+  const GptProbe smallest{1, 8, 2, 16};
+  const double one = gpt_seconds(mesh, smallest, 1), three = gpt_seconds(mesh, smallest, 3);
+  facts.block_overhead_s = std::max(0.0, (three - one) / 2.0);
+  facts.model_overhead_s = std::max(0.0, one - facts.block_overhead_s);
+  const GptProbe& probe = kBlockProbe;
+  facts.block_probe_s =
+      std::max(0.0, (gpt_seconds(mesh, probe, 3) - gpt_seconds(mesh, probe, 1)) / 2.0);
+  return facts;
+}
+
+CommFit fit_comm(const std::vector<std::pair<double, double>>& points) {
+  VS_CHECK(points.size() >= 2, "[plan auto] a latency and bandwidth fit needs two sizes");
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [x, y] : points) {
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  const double n = static_cast<double>(points.size());
+  const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  const double intercept = (sy - slope * sx) / n;
+  CommFit fit;
+  fit.bytes_per_s = slope > 0 ? 1.0 / slope : 1e30;
+  fit.alpha_s = std::max(0.0, intercept);
+  return fit;
+}
+
+}  // namespace vescale::autoplan

@@ -1,0 +1,172 @@
+// plan auto (NOTE [Plan auto]): the enumeration is complete and only valid, the memory model
+// matches the trainer's measured tensor bytes, and the bubble term is the schedule simulator's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "autoplan/cost_model.h"
+#include "autoplan/layout.h"
+#include "core/error.h"
+#include "dmodule/parallelize.h"
+#include "mesh/job_mesh.h"
+#include "parallel/pipeline/schedule.h"
+#include "support/run_ranks.h"
+#include "support/training_runs.h"
+#include "train/job.h"
+#include "train/model_factory.h"
+
+namespace vescale::autoplan {
+namespace {
+
+JobConfig gpt(std::vector<std::string> overrides = {}) {
+  overrides.push_back("job.dump_folder=\"" + testing::fresh_folder("vescale-auto") + "\"");
+  return JobConfig::parse(testing::kGptRun, "plan_auto_test.toml", overrides);
+}
+
+TEST(PlanAuto, EnumerationIsCompleteAndOnlyValid) {
+  const JobConfig base = gpt({"model.n_layer=8"});
+  const Enumeration e = enumerate_layouts(base, 4);
+  std::printf("%lld layouts considered, %zu valid, %zu rejected\n",
+              static_cast<long long>(e.considered), e.valid.size(), e.rejected.size());
+  EXPECT_EQ(static_cast<size_t>(e.considered), e.valid.size() + e.rejected.size());
+  std::set<std::string> seen;
+  for (const Layout& l : e.valid) {
+    EXPECT_TRUE(seen.insert(l.str()).second) << "listed twice: " << l.str();
+    EXPECT_EQ(l.pp * l.dp * l.tp, 4) << l.str();
+    // What `plan lint` does, from the config the layout writes.
+    const JobConfig c = layout_config(base, l);
+    auto model = build_model(c);
+    const JobMesh job = JobMesh::layout(c.pp, c.dp, c.tp);
+    EXPECT_NO_THROW(resolve_plan(job_plan(c), *model, job.param_mesh())) << l.str();
+    if (c.pp > 1) {
+      EXPECT_NO_THROW(pipeline::make_schedule(c.pp_schedule, static_cast<int>(c.pp),
+                                              static_cast<int>(c.pp_virtual),
+                                              static_cast<int>(c.microbatches)))
+          << l.str();
+    }
+  }
+  // Complete: every (pp, dp, tp) split, sp on and off under tp, every ZeRO stage under dp, every
+  // micro-batch count dividing the batch, every schedule the project has.
+  auto has = [&](const std::string& text) { return seen.count(text) == 1; };
+  for (const char* expected :
+       {"pp=1 dp=4 tp=1 zero=0 mb=1", "pp=1 dp=4 tp=1 zero=3 mb=2", "pp=1 dp=1 tp=4 sp zero=0 mb=1",
+        "pp=1 dp=1 tp=4 zero=0 mb=8", "pp=1 dp=2 tp=2 sp zero=1 mb=4",
+        "pp=2 dp=2 tp=1 zero=2 mb=2 1f1b", "pp=2 dp=1 tp=2 sp zero=0 mb=4 gpipe",
+        "pp=4 dp=1 tp=1 zero=0 mb=8 interleaved-1f1b v=2", "pp=4 dp=1 tp=1 zero=0 mb=8 zbv v=2",
+        "pp=2 dp=1 tp=2 zero=0 mb=2 zb-h1"}) {
+    EXPECT_TRUE(has(expected)) << "missing: " << expected;
+  }
+  for (int64_t pp : {1, 2, 4})
+    for (int64_t tp : {1, 2, 4}) {
+      if (4 % (pp * tp) != 0) continue;
+      const int64_t dp = 4 / pp / tp;
+      const int64_t zeros = dp > 1 ? 4 : 1;
+      const int64_t sps = tp > 1 ? 2 : 1;
+      const int64_t mbs = 8 / dp == 8 ? 4 : 8 / dp == 4 ? 3 : 2;  // divisors of 8 / dp
+      const int64_t schedules =
+          pp > 1 ? 2 * static_cast<int64_t>(pipeline::schedule_names().size()) : 1;
+      int64_t listed = 0;
+      for (const Layout& l : e.valid)
+        listed += l.pp == pp && l.tp == tp;
+      for (const auto& r : e.rejected)
+        listed += r.rfind(fmt::format("pp={} dp={} tp={}", pp, dp, tp), 0) == 0;
+      EXPECT_EQ(listed, zeros * sps * mbs * schedules) << "pp=" << pp << " tp=" << tp;
+    }
+}
+
+TEST(PlanAuto, StateMemoryMatchesTheTrainersTensorBytes) {
+  // Rank 0's parameters, gradients and optimizer state as the trainer counts them (from its
+  // tensors) against the model's, over ZeRO stages, tp and pp.
+  double worst = 0;
+  for (const std::vector<std::string>& layout : std::vector<std::vector<std::string>>{
+           {"parallel.dp=2"},
+           {"parallel.dp=2", "parallel.zero=1"},
+           {"parallel.dp=2", "parallel.zero=2"},
+           {"parallel.dp=4", "parallel.zero=3"},
+           {"parallel.tp=2", "parallel.plan=\"gpt/megatron-tp\""},
+           {"parallel.dp=2", "parallel.tp=2", "parallel.zero=2",
+            "parallel.plan=\"gpt/megatron-sp\""},
+           {"parallel.pp=2", "parallel.microbatches=2"},
+           {"parallel.pp=2", "parallel.dp=2", "parallel.zero=3", "parallel.microbatches=2"}}) {
+    std::vector<std::string> overrides = {"parallel.microbatches=1"};
+    overrides.insert(overrides.end(), layout.begin(), layout.end());
+    overrides.insert(overrides.end(), {"model.n_layer=4", "model.n_embd=32"});
+    const JobConfig c = gpt(overrides);
+    const StateMemory predicted = state_memory_by_stage(c).at(0);
+    std::map<std::string, int64_t> measured;
+    testing::run_ranks(static_cast<int>(c.world_size()), [&](const comm::Group& world) {
+      auto job = build_job(c, world);
+      job->train_step->run([&](int64_t micro) { return job->micro_batch(0, micro); }, 1e-3);
+      if (world.rank() != 0) return;
+      for (const auto& [kind, bytes] : job->state_bytes())
+        measured[kind] = bytes;
+    });
+    const std::string label = fmt::format("{}", fmt::join(layout, " "));
+    for (const auto& [kind, value] :
+         std::vector<std::pair<std::string, double>>{{"params", predicted.params},
+                                                     {"grads", predicted.grads},
+                                                     {"optimizer", predicted.optimizer}}) {
+      const double m = static_cast<double>(measured.at(kind));
+      const double error = std::abs(value - m) / m;
+      worst = std::max(worst, error);
+      std::printf("%-70s %-9s predicted %9.0f measured %9.0f bytes (%.2f%%)\n", label.c_str(),
+                  kind.c_str(), value, m, 100 * error);
+      EXPECT_LT(error, 0.10) << label << " " << kind;
+    }
+  }
+  std::printf("largest error %.2f%%\n", 100 * worst);
+}
+
+TEST(PlanAuto, BubbleIsTheSchedulesSimulation) {
+  for (const auto& [schedule, v] : std::vector<std::pair<std::string, int>>{
+           {"gpipe", 1}, {"1f1b", 1}, {"interleaved-1f1b", 2}, {"zbv", 2}, {"zb-h1", 1}}) {
+    for (int mb : {4, 8}) {
+      const JobConfig c = gpt(
+          {"parallel.pp=2", fmt::format("parallel.pp_schedule=\"{}\"", schedule),
+           fmt::format("parallel.pp_virtual={}", v), fmt::format("parallel.microbatches={}", mb)});
+      const double simulated =
+          pipeline::simulate(pipeline::make_schedule(schedule, 2, v, mb)).bubble;
+      EXPECT_EQ(schedule_bubble(c), simulated) << schedule << " mb " << mb;
+      MachineFacts facts;
+      facts.compute.gemm = {{1e6, 1e10}, {1e9, 1e10}};
+      facts.compute.stream_bytes_per_s = 1e10;
+      facts.compute.block_probe_s = 1e-3;
+      for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "send_recv"})
+        facts.comm[op][2] = {1e-5, 1e9};
+      Layout l;
+      l.pp = 2;
+      l.schedule = schedule;
+      l.virtual_stages = v;
+      l.microbatches = mb;
+      EXPECT_EQ(predict(c, l, facts).bubble, simulated) << schedule << " mb " << mb;
+    }
+  }
+}
+
+TEST(PlanAuto, CalibrationRoundTripsAndBadFilesAreNamed) {
+  MachineFacts f;
+  f.nproc = 4;
+  f.host = "h";
+  f.cores = 2;
+  f.compute.gemm = {{1e6, 2e10}, {1e8, 4e10}};
+  f.compute.stream_bytes_per_s = 1e10;
+  f.comm["all_reduce"][2] = {1e-4, 5e8};
+  const MachineFacts back = MachineFacts::from_json(f.to_json(), "x.json");
+  EXPECT_EQ(back.to_json(), f.to_json());
+  EXPECT_NEAR(back.compute.gemm_rate(1e7), std::sqrt(2e10 * 4e10), 1.0);  // log-log halfway
+  EXPECT_THROW(MachineFacts::from_json("{\"format\": 1}", "x.json"), UserError);
+  try {
+    MachineFacts::from_json("not json", "cache.json");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("cache.json"), std::string::npos) << e.what();
+  }
+  const CommFit fit = fit_comm({{1e3, 1e-4 + 1e3 / 1e9}, {1e6, 1e-4 + 1e6 / 1e9}});
+  EXPECT_NEAR(fit.alpha_s, 1e-4, 1e-9);
+  EXPECT_NEAR(fit.bytes_per_s, 1e9, 1e3);
+}
+
+}  // namespace
+}  // namespace vescale::autoplan
