@@ -173,8 +173,8 @@ struct Measured {
 
 /// Trains `layout` for `steps` steps in a scratch folder and reads its metrics: the median step
 /// time after the first two steps, and rank 0's state, activations and resident memory.
-Measured measure(const AutoOptions& o, const JobConfig& base, const Layout& layout,
-                 const std::vector<std::string>& extra, const fs::path& folder) {
+Measured measure(const AutoOptions& o, const Layout& layout, const std::vector<std::string>& extra,
+                 const fs::path& folder) {
   fs::remove_all(folder);
   std::vector<std::string> args = {"train", o.config, "--nproc", std::to_string(o.nproc)};
   for (const auto& e : extra)
@@ -187,7 +187,6 @@ Measured measure(const AutoOptions& o, const JobConfig& base, const Layout& layo
         std::string("checkpoint.overwrite=true"), fmt::format("eval.interval={}", o.verify_steps),
         std::string("eval.windows=1"), fmt::format("job.dump_folder=\"{}\"", folder.string())})
     args.push_back("--" + ov);
-  (void)base;
   const int code = run_self(args);
   VS_USER_CHECK(code == 0, "[plan auto] --verify: training {} failed with exit code {}",
                 layout.str(), code);
@@ -231,7 +230,7 @@ void verify(const AutoOptions& o, const JobConfig& base, const std::vector<Predi
   std::vector<std::string> lines;
   for (size_t i = 0; i < k; ++i) {
     print(fmt::format("verify {} of {}: {}\n", i + 1, k, ranked[i].layout.str()));
-    const Measured m = measure(o, base, ranked[i].layout, extra, folder);
+    const Measured m = measure(o, ranked[i].layout, extra, folder);
     const auto stage0 =
         autoplan::state_memory_by_stage(autoplan::layout_config(base, ranked[i].layout));
     predicted.push_back(ranked[i].step_s());

@@ -223,8 +223,10 @@ Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts&
   for (int r = 0; r < static_cast<int>(state.size()); ++r)
     if (state[r].total() > state[busiest_rank].total()) busiest_rank = r;
   const StateMemory& mine = state[busiest_rank];
-  const double param_elems = mine.params / size * (c.zero >= 3 ? 1.0 : 1.0);
-  const double update_elems = c.zero >= 1 ? param_elems / (c.zero >= 3 ? 1.0 : dp) : param_elems;
+  // The stage's parameter elements on this rank before ZeRO-3 divides them; ZeRO 1-3 update
+  // 1/dp of them.
+  const double param_elems = mine.params / size * (c.zero >= 3 ? dp : 1.0);
+  const double update_elems = c.zero >= 1 ? param_elems / dp : param_elems;
   const double n_tensors = 12.0 * static_cast<double>(c.n_layer) / c.pp + 4.0;
   const double optimizer_s =
       8.0 * update_elems * kF32 / f.stream_bytes_per_s + 12.0 * n_tensors * f.op_overhead_s;
@@ -275,8 +277,9 @@ Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts&
   }
   if (c.pp > 1) {
     const double crossing = sp ? act_bytes / tp : act_bytes;
-    const double boundaries = static_cast<double>(c.pp_virtual) * (c.pp > 1 ? 2.0 : 0.0);
-    comm += m * boundaries * facts.fit("send_recv", c.pp).time(crossing);
+    // Each of the rank's stages sends its output (or receives its input) and the gradient back.
+    const double transfers = 2.0 * static_cast<double>(c.pp_virtual);
+    comm += m * transfers * facts.fit("send_recv", c.pp).time(crossing);
   }
   // Every step: the loss, the gradient norm and the stop flag, each one small all-reduce.
   const int64_t world = c.world_size();
