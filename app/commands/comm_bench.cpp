@@ -161,9 +161,20 @@ void print_table(const std::vector<Row>& rows, const std::string& header) {
 /// plan auto's machine facts (NOTE [Plan auto]): every rank measures its compute at once, and
 /// the rows' times are fitted per collective and group size (the slowest dim of a size).
 void write_calibration(const std::string& path, const std::vector<Row>& rows,
-                       const comm::Group& world, const LaunchEnv& env) {
+                       const DeviceMesh& mesh, const comm::Group& world, const LaunchEnv& env) {
   world.barrier();
   const autoplan::ComputeFacts mine = autoplan::measure_compute();
+  // The framework's time under each tp plan on every group of size > 1, all groups of a dim at
+  // once as in training (the world as one more group when the mesh has several dims).
+  std::vector<DeviceMesh> tp_meshes;
+  for (const auto& name : mesh.dim_names())
+    if (mesh.size(name) > 1) tp_meshes.push_back(mesh[name]);
+  if (mesh.ndim() > 1) tp_meshes.emplace_back(world, MeshSpec{{world.size()}, {"tp"}});
+  const std::vector<std::string> plans = {"megatron-tp", "megatron-sp"};
+  std::vector<autoplan::FrameworkTime> framework;
+  for (const auto& tp_mesh : tp_meshes)
+    for (const auto& plan : plans)
+      framework.push_back(autoplan::measure_framework(tp_mesh, plan));
   std::vector<double> numbers;
   for (const auto& [flops, rate] : mine.gemm)
     numbers.push_back(rate);
@@ -172,6 +183,10 @@ void write_calibration(const std::string& path, const std::vector<Row>& rows,
   numbers.push_back(mine.block_overhead_s);
   numbers.push_back(mine.model_overhead_s);
   numbers.push_back(mine.block_probe_s);
+  for (const auto& t : framework) {
+    numbers.push_back(t.block_s);
+    numbers.push_back(t.model_s);
+  }
   at::Tensor all = at::tensor(numbers, at::kDouble).to(world.device());
   world.all_reduce(all, comm::ReduceOp::kAvg);
   all = all.cpu();
@@ -192,6 +207,15 @@ void write_calibration(const std::string& path, const std::vector<Row>& rows,
   facts.compute.block_overhead_s = all[mine.gemm.size() + 2].item<double>();
   facts.compute.model_overhead_s = all[mine.gemm.size() + 3].item<double>();
   facts.compute.block_probe_s = all[mine.gemm.size() + 4].item<double>();
+  // Per plan and tp degree, the slowest group of that size.
+  int64_t at = static_cast<int64_t>(mine.gemm.size()) + 5;
+  for (const auto& tp_mesh : tp_meshes) {
+    for (const auto& plan : plans) {
+      autoplan::FrameworkTime& t = facts.tp_framework[plan][tp_mesh.numel()];
+      t.block_s = std::max(t.block_s, all[at++].item<double>());
+      t.model_s = std::max(t.model_s, all[at++].item<double>());
+    }
+  }
   std::map<std::pair<std::string, int>, std::map<int64_t, double>> slowest;
   for (const auto& r : rows) {
     double& t = slowest[{r.op, r.group_size}][r.bytes];
@@ -269,7 +293,7 @@ int run_bench(const BenchOptions& options, const LaunchEnv& env) {
       }
     }
   }
-  if (!options.calibrate.empty()) write_calibration(options.calibrate, rows, world, env);
+  if (!options.calibrate.empty()) write_calibration(options.calibrate, rows, mesh, world, env);
   if (env.rank == 0) {
     std::string header = fmt::format(
         "comm bench: mesh {} ({} processes, {}, {}), float32; time per call, max over ranks; "

@@ -116,6 +116,9 @@ MachineFacts calibrate(const JobConfig& base, int64_t nproc, bool again) {
       for (const auto& [op, sizes] : measured.comm)
         for (const auto& [size, fit] : sizes)
           facts.comm[op].emplace(size, fit);
+      for (const auto& [plan, sizes] : measured.tp_framework)
+        for (const auto& [size, t] : sizes)
+          facts.tp_framework[plan].emplace(size, t);
     }
   }
   write_text_atomically(cache, facts.to_json());

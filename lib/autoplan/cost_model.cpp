@@ -169,15 +169,16 @@ Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts&
   };
   // The analytic time leaves out copies, autograd and what the counts miss: the calibration's
   // block at kBlockProbe's size measures how much, and its ratio scales every block. The
-  // framework's own time per block (measured at tp = 1) grows with tp's redistributions around
-  // attention and MLP (~8 ops more to a block's ~30).
+  // framework's own time per block and for the rest was measured at this tp degree under this
+  // plan, with the latency of tp's collectives in it.
+  const FrameworkTime framework = facts.framework(c.tp, sp);
   const GptProbe& probe = kBlockProbe;
   const double probe_analytic =
       analytic_block(probe.batch, probe.seq_len, probe.n_embd, probe.n_head, 1.0, false);
   const double measured_over_analytic =
       std::max(1.0, (f.block_probe_s - f.block_overhead_s) / probe_analytic);
-  const double block_s = measured_over_analytic * analytic_block(b, t, C, heads, tp, sp) +
-                         f.block_overhead_s * (c.tp > 1 ? 38.0 / 30.0 : 1.0);
+  const double block_s =
+      measured_over_analytic * analytic_block(b, t, C, heads, tp, sp) + framework.block_s;
   const double gemm_rate = f.gemm_rate(2.0 * tokens * C * 4.0 * C / tp);
   std::vector<double> stage_s(pipe.stages.size(), 0.0);
   std::vector<double> stage_blocks(pipe.stages.size(), 0.0);
@@ -191,10 +192,10 @@ Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts&
       } else if (layer.name == "head") {
         // Cross entropy over the vocabulary shard: ~6 passes over the logits, forward and back.
         seconds += 6.0 * tokens * shape.vocab / tp * size / f.stream_bytes_per_s;
-        seconds += f.model_overhead_s / 2.0;
+        seconds += framework.model_s / 2.0;
       } else {
         seconds += 3.0 * 2.0 * tokens * C * size / f.stream_bytes_per_s;
-        seconds += f.model_overhead_s / 2.0;
+        seconds += framework.model_s / 2.0;
       }
       stage_s[s] += seconds;
     }
@@ -239,14 +240,15 @@ Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts&
   const double blocks = *std::max_element(stage_blocks.begin(), stage_blocks.end()) *
                         (c.pp > 1 ? static_cast<double>(c.pp_virtual) : 1.0);
   if (c.tp > 1) {
+    // Their latency is in the framework time measured at this tp; here, their bytes.
     const double calls = m * (4.0 * blocks + 2.0);  // two per block forward, two back; head
     if (sp) {
-      comm += calls * (facts.fit("all_gather", c.tp).time(act_bytes) +
-                       facts.fit("reduce_scatter", c.tp).time(act_bytes));
+      comm += calls * act_bytes *
+              (1.0 / facts.fit("all_gather", c.tp).bytes_per_s +
+               1.0 / facts.fit("reduce_scatter", c.tp).bytes_per_s);
     } else {
-      comm += calls * facts.fit("all_reduce", c.tp).time(act_bytes);
+      comm += calls * act_bytes / facts.fit("all_reduce", c.tp).bytes_per_s;
     }
-    comm += m * 3.0 * facts.fit("all_reduce", c.tp).time(tokens * kF32);  // cross entropy
   }
   if (c.dp > 1) {
     const double grad_bytes = mine.grads * (c.zero >= 2 ? dp : 1.0);  // the whole stage's
@@ -321,6 +323,12 @@ std::string explain_model(const JobConfig& base, const MachineFacts& facts) {
       facts.compute.block_overhead_s * 1e3, facts.compute.model_overhead_s * 1e3, kBlockProbe.batch,
       kBlockProbe.seq_len, kBlockProbe.n_head, kBlockProbe.n_embd,
       facts.compute.block_probe_s * 1e3);
+  for (const auto& [plan, sizes] : facts.tp_framework)
+    for (const auto& [size, t] : sizes)
+      out += fmt::format(
+          "  framework time under {} at tp = {}: {:.3f} ms per block, {:.3f} ms "
+          "for the rest (collectives' latency included)\n",
+          plan, size, t.block_s * 1e3, t.model_s * 1e3);
   out += fmt::format("  elementwise bandwidth: {:.2f} GB/s per rank\n",
                      facts.compute.stream_bytes_per_s / 1e9);
   for (const auto& [op, sizes] : facts.comm)
@@ -334,12 +342,13 @@ std::string explain_model(const JobConfig& base, const MachineFacts& facts) {
       "attention matmul (the MFU count), split evenly over tp; elementwise per token, "
       "forward: 14 C (C/tp with sp) + 12 C/tp + 8 heads T / tp elements, backward twice "
       "that; times the measured block's ratio to this count at its size, plus the framework "
-      "time per block (x 38/30 with tp, for its redistributions)\n"
+      "time per block measured at the layout's tp degree and plan\n"
       "  embeddings, head and loss: their matmuls at the MLP's rate, ~6 passes over the "
       "logits, and the measured framework time\n"
       "  optimizer: 8 float32 passes over its share of the parameters, 12 ops per tensor\n"
       "  tp: 4 all-reduces (sp: all-gather + reduce-scatter) of B T C per block and "
-      "micro-batch, 2 more for embedding and head, 3 small ones in the cross entropy\n"
+      "micro-batch, 2 more for embedding and head, at the fitted bandwidth (their latency "
+      "is in the framework time measured at that tp)\n"
       "  dp: gradients all-reduced in comm.bucket_mb buckets (zero 1: + all-gather of "
       "parameters; 2: reduce-scatter + all-gather; 3: per block and micro-batch 2 "
       "all-gathers + 1 reduce-scatter)\n"

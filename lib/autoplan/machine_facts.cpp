@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "dmodule/parallelize.h"
+#include "dmodule/plan.h"
 #include "dtensor/dtensor.h"
 #include "mesh/device_mesh.h"
 #include "models/gpt.h"
@@ -39,9 +40,18 @@ const CommFit& MachineFacts::fit(const std::string& op, int64_t size) const {
   return by_size->second;
 }
 
+FrameworkTime MachineFacts::framework(int64_t tp, bool sp) const {
+  if (tp == 1) return {compute.block_overhead_s, compute.model_overhead_s};
+  const std::string plan = sp ? "megatron-sp" : "megatron-tp";
+  const auto by_plan = tp_framework.find(plan);
+  VS_CHECK(by_plan != tp_framework.end() && by_plan->second.count(tp),
+           "[plan auto] the calibration has no framework time for {} at tp = {}", plan, tp);
+  return by_plan->second.at(tp);
+}
+
 std::string MachineFacts::to_json() const {
   nlohmann::json j;
-  j["format"] = "vescale-train plan auto calibration 1";
+  j["format"] = "vescale-train plan auto calibration 2";
   j["nproc"] = nproc;
   j["host"] = host;
   j["cores"] = cores;
@@ -57,13 +67,17 @@ std::string MachineFacts::to_json() const {
     for (const auto& [size, f] : sizes)
       j["comm"][op][std::to_string(size)] = {{"alpha_s", f.alpha_s},
                                              {"bytes_per_s", f.bytes_per_s}};
+  for (const auto& [plan, sizes] : tp_framework)
+    for (const auto& [size, t] : sizes)
+      j["tp_framework"][plan][std::to_string(size)] = {{"block_s", t.block_s},
+                                                       {"model_s", t.model_s}};
   return j.dump(1) + "\n";
 }
 
 MachineFacts MachineFacts::from_json(const std::string& text, const std::string& source) {
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
-    VS_USER_CHECK(j.value("format", "") == "vescale-train plan auto calibration 1",
+    VS_USER_CHECK(j.value("format", "") == "vescale-train plan auto calibration 2",
                   "not a calibration of this format");
     MachineFacts f;
     f.nproc = j.at("nproc").get<int64_t>();
@@ -81,6 +95,12 @@ MachineFacts MachineFacts::from_json(const std::string& text, const std::string&
       for (const auto& [size, fit] : sizes.items())
         f.comm[op][std::stoll(size)] = {fit.at("alpha_s").get<double>(),
                                         fit.at("bytes_per_s").get<double>()};
+    if (j.contains("tp_framework")) {
+      for (const auto& [plan, sizes] : j.at("tp_framework").items())
+        for (const auto& [size, t] : sizes.items())
+          f.tp_framework[plan][std::stoll(size)] = {t.at("block_s").get<double>(),
+                                                    t.at("model_s").get<double>()};
+    }
     VS_USER_CHECK(!f.compute.gemm.empty() && f.compute.stream_bytes_per_s > 0,
                   "no compute figures");
     return f;
@@ -112,8 +132,21 @@ double seconds_per_call(F&& fn, double budget_s) {
   return elapsed / static_cast<double>(calls);
 }
 
-/// Seconds of one forward and backward of a GPT with `n_layer` blocks on a 1-rank mesh.
-double gpt_seconds(const DeviceMesh& mesh, const GptProbe& probe, int64_t n_layer) {
+/// Seconds per call of `fn` over exactly `calls` calls after one warm-up call: what a
+/// collective measurement needs (every rank makes the same calls).
+template <typename F>
+double seconds_per_calls(F&& fn, int calls) {
+  fn();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i)
+    fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / calls;
+}
+
+/// Seconds of one forward and backward of a GPT with `n_layer` blocks on `mesh` under `plan`
+/// (empty: replicate); a 1-rank mesh runs for a time budget, a larger one a fixed count.
+double gpt_seconds(const DeviceMesh& mesh, const GptProbe& probe, int64_t n_layer,
+                   const std::string& plan = "") {
   models::GPTConfig config;
   config.vocab_size = 64;
   config.block_size = probe.seq_len;
@@ -122,7 +155,9 @@ double gpt_seconds(const DeviceMesh& mesh, const GptProbe& probe, int64_t n_laye
   config.n_embd = probe.n_embd;
   config.dropout = 0.0;
   config.vocab_multiple = 1;
-  auto pm = parallelize_module(std::make_shared<models::GPT>(config), mesh, replicate_plan("gpt"),
+  const int64_t tp = mesh.numel();
+  auto pm = parallelize_module(std::make_shared<models::GPT>(config, tp), mesh,
+                               plan.empty() ? replicate_plan("gpt") : Plan::load("gpt/" + plan),
                                ParallelizeOptions{});
   const Placements r{Placement::replicate()};
   const int64_t t = probe.seq_len;
@@ -130,12 +165,12 @@ double gpt_seconds(const DeviceMesh& mesh, const GptProbe& probe, int64_t n_laye
       at::arange(probe.batch * (t + 1), at::kLong).view({probe.batch, t + 1}) % 64;
   const DTensor idx = distribute_tensor(tokens.narrow(1, 0, t).contiguous(), mesh, r);
   const DTensor targets = distribute_tensor(tokens.narrow(1, 1, t).contiguous(), mesh, r);
-  return seconds_per_call(
-      [&] {
-        pm->module()({idx, targets}).at(0).to_local().backward();
-        pm->zero_grad();
-      },
-      0.15);
+  auto step = [&] {
+    const DTensor loss = pm->module()({idx, targets}).at(0);
+    loss.redistribute(Placements(mesh.ndim(), Placement::replicate())).to_local().backward();
+    pm->zero_grad();
+  };
+  return tp == 1 ? seconds_per_call(step, 0.15) : seconds_per_calls(step, 12);
 }
 
 }  // namespace
@@ -155,14 +190,25 @@ ComputeFacts measure_compute() {
   facts.stream_bytes_per_s = 3.0 * static_cast<double>(big.nbytes()) / s;
   const comm::Group alone = comm::Group::create(comm::Store::in_memory(), 0, 1);
   const DeviceMesh mesh(alone, MeshSpec{{1}, {"tp"}});
-  const GptProbe smallest{1, 8, 2, 16};
-  const double one = gpt_seconds(mesh, smallest, 1), three = gpt_seconds(mesh, smallest, 3);
-  facts.block_overhead_s = std::max(0.0, (three - one) / 2.0);
-  facts.model_overhead_s = std::max(0.0, one - facts.block_overhead_s);
+  const FrameworkTime framework = measure_framework(mesh, "");
+  facts.block_overhead_s = framework.block_s;
+  facts.model_overhead_s = framework.model_s;
   const GptProbe& probe = kBlockProbe;
   facts.block_probe_s =
       std::max(0.0, (gpt_seconds(mesh, probe, 3) - gpt_seconds(mesh, probe, 1)) / 2.0);
   return facts;
+}
+
+FrameworkTime measure_framework(const DeviceMesh& mesh, const std::string& plan) {
+  const int64_t tp = mesh.numel();
+  const int64_t heads = tp * std::max<int64_t>(1, 2 / tp);
+  const GptProbe smallest{1, 8, heads, 8 * heads};
+  const double one = gpt_seconds(mesh, smallest, 1, plan);
+  const double three = gpt_seconds(mesh, smallest, 3, plan);
+  FrameworkTime t;
+  t.block_s = std::max(0.0, (three - one) / 2.0);
+  t.model_s = std::max(0.0, one - t.block_s);
+  return t;
 }
 
 CommFit fit_comm(const std::vector<std::pair<double, double>>& points) {

@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+namespace vescale {
+class DeviceMesh;
+}
+
 namespace vescale::autoplan {
 
 /// A collective's time for one call of `bytes`: alpha + bytes / bytes_per_s.
@@ -43,6 +47,14 @@ struct ComputeFacts {
   double gemm_rate(double flops) const;
 };
 
+/// The framework's own time per micro-batch, forward and backward, of a GPT block and of the
+/// rest of the model (embeddings, head, loss), measured on a tiny GPT (T = 8, C = 8 x heads):
+/// at tp > 1 the latency of tp's collectives and redistributions is in it.
+struct FrameworkTime {
+  double block_s = 0;
+  double model_s = 0;
+};
+
 struct MachineFacts {
   int64_t nproc = 0;
   std::string host;
@@ -52,8 +64,14 @@ struct MachineFacts {
   /// Collective ("all_reduce", "all_gather", "reduce_scatter", "send_recv") -> group size -> fit.
   std::map<std::string, std::map<int64_t, CommFit>> comm;
 
+  /// Plan ("megatron-tp", "megatron-sp") -> tp degree (> 1) -> the framework's time under it.
+  std::map<std::string, std::map<int64_t, FrameworkTime>> tp_framework;
+
   /// The fit of `op` over a group of `size`; throws Error when it was not measured.
   const CommFit& fit(const std::string& op, int64_t size) const;
+  /// The framework's time at `tp` under the sp or the plain tp plan (tp = 1: the compute
+  /// facts'); throws Error when it was not measured.
+  FrameworkTime framework(int64_t tp, bool sp) const;
 
   std::string to_json() const;
   /// Throws UserError naming `source` when the text is not facts of this format.
@@ -63,6 +81,10 @@ struct MachineFacts {
 /// Measures this rank's compute facts (~1.5 s): matmuls of 32^3 to 512^3, a 16-element add, an
 /// add of 4M floats, and a tiny GPT's forward and backward.
 ComputeFacts measure_compute();
+
+/// The framework's time on `mesh` (1-D: a tp group of every rank measuring at once) under the zoo
+/// plan `plan` (empty: replicate). *Collective* over the mesh: a fixed number of steps.
+FrameworkTime measure_framework(const DeviceMesh& mesh, const std::string& plan);
 
 /// Least-squares latency and bandwidth through (bytes, seconds) points (two or more sizes).
 CommFit fit_comm(const std::vector<std::pair<double, double>>& points);

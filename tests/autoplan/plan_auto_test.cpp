@@ -153,8 +153,11 @@ TEST(PlanAuto, CalibrationRoundTripsAndBadFilesAreNamed) {
   f.compute.gemm = {{1e6, 2e10}, {1e8, 4e10}};
   f.compute.stream_bytes_per_s = 1e10;
   f.comm["all_reduce"][2] = {1e-4, 5e8};
+  f.tp_framework["megatron-sp"][2] = {1e-3, 2e-3};
   const MachineFacts back = MachineFacts::from_json(f.to_json(), "x.json");
   EXPECT_EQ(back.to_json(), f.to_json());
+  EXPECT_EQ(back.framework(2, true).model_s, 2e-3);
+  EXPECT_THROW(back.framework(2, false), Error);  // not measured: an error, not a guess
   EXPECT_NEAR(back.compute.gemm_rate(1e7), std::sqrt(2e10 * 4e10), 1.0);  // log-log halfway
   EXPECT_THROW(MachineFacts::from_json("{\"format\": 1}", "x.json"), UserError);
   try {
