@@ -91,7 +91,9 @@ MachineFacts MachineFacts::from_json(const std::string& text, const std::string&
     f.compute.model_overhead_s = j.at("compute").at("model_overhead_s").get<double>();
     f.compute.block_probe_s = j.at("compute").at("block_probe_s").get<double>();
     f.compute.stream_bytes_per_s = j.at("compute").at("stream_bytes_per_s").get<double>();
-    for (const auto& [op, sizes] : j.at("comm").items())
+    // One rank has no groups to measure: no "comm".
+    const nlohmann::json comm = j.value("comm", nlohmann::json::object());
+    for (const auto& [op, sizes] : comm.items())
       for (const auto& [size, fit] : sizes.items())
         f.comm[op][std::stoll(size)] = {fit.at("alpha_s").get<double>(),
                                         fit.at("bytes_per_s").get<double>()};

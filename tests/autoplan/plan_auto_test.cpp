@@ -159,6 +159,10 @@ TEST(PlanAuto, CalibrationRoundTripsAndBadFilesAreNamed) {
   EXPECT_EQ(back.framework(2, true).model_s, 2e-3);
   EXPECT_THROW(back.framework(2, false), Error);  // not measured: an error, not a guess
   EXPECT_NEAR(back.compute.gemm_rate(1e7), std::sqrt(2e10 * 4e10), 1.0);  // log-log halfway
+  MachineFacts alone = f;  // one rank: nothing to communicate
+  alone.comm.clear();
+  alone.tp_framework.clear();
+  EXPECT_EQ(MachineFacts::from_json(alone.to_json(), "x.json").to_json(), alone.to_json());
   EXPECT_THROW(MachineFacts::from_json("{\"format\": 1}", "x.json"), UserError);
   try {
     MachineFacts::from_json("not json", "cache.json");
