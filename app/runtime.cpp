@@ -1,9 +1,14 @@
 #include "runtime.h"
 
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "core/error.h"
@@ -11,6 +16,8 @@
 #include "core/logging.h"
 #include "core/thread_budget.h"
 #include "launch/local_launcher.h"
+
+extern char** environ;
 
 namespace vescale::app {
 namespace {
@@ -23,6 +30,27 @@ std::string self_executable(const std::string& fallback) {
 }
 
 }  // namespace
+
+int run_this_binary(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {self_executable("/proc/self/exe")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> raw;
+  for (auto& a : argv)
+    raw.push_back(a.data());
+  raw.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, raw[0], nullptr, nullptr, raw.data(), environ);
+  VS_CHECK(rc == 0, "cannot start {} {}: {}", argv[0], fmt::join(args, " "), std::strerror(rc));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void print(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
 
 int run_on_ranks(int nproc, const Invocation& invocation,
                  const std::function<int(const LaunchEnv&)>& body, LocalLaunchOptions launch) {

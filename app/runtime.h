@@ -26,6 +26,14 @@ struct Invocation {
 int run_on_ranks(int nproc, const Invocation& invocation,
                  const std::function<int(const LaunchEnv&)>& body, LocalLaunchOptions launch = {});
 
+/// Runs this program's binary with `args` (its output goes to ours) and returns its exit code
+/// (128 + the signal when a signal ended it).
+int run_this_binary(const std::vector<std::string>& args);
+
+/// Writes `text` to standard output as it is, and flushes it (so that it stands before the
+/// output of a process started next).
+void print(const std::string& text);
+
 /// Connects the world group of a job. *Collective* over every rank.
 comm::Group connect_world(const LaunchEnv& env, comm::GroupOptions options);
 

@@ -11,10 +11,6 @@
 namespace vescale::app {
 namespace {
 
-void print(const std::string& text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-}
-
 struct CheckpointOptions {
   std::string path, output;
   bool model_only = false;

@@ -8,6 +8,7 @@
 #include "mesh/job_mesh.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/stage_split.h"
+#include "train/job.h"
 #include "train/lm_task.h"
 #include "train/model_factory.h"
 #include "train/task.h"
@@ -20,10 +21,6 @@ struct PlanOptions {
   int64_t tp = 0;
   std::string config;
 };
-
-void print(const std::string& text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-}
 
 /// The resolved plan table of `config`'s model on rank 0 of a layout-only job mesh (the plan
 /// applies to its parameter mesh).
@@ -39,13 +36,11 @@ std::string resolved_table(const JobConfig& config, const Plan& plan,
 /// `config`'s pipeline: its stage split, the schedule's per-rank timeline and its bubble. Builds
 /// the model without allocating it and loads no data.
 std::string schedule_report(const JobConfig& config) {
-  const pipeline::PipelineSchedule schedule = pipeline::make_schedule(
-      config.pp_schedule, static_cast<int>(config.pp), static_cast<int>(config.pp_virtual),
-      static_cast<int>(config.microbatches));
   auto model = build_model(config);
   const std::vector<Layer> layers = model_layers(config, *model);
-  const std::vector<pipeline::Stage> stages =
-      pipeline::split_stages(stage_layers(layers), schedule.stages(), config.pp_split);
+  const PipelinePlan pipe = plan_pipeline(config, layers);
+  const pipeline::PipelineSchedule& schedule = pipe.schedule;
+  const std::vector<pipeline::Stage>& stages = pipe.stages;
   const pipeline::Simulation sim = pipeline::simulate(schedule);
 
   double total = 0;
@@ -60,15 +55,12 @@ std::string schedule_report(const JobConfig& config) {
                      "parameters", "MFLOP/sample", "share", "in flight");
   for (size_t k = 0; k < stages.size(); ++k) {
     const pipeline::Stage& st = stages[k];
-    std::vector<std::string> modules;
-    for (int i = st.begin; i < st.end; ++i)
-      modules.insert(modules.end(), layers[i].modules.begin(), layers[i].modules.end());
     const std::string names =
         st.names.size() == 1 ? st.names[0] : st.names.front() + " .. " + st.names.back();
     out +=
         fmt::format("{:<6} {:<5} {:<40} {:>11} {:>14.1f} {:>5.1f}% {:>9}\n", k,
-                    schedule.stage_rank[k], names, parameters_under(*model, modules), st.cost / 1e6,
-                    total > 0 ? 100.0 * st.cost / total : 0.0, sim.peak_stashed[k]);
+                    schedule.stage_rank[k], names, parameters_under(*model, pipe.modules[k]),
+                    st.cost / 1e6, total > 0 ? 100.0 * st.cost / total : 0.0, sim.peak_stashed[k]);
   }
   out += "(parameters: each counted once, where first used; GPT's lm_head is transformer.wte)\n";
   out += fmt::format(

@@ -1,10 +1,6 @@
 // `vescale-train plan auto CONFIG.toml --nproc N`: every layout of N ranks, ranked by the cost
 // model's step time (NOTE [Plan auto]); calibrates the machine first (cached in the dump
 // folder); `-o` writes the winner's config, `--verify K` runs the top K and compares.
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,8 +19,6 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/units.h"
-
-extern char** environ;
 
 namespace vescale::app {
 namespace {
@@ -45,28 +39,6 @@ struct AutoOptions {
   int64_t verify_steps = 12;
   bool recalibrate = false;
 };
-
-void print(const std::string& text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
-}
-
-/// Runs this binary with `args` and returns its exit code (its output goes to ours).
-int run_self(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"/proc/self/exe"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> raw;
-  for (auto& a : argv)
-    raw.push_back(a.data());
-  raw.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, raw.data(), environ);
-  VS_CHECK(rc == 0, "[plan auto] cannot start {}: {}", fmt::join(args, " "), std::strerror(rc));
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 /// Meshes whose dims and world cover every group size a layout of `nproc` ranks can have.
 std::vector<std::string> calibration_meshes(int64_t nproc) {
@@ -100,9 +72,10 @@ MachineFacts calibrate(const JobConfig& base, int64_t nproc, bool again) {
     const fs::path part = folder / fmt::format("calibration-{}-ranks.part{}.json", nproc, i);
     print(fmt::format("calibration {} of {}: comm bench on {} processes, mesh {}\n", i + 1,
                       meshes.size(), nproc, meshes[i]));
-    const int code = run_self({"comm", "bench", "--nproc", std::to_string(nproc), "--mesh",
-                               meshes[i], "--ops", "all_reduce,all_gather,reduce_scatter,send_recv",
-                               "--sizes", "16K,256K,2M", "--calibrate", part.string()});
+    const int code =
+        run_this_binary({"comm", "bench", "--nproc", std::to_string(nproc), "--mesh", meshes[i],
+                         "--ops", "all_reduce,all_gather,reduce_scatter,send_recv", "--sizes",
+                         "16K,256K,2M", "--calibrate", part.string()});
     VS_USER_CHECK(code == 0,
                   "[plan auto] the calibration run (comm bench --mesh {}) failed with "
                   "exit code {}",
@@ -190,7 +163,7 @@ Measured measure(const AutoOptions& o, const Layout& layout, const std::vector<s
         std::string("checkpoint.overwrite=true"), fmt::format("eval.interval={}", o.verify_steps),
         std::string("eval.windows=1"), fmt::format("job.dump_folder=\"{}\"", folder.string())})
     args.push_back("--" + ov);
-  const int code = run_self(args);
+  const int code = run_this_binary(args);
   VS_USER_CHECK(code == 0, "[plan auto] --verify: training {} failed with exit code {}",
                 layout.str(), code);
   std::ifstream in(folder / "metrics.jsonl");

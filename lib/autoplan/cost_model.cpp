@@ -11,7 +11,7 @@
 #include "dtensor/dtensor_spec.h"
 #include "mesh/job_mesh.h"
 #include "parallel/pipeline/schedule.h"
-#include "parallel/pipeline/stage_split.h"
+#include "train/job.h"
 #include "train/model_factory.h"
 #include "train/task.h"
 
@@ -22,17 +22,20 @@ namespace vescale::autoplan {
 // memory per rank, drops what does not fit and ranks the rest. Nothing in the prediction is a
 // tuned constant: the machine enters only through facts measured while N ranks run at once
 // (machine_facts.h: the matmul rate by size, one small op's cost, the elementwise bandwidth,
+// the framework's own time per GPT block at each tp degree and plan, one real block's time,
 // latency and bandwidth per collective and group size), the model only through analytic counts.
 // For the rank with the busiest pipeline stage, per step:
-//   compute  = matmul FLOPs / rate(at the size of the block's largest matmul)
-//            + elementwise bytes / bandwidth + ops x op cost, forward and backward of every
+//   compute  = per block, its matmul FLOPs at the rate of their size and its elementwise bytes
+//              at the bandwidth, scaled by the measured block's ratio to that count, plus the
+//              framework's time; the embeddings, head and loss; forward and backward of every
 //              micro-batch, and the optimizer's pass over its (ZeRO) share of the state;
 //   bubble   = the pipeline's idle time, from the project's schedule simulator
 //              (pipeline::simulate) with each stage's forward and backward times;
-//   comm     = sum over calls of alpha + bytes / bandwidth: tp's all-reduces (or all-gathers
-//              and reduce-scatters with sp) around attention and MLP, dp's gradient reduction as
-//              the ZeRO stage does it, pp's activations and their gradients, and the few small
-//              all-reduces every step makes; none is assumed hidden behind compute.
+//   comm     = tp's all-reduces (or all-gathers and reduce-scatters with sp) around attention
+//              and MLP at the fitted bandwidth (their latency is in the framework time), and
+//              alpha + bytes / bandwidth per call for dp's gradient reduction as the ZeRO stage
+//              does it, pp's activations and their gradients, and the few small all-reduces
+//              every step makes; none is assumed hidden behind compute.
 // Memory per rank: parameters, gradients and optimizer state from the parameters' local shapes
 // under the plan, divided over dp as the ZeRO stage divides them; activations from the
 // per-token counts of Korthikanti et al. (2022) for float32 with the schedule's peak of
@@ -42,84 +45,71 @@ namespace {
 
 constexpr double kF32 = 4.0;
 
-struct ModelShape {
-  double layers = 0, heads = 0, embd = 0, vocab = 0;  // vocab: padded for the layout's tp
-};
-
-ModelShape gpt_shape(const JobConfig& c, const ResolvedPlan& plan) {
-  ModelShape s{static_cast<double>(c.n_layer), static_cast<double>(c.n_head),
-               static_cast<double>(c.n_embd), static_cast<double>(c.vocab_size)};
-  for (const auto& p : plan.parameters)
-    if (p.fqn == "transformer.wte.weight") s.vocab = static_cast<double>(p.shape[0]);
-  return s;
-}
-
-bool in_modules(const std::string& fqn, const std::vector<std::string>& modules) {
-  for (const auto& m : modules)
-    if (fqn.rfind(m + ".", 0) == 0) return true;
-  return false;
-}
-
 double bytes_of(at::ScalarType t) {
   return static_cast<double>(c10::elementSize(t));
 }
 
-struct Pipeline {
+/// A layout's model as plan auto sees it, built once per layout: declared (not allocated), its
+/// plan resolved on rank 0 of the layout-only mesh, its layers cut into the pipeline's stages.
+struct LayoutModel {
+  std::shared_ptr<Module> model;
+  JobMesh job;
+  ResolvedPlan plan;
   std::vector<Layer> layers;
-  std::vector<pipeline::Stage> stages;
-  pipeline::PipelineSchedule schedule;
+  PipelinePlan pipe;
 };
 
-Pipeline job_pipeline(const JobConfig& c, Module& model) {
-  Pipeline p;
-  p.layers = model_layers(c, model);
-  p.schedule = pipeline::make_schedule(c.pp > 1 ? c.pp_schedule : "gpipe", static_cast<int>(c.pp),
-                                       static_cast<int>(c.pp > 1 ? c.pp_virtual : 1),
-                                       static_cast<int>(c.microbatches));
-  p.stages = pipeline::split_stages(stage_layers(p.layers), p.schedule.stages(),
-                                    c.pp > 1 ? c.pp_split : std::vector<std::string>{"balanced"});
-  return p;
+LayoutModel layout_model(const JobConfig& c) {
+  auto model = build_model(c);
+  JobMesh job = JobMesh::layout(c.pp, c.dp, c.tp);
+  ResolvedPlan plan = resolve_plan(job_plan(c), *model, job.param_mesh());
+  std::vector<Layer> layers = model_layers(c, *model);
+  // Without a pipeline the whole model is one stage, whatever the pipeline keys say.
+  JobConfig one = c;
+  if (c.pp == 1) {
+    one.pp_schedule = "1f1b";
+    one.pp_virtual = 1;
+    one.pp_split = {"balanced"};
+  }
+  PipelinePlan pipe = plan_pipeline(one, layers);
+  return {std::move(model), std::move(job), std::move(plan), std::move(layers), std::move(pipe)};
 }
 
-}  // namespace
-
-std::vector<StateMemory> state_memory_by_stage(const JobConfig& c) {
-  auto model = build_model(c);
-  const JobMesh job = JobMesh::layout(c.pp, c.dp, c.tp);
-  const ResolvedPlan plan = resolve_plan(job_plan(c), *model, job.param_mesh());
-  const Pipeline pipe = job_pipeline(c, *model);
+/// The state each pp rank holds (rank 0 of its tp and dp groups): every stage placed on it.
+std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm) {
   const double param_size = bytes_of(job_dtype(c));
   const double state_size = bytes_of(state_dtype(c));
   const bool master = job_dtype(c) != state_dtype(c);
   const double optimizer_copies =
       c.optimizer == "adamw" ? 2.0 : (c.optimizer == "sgd" && c.momentum > 0 ? 1.0 : 0.0);
   const double dp = static_cast<double>(c.dp);
-
-  // Stages per pp rank: a rank holds every stage placed on it.
   std::vector<StateMemory> by_rank(c.pp);
-  for (size_t s = 0; s < pipe.stages.size(); ++s) {
-    std::vector<std::string> modules;
+  for (size_t s = 0; s < lm.pipe.stages.size(); ++s) {
     bool has_embedding = false, has_head = false;
-    for (int i = pipe.stages[s].begin; i < pipe.stages[s].end; ++i) {
-      const Layer& layer = pipe.layers[i];
-      modules.insert(modules.end(), layer.modules.begin(), layer.modules.end());
-      has_embedding = has_embedding || layer.name == "embedding";
-      has_head = has_head || layer.name == "head";
+    for (int i = lm.pipe.stages[s].begin; i < lm.pipe.stages[s].end; ++i) {
+      has_embedding = has_embedding || lm.layers[i].name == "embedding";
+      has_head = has_head || lm.layers[i].name == "head";
     }
     double elements = 0;
-    for (const auto& p : plan.parameters) {
+    for (const auto& p : lm.plan.parameters) {
       const bool tied_head = has_head && !has_embedding && p.fqn == "transformer.wte.weight";
-      if (!in_modules(p.fqn, modules) && !tied_head) continue;
-      const Box box = Box::local(DTensorSpec(job.param_mesh(), p.placements, p.shape));
+      if (!under_modules(p.fqn, lm.pipe.modules[s]) && !tied_head) continue;
+      const Box box = Box::local(DTensorSpec(lm.job.param_mesh(), p.placements, p.shape));
       elements += static_cast<double>(c10::multiply_integers(box.sizes));
     }
-    StateMemory& m = by_rank[pipe.schedule.stage_rank[s]];
+    StateMemory& m = by_rank[lm.pipe.schedule.stage_rank[s]];
     m.params += elements * param_size / (c.zero >= 3 ? dp : 1.0);
     m.grads += elements * param_size / (c.zero >= 2 ? dp : 1.0);
     m.optimizer += elements * state_size * (optimizer_copies + (master ? 1.0 : 0.0)) /
                    (c.zero >= 1 ? dp : 1.0);
   }
   return by_rank;
+}
+
+}  // namespace
+
+std::vector<StateMemory> state_memory_by_stage(const JobConfig& c) {
+  return state_by_rank(c, layout_model(c));
 }
 
 double schedule_bubble(const JobConfig& c) {
@@ -133,17 +123,17 @@ double schedule_bubble(const JobConfig& c) {
 Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts& facts) {
   VS_USER_CHECK(c.model == "gpt", "plan auto models GPT jobs; {} has model.name = '{}'", c.source,
                 c.model);
-  auto model = build_model(c);
-  const JobMesh job = JobMesh::layout(c.pp, c.dp, c.tp);
-  const ResolvedPlan plan = resolve_plan(job_plan(c), *model, job.param_mesh());
-  const Pipeline pipe = job_pipeline(c, *model);
-  const ModelShape shape = gpt_shape(c, plan);
+  const LayoutModel lm = layout_model(c);
+  const PipelinePlan& pipe = lm.pipe;
+  double vocab = static_cast<double>(c.vocab_size);  // padded for the layout's tp
+  for (const auto& p : lm.plan.parameters)
+    if (p.fqn == "transformer.wte.weight") vocab = static_cast<double>(p.shape[0]);
   const ComputeFacts& f = facts.compute;
   const double tp = static_cast<double>(c.tp), dp = static_cast<double>(c.dp);
   const double m = static_cast<double>(c.microbatches);
   const double b = static_cast<double>(c.micro_batch_size());
   const double t = static_cast<double>(c.seq_len);
-  const double C = shape.embd, heads = shape.heads;
+  const double C = static_cast<double>(c.n_embd), heads = static_cast<double>(c.n_head);
   const double tokens = b * t;  // per micro-batch
   const bool sp = layout.sp && c.tp > 1;
   const double size = bytes_of(job_dtype(c));
@@ -184,14 +174,14 @@ Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts&
   std::vector<double> stage_blocks(pipe.stages.size(), 0.0);
   for (size_t s = 0; s < pipe.stages.size(); ++s) {
     for (int i = pipe.stages[s].begin; i < pipe.stages[s].end; ++i) {
-      const Layer& layer = pipe.layers[i];
+      const Layer& layer = lm.layers[i];
       const bool block = layer.name.rfind("transformer.h.", 0) == 0;
       double seconds = block ? block_s : layer.flops_per_sample * b / tp / gemm_rate;
       if (block) {
         stage_blocks[s] += 1;
       } else if (layer.name == "head") {
         // Cross entropy over the vocabulary shard: ~6 passes over the logits, forward and back.
-        seconds += 6.0 * tokens * shape.vocab / tp * size / f.stream_bytes_per_s;
+        seconds += 6.0 * tokens * vocab / tp * size / f.stream_bytes_per_s;
         seconds += framework.model_s / 2.0;
       } else {
         seconds += 3.0 * 2.0 * tokens * C * size / f.stream_bytes_per_s;
@@ -219,7 +209,7 @@ Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts&
 
   // The optimizer: elementwise passes over this rank's state (AdamW reads parameter, gradient
   // and two moments and writes three: 7 passes, plus the clip's one over the gradients).
-  const std::vector<StateMemory> state = state_memory_by_stage(c);
+  const std::vector<StateMemory> state = state_by_rank(c, lm);
   int busiest_rank = 0;
   for (int r = 0; r < static_cast<int>(state.size()); ++r)
     if (state[r].total() > state[busiest_rank].total()) busiest_rank = r;
@@ -302,7 +292,7 @@ Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts&
                                              : 34.0 * C) +
                                  5.0 * heads * t / tp;
   out.activations = in_flight * (tokens * per_token_block * size / 2.0 * blocks +
-                                 2.0 * tokens * shape.vocab / tp * size);
+                                 2.0 * tokens * vocab / tp * size);
   return out;
 }
 

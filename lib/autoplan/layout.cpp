@@ -7,7 +7,7 @@
 #include "dmodule/plan.h"
 #include "mesh/job_mesh.h"
 #include "parallel/pipeline/schedule.h"
-#include "parallel/pipeline/stage_split.h"
+#include "train/job.h"
 #include "train/model_factory.h"
 #include "train/task.h"
 
@@ -41,13 +41,7 @@ void lint_layout(const JobConfig& config) {
   auto model = build_model(config);
   const JobMesh job = JobMesh::layout(config.pp, config.dp, config.tp);
   resolve_plan(job_plan(config), *model, job.param_mesh());
-  if (config.pp > 1) {
-    const pipeline::PipelineSchedule schedule = pipeline::make_schedule(
-        config.pp_schedule, static_cast<int>(config.pp), static_cast<int>(config.pp_virtual),
-        static_cast<int>(config.microbatches));
-    pipeline::split_stages(stage_layers(model_layers(config, *model)), schedule.stages(),
-                           config.pp_split);
-  }
+  if (config.pp > 1) plan_pipeline(config, model_layers(config, *model));
 }
 
 namespace {

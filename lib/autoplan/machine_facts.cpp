@@ -14,6 +14,7 @@
 #include "dtensor/dtensor.h"
 #include "mesh/device_mesh.h"
 #include "models/gpt.h"
+#include "train/metrics.h"
 
 namespace vescale::autoplan {
 
@@ -179,12 +180,8 @@ double gpt_seconds(const DeviceMesh& mesh, const GptProbe& probe, int64_t n_laye
 
 ComputeFacts measure_compute() {
   ComputeFacts facts;
-  for (int64_t n : {32, 64, 128, 256, 512}) {
-    const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
-    const double s = seconds_per_call([&] { (void)at::matmul(a, b); }, 0.12);
-    const double flops = 2.0 * static_cast<double>(n * n * n);
-    facts.gemm.emplace_back(flops, flops / s);
-  }
+  for (int64_t n : {32, 64, 128, 256, 512})
+    facts.gemm.emplace_back(2.0 * static_cast<double>(n * n * n), measured_matmul_flops(n, 0.12));
   const at::Tensor tiny = at::ones({16});
   facts.op_overhead_s = seconds_per_call([&] { (void)at::add(tiny, tiny); }, 0.05);
   const at::Tensor big = at::ones({int64_t{4} << 20});

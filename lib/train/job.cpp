@@ -64,28 +64,18 @@ void check_world(const JobConfig& c, const comm::Group& world) {
                 c.source, c.pp, c.dp, c.tp, c.world_size(), world.size());
 }
 
-bool under(const std::string& fqn, const std::vector<std::string>& modules) {
-  return std::any_of(modules.begin(), modules.end(),
-                     [&](const std::string& m) { return fqn.rfind(m + ".", 0) == 0; });
-}
-
 /// The parameters under `modules` (by any of their names), each once, in the model's order.
 std::vector<const Parameter*> parameters_in(Module& model,
                                             const std::vector<std::string>& modules) {
   std::vector<const Parameter*> out;
   std::set<const Parameter*> seen;
   for (const auto& [fqn, p] : model.all_parameter_names()) {
-    if (under(fqn, modules) && seen.insert(p.get()).second) out.push_back(p.get());
+    if (under_modules(fqn, modules) && seen.insert(p.get()).second) out.push_back(p.get());
   }
   return out;
 }
 
-/// The pipeline's cut of the task's layers: the schedule, and per stage its layers and modules.
-struct PipelinePlan {
-  pipeline::PipelineSchedule schedule;
-  std::vector<pipeline::Stage> stages;
-  std::vector<std::vector<std::string>> modules;  ///< per stage
-};
+}  // namespace
 
 PipelinePlan plan_pipeline(const JobConfig& c, const std::vector<Layer>& layers) {
   PipelinePlan plan;
@@ -104,6 +94,8 @@ PipelinePlan plan_pipeline(const JobConfig& c, const std::vector<Layer>& layers)
   return plan;
 }
 
+namespace {
+
 /// Under a pipeline: the runner, each local parameter's per-stage use, and the tied weights
 /// (held by several pp ranks) summed over their holders by grad sync.
 void setup_pipeline(Job& job, const PipelinePlan& plan, std::vector<StepParam>& step_params) {
@@ -114,7 +106,7 @@ void setup_pipeline(Job& job, const PipelinePlan& plan, std::vector<StepParam>& 
   std::map<const Parameter*, int> first_stage;
   for (const auto& [fqn, p] : model.all_parameter_names()) {
     for (int s = 0; s < plan.schedule.stages(); ++s) {
-      if (!under(fqn, plan.modules[static_cast<size_t>(s)])) continue;
+      if (!under_modules(fqn, plan.modules[static_cast<size_t>(s)])) continue;
       holders[p.get()].insert(plan.schedule.stage_rank[static_cast<size_t>(s)]);
       first_stage.emplace(p.get(), s);  // stages in order: the first one wins
     }
@@ -239,7 +231,7 @@ std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
       if (pipeline->schedule.stage_rank[s] != job->mesh.pp_rank()) continue;
       mine.insert(mine.end(), pipeline->modules[s].begin(), pipeline->modules[s].end());
     }
-    options.materialize = [mine](const std::string& fqn) { return under(fqn, mine); };
+    options.materialize = [mine](const std::string& fqn) { return under_modules(fqn, mine); };
   }
   job->model = parallelize_module(job->task->model(), job->mesh.param_mesh(), job_plan(c), options);
   const bool mixed = job_dtype(c) != state_dtype(c);

@@ -16,6 +16,8 @@
 #include "optim/master_weights.h"
 #include "optim/optimizer.h"
 #include "parallel/grad_sync.h"
+#include "parallel/pipeline/schedule.h"
+#include "parallel/pipeline/stage_split.h"
 #include "parallel/zero/zero.h"
 #include "train/metrics.h"
 #include "train/pipeline_runner.h"
@@ -63,6 +65,17 @@ struct Job {
   /// 0 on the others). *Collective* over the parameter mesh (and the pp group).
   double forward_loss(const Batch& batch);
 };
+
+/// The pipeline's cut of a task's layers: the schedule, and per stage its layers and modules.
+struct PipelinePlan {
+  pipeline::PipelineSchedule schedule;
+  std::vector<pipeline::Stage> stages;
+  std::vector<std::vector<std::string>> modules;  ///< per stage
+};
+
+/// `config`'s schedule (parallel.pp_schedule, pp_virtual, microbatches) and its split of
+/// `layers` (parallel.pp_split). Throws UserError saying what would work.
+PipelinePlan plan_pipeline(const JobConfig& config, const std::vector<Layer>& layers);
 
 /// Checks a pipeline job's schedule and stage split (UserError saying what would work); builds
 /// the model without allocating it. Not collective: for checks before any process starts.

@@ -148,13 +148,16 @@ int64_t peak_resident_bytes() {
 }
 
 double measured_peak_flops() {
-  const int64_t n = 512;
+  return measured_matmul_flops(512, 0.2);
+}
+
+double measured_matmul_flops(int64_t n, double seconds) {
   at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
   at::Tensor c = at::matmul(a, b);  // warm up
   int64_t iters = 0;
   const auto start = std::chrono::steady_clock::now();
   double elapsed = 0;
-  while (elapsed < 0.2) {
+  while (elapsed < seconds) {
     c = at::matmul(a, b);
     ++iters;
     elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -66,8 +66,10 @@ class MetricsWriter {
 int64_t resident_bytes();
 /// The most resident memory this process has had, in bytes.
 int64_t peak_resident_bytes();
-/// Measured float32 matmul FLOP/s of this process (a 512^2 GEMM for ~0.2 s): the MFU peak
-/// when metrics.peak_flops is 0.
+/// Measured float32 FLOP/s of this process multiplying two n x n matrices, timed for about
+/// `seconds` after one warm-up call.
+double measured_matmul_flops(int64_t n, double seconds);
+/// measured_matmul_flops(512, 0.2): the MFU peak when metrics.peak_flops is 0.
 double measured_peak_flops();
 
 }  // namespace vescale

@@ -2,6 +2,8 @@
 
 #include <c10/util/accumulate.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "dmodule/parallelize.h"
 #include "models/gpt.h"
@@ -26,16 +28,15 @@ std::shared_ptr<Module> build_model(const JobConfig& c) {
   return gpt;
 }
 
+bool under_modules(const std::string& fqn, const std::vector<std::string>& modules) {
+  return std::any_of(modules.begin(), modules.end(),
+                     [&](const std::string& m) { return fqn.rfind(m + ".", 0) == 0; });
+}
+
 int64_t parameters_under(Module& model, const std::vector<std::string>& modules) {
   int64_t total = 0;
-  for (const auto& [fqn, param] : model.named_parameters()) {
-    for (const auto& m : modules) {
-      if (fqn.rfind(m + ".", 0) == 0) {
-        total += c10::multiply_integers(param->shape);
-        break;
-      }
-    }
-  }
+  for (const auto& [fqn, param] : model.named_parameters())
+    if (under_modules(fqn, modules)) total += c10::multiply_integers(param->shape);
   return total;
 }
 
