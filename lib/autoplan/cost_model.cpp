@@ -43,8 +43,6 @@ namespace vescale::autoplan {
 
 namespace {
 
-constexpr double kF32 = 4.0;
-
 double bytes_of(at::ScalarType t) {
   return static_cast<double>(c10::elementSize(t));
 }
@@ -219,8 +217,8 @@ Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts&
   const double param_elems = mine.params / size * (c.zero >= 3 ? dp : 1.0);
   const double update_elems = c.zero >= 1 ? param_elems / dp : param_elems;
   const double n_tensors = 12.0 * static_cast<double>(c.n_layer) / c.pp + 4.0;
-  const double optimizer_s =
-      8.0 * update_elems * kF32 / f.stream_bytes_per_s + 12.0 * n_tensors * f.op_overhead_s;
+  const double optimizer_s = 8.0 * update_elems * bytes_of(state_dtype(c)) / f.stream_bytes_per_s +
+                             12.0 * n_tensors * f.op_overhead_s;
   out.compute_s = busiest + optimizer_s;
   out.bubble_s = pipeline_s - busiest;
 
