@@ -1,6 +1,7 @@
 // vescale-bench-plain: vescale-train's GPT trained by a plain LibTorch loop (torch::nn, ATen,
-// torch::optim::AdamW, clip_grad_norm_) with no DTensor, no DModule, no hooks and none of
-// vescale's library, to show what vescale-train's own machinery costs on one process.
+// torch::optim::AdamW, clip_grad_norm_) with no DTensor, no DModule, no hooks and, of vescale's
+// library, only its attention kernels (dtensor/local_kernels.h), to show what vescale-train's own
+// machinery costs on one process.
 //
 //   vescale-bench-plain CONFIG.toml [--section.key=value ...] [--threads=N]
 //                       [--init=DIR --start-step=K] [--dump=DIR] [--log-steps]
@@ -12,6 +13,8 @@
 // (bench/README.md).
 #include <toml++/toml.h>
 #include <torch/torch.h>
+
+#include "dtensor/local_kernels.h"
 
 #include <chrono>
 #include <cmath>
@@ -99,15 +102,12 @@ void init_linear(nn::Linear& linear, double std) {
 }
 
 struct AttentionImpl : nn::Module {
-  AttentionImpl(int64_t c, int64_t heads, int64_t n_layer, int64_t block)
+  AttentionImpl(int64_t c, int64_t heads, int64_t n_layer)
       : n_head(heads),
         q_proj(register_module("q_proj", nn::Linear(c, c))),
         k_proj(register_module("k_proj", nn::Linear(c, c))),
         v_proj(register_module("v_proj", nn::Linear(c, c))),
-        c_proj(register_module("c_proj", nn::Linear(c, c))),
-        bias(torch::zeros({block, block})
-                 .masked_fill(torch::ones({block, block}, torch::kBool).triu(1),
-                              -std::numeric_limits<double>::infinity())) {
+        c_proj(register_module("c_proj", nn::Linear(c, c))) {
     init_linear(q_proj, 0.02);
     init_linear(k_proj, 0.02);
     init_linear(v_proj, 0.02);
@@ -118,21 +118,17 @@ struct AttentionImpl : nn::Module {
     auto heads = [&](nn::Linear& proj) {
       return proj(x).view({b, t, n_head, c / n_head}).transpose(1, 2);
     };
-    // vescale-train's kernel (NOTE [Explicit attention]): bmm, then the scale and the causal
-    // mask in one pass, add(bias, scores, alpha = scale), so only the machinery around it differs.
-    const int64_t d = c / n_head, bh = b * n_head;
-    torch::Tensor q = heads(q_proj), k = heads(k_proj), v = heads(v_proj);
-    torch::Tensor scores =
-        torch::add(bias.slice(0, 0, t).slice(1, 0, t).to(q.scalar_type()),
-                   torch::bmm(q.reshape({bh, t, d}), k.reshape({bh, t, d}).transpose(1, 2)),
-                   1.0 / std::sqrt(static_cast<double>(d)));
-    torch::Tensor y =
-        torch::bmm(torch::softmax(scores, -1), v.reshape({bh, t, d})).view({b, n_head, t, d});
+    // vescale-train's kernels, picked as it picks them on the CPU (use_blocked_attention): NOTE
+    // [Blocked causal attention] off float64, else NOTE [Explicit attention]. So only the
+    // machinery around them differs.
+    const torch::Tensor q = heads(q_proj), k = heads(k_proj), v = heads(v_proj);
+    const torch::Tensor y = q.scalar_type() == torch::kDouble
+                                ? vescale::local::causal_attention(q, k, v)
+                                : vescale::local::blocked_causal_attention(q, k, v);
     return c_proj(y.transpose(1, 2).reshape({b, t, c}));
   }
   int64_t n_head;
   nn::Linear q_proj, k_proj, v_proj, c_proj;
-  torch::Tensor bias;  ///< the causal mask: 0 on and below the diagonal, -inf above
 };
 TORCH_MODULE(Attention);
 
@@ -153,9 +149,9 @@ nn::LayerNorm layer_norm(int64_t c) {
 }
 
 struct BlockImpl : nn::Module {
-  BlockImpl(int64_t c, int64_t heads, int64_t n_layer, int64_t block)
+  BlockImpl(int64_t c, int64_t heads, int64_t n_layer)
       : ln_1(register_module("ln_1", layer_norm(c))),
-        attn(register_module("attn", Attention(c, heads, n_layer, block))),
+        attn(register_module("attn", Attention(c, heads, n_layer))),
         ln_2(register_module("ln_2", layer_norm(c))),
         mlp(register_module("mlp", MLP(c, n_layer))) {}
   torch::Tensor forward(torch::Tensor x) {
@@ -177,7 +173,7 @@ struct TransformerImpl : nn::Module {
         h(register_module("h", nn::ModuleList())),
         ln_f(register_module("ln_f", layer_norm(c))) {
     for (int64_t i = 0; i < n_layer; ++i)
-      h->push_back(Block(c, heads, n_layer, block));
+      h->push_back(Block(c, heads, n_layer));
     torch::NoGradGuard no_grad;
     wte->weight.normal_(0.0, 0.02);
     wpe->weight.normal_(0.0, 0.02);

@@ -50,6 +50,10 @@ bool use_tf32_matmul(Device device, at::ScalarType dtype) {
   return fast(kHasTf32Control, device, dtype) && dtype == at::kFloat;
 }
 
+bool use_blocked_attention(Device device, at::ScalarType dtype) {
+  return !use_fused_attention(device, dtype) && dtype != at::kDouble;
+}
+
 bool configure_matmul_precision(Device device, at::ScalarType dtype) {
   if (!use_tf32_matmul(device, dtype)) return false;
 #if VESCALE_HAS_TF32_CONTROL
@@ -61,9 +65,13 @@ bool configure_matmul_precision(Device device, at::ScalarType dtype) {
 std::string fast_paths_summary(Device device, at::ScalarType dtype) {
   std::string tf32 = why_off(kHasTf32Control, "LibTorch 1.12", device, dtype);
   if (tf32.empty() && dtype != at::kFloat) tf32 = "float32 only";
+  std::string blocked;
+  if (use_fused_attention(device, dtype)) blocked = "fused attention instead";
+  if (dtype == at::kDouble) blocked = "float64 is the reference";
   return fmt::format(
-      "{}, {}, {}",
+      "{}, {}, {}, {}",
       state("fused attention", why_off(kHasFusedAttention, "LibTorch 2.0", device, dtype)),
+      state("blocked attention", blocked),
       state("fused AdamW", why_off(kHasFusedAdamW, "LibTorch 2.1", device, dtype)),
       state("TF32 matmuls", tf32));
 }

@@ -45,13 +45,16 @@ constexpr bool kHasTf32Control = VESCALE_HAS_TF32_CONTROL;
 bool use_fused_attention(Device device, at::ScalarType dtype);
 bool use_fused_adamw(Device device, at::ScalarType dtype);
 bool use_tf32_matmul(Device device, at::ScalarType dtype);
+/// Whether ops::causal_attention takes vescale's own blocked kernel (NOTE [Blocked causal
+/// attention], dtensor/local_kernels.h): wherever the fused kernel is off, except in float64.
+bool use_blocked_attention(Device device, at::ScalarType dtype);
 
 /// Sets float32 matmuls to TF32 ("high") when use_tf32_matmul(device, dtype); process-wide.
 /// Returns whether it did.
 bool configure_matmul_precision(Device device, at::ScalarType dtype);
 
-/// "fused attention on, fused AdamW on, TF32 matmuls off (float64 is the reference)" for a job
-/// computing `dtype` on `device`.
+/// "fused attention on, blocked attention off (fused attention instead), fused AdamW on, TF32
+/// matmuls off (float64 is the reference)" for a job computing `dtype` on `device`.
 std::string fast_paths_summary(Device device, at::ScalarType dtype);
 /// "LibTorch 1.13.0 (CPU only); fast paths built in: none (...)" for --version.
 std::string build_summary();

@@ -166,9 +166,12 @@ DTensor causal_attention(const DTensor& q, const DTensor& k, const DTensor& v) {
                  q.shape(),
                  [](const Locals& l, const Specs&, const DTensorSpec&) {
                    // NOTE [Fast paths]: the fused kernel on CUDA (not float64), else
+                   // NOTE [Blocked causal attention] (not float64), else
                    // NOTE [Explicit attention].
                    if (use_fused_attention(l[0].device(), l[0].scalar_type()))
                      return fused::causal_attention(l[0], l[1], l[2]);
+                   if (use_blocked_attention(l[0].device(), l[0].scalar_type()))
+                     return local::blocked_causal_attention(l[0], l[1], l[2]);
                    return local::causal_attention(l[0], l[1], l[2]);
                  }});
 }

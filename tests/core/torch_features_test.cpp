@@ -69,11 +69,16 @@ TEST(TorchFeatures, SummariesSayWhatIsOnAndWhy) {
       fast_paths_summary(kGpu, at::kDouble),
       "fused attention off (" +
           std::string(kHasFusedAttention ? "float64 is the reference" : "needs LibTorch 2.0") +
-          "), fused AdamW off (" +
+          "), blocked attention off (float64 is the reference), fused AdamW off (" +
           (kHasFusedAdamW ? "float64 is the reference" : "needs LibTorch 2.1") +
           "), TF32 matmuls off (float64 is the reference)");
   const std::string cpu = fast_paths_summary(kCpu, at::kFloat);
   EXPECT_NE(cpu.find("TF32 matmuls off (CUDA only)"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("blocked attention on"), std::string::npos) << cpu;
+  EXPECT_TRUE(use_blocked_attention(kCpu, at::kFloat));
+  EXPECT_TRUE(use_blocked_attention(kCpu, at::kBFloat16));
+  EXPECT_FALSE(use_blocked_attention(kCpu, at::kDouble));
+  EXPECT_EQ(use_blocked_attention(kGpu, at::kFloat), !kHasFusedAttention);
   EXPECT_NE(fast_paths_summary(kGpu, at::kFloat).find("TF32 matmuls on"), std::string::npos);
   const std::string build = build_summary();
   EXPECT_NE(build.find("LibTorch " TORCH_VERSION), std::string::npos) << build;

@@ -361,9 +361,10 @@ TEST(OpRules, ParameterMixingPartialAndFullGradientsIsAnError) {
 }
 
 TEST(OpRules, AttentionOffCudaIsTheExplicitKernelBitwise) {
-  // NOTE [Fast paths]: on the CPU, and in float64 anywhere, attention keeps the explicit kernel,
-  // and NOTE [Explicit attention]'s additive mask and fused scale give the textbook values and
-  // gradients bit for bit.
+  // NOTE [Fast paths]: on the CPU, and in float64 anywhere, attention keeps the explicit kernel
+  // (float32 too at this length: NOTE [Blocked causal attention] needs two blocks, and
+  // local_kernels_test compares it at longer ones), and NOTE [Explicit attention]'s additive
+  // mask and fused scale give the textbook values and gradients bit for bit.
   ASSERT_FALSE(use_fused_attention(kCpu, at::kFloat));
   run_ranks(1, [](const comm::Group& world) {
     DeviceMesh mesh(world, MeshSpec{{1}, {"tp"}});
