@@ -12,7 +12,19 @@
 #include <tuple>
 #include <vector>
 
+#include "core/blas.h"
+
 namespace vescale::local {
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  if (!b.defined() || x.is_cuda() || x.dim() < 2)
+    return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = w.size(0);
+  at::Tensor y = at::mm(x.reshape({-1, x.size(-1)}), w.t());
+  y.add_(b);
+  return y.view(shape);
+}
 
 at::Tensor causal_bias(int64_t t, const at::TensorOptions& options) {
   // Ranks may be threads of one process (tests): the cache is shared under a lock. Entries are
@@ -64,11 +76,11 @@ struct BlockedCausalAttention : torch::autograd::Function<BlockedCausalAttention
     variable_list saved{q, k, v}, outputs;
     for (int64_t s = 0; s < t; s += rows) {
       const int64_t e = std::min(t, s + rows);
-      const at::Tensor scores =
-          at::baddbmm(bias.slice(0, s, e).slice(1, 0, e), q.slice(1, s, e),
-                      k.slice(1, 0, e).transpose(1, 2), /*beta=*/1.0, /*alpha=*/scale);
+      at::Tensor scores = blas::bmm(q.slice(1, s, e), k.slice(1, 0, e).transpose(1, 2), scale);
+      // Only the diagonal [s, e) x [s, e) part of the block has masked entries.
+      scores.slice(2, s, e).add_(bias.slice(0, s, e).slice(1, s, e));
       at::Tensor probs = at::_softmax(scores, -1, /*half_to_float=*/false);
-      outputs.push_back(at::bmm(probs, v.slice(1, 0, e)));
+      outputs.push_back(blas::bmm(probs, v.slice(1, 0, e)));
       saved.push_back(std::move(probs));
     }
     ctx->save_for_backward(saved);
@@ -89,12 +101,11 @@ struct BlockedCausalAttention : torch::autograd::Function<BlockedCausalAttention
       const int64_t e = std::min(t, s + rows);
       const at::Tensor& probs = saved[static_cast<size_t>(i)];
       const at::Tensor dy_i = dy.slice(1, s, e);
-      const at::Tensor dv_i = at::bmm(probs.transpose(1, 2), dy_i);
-      at::Tensor dscores = at::_softmax_backward_data(
-          at::bmm(dy_i, v.slice(1, 0, e).transpose(1, 2)), probs, -1, probs.scalar_type());
-      dscores.mul_(scale);
-      dq_blocks.push_back(at::bmm(dscores, k.slice(1, 0, e)));
-      const at::Tensor dk_i = at::bmm(dscores.transpose(1, 2), q.slice(1, s, e));
+      const at::Tensor dv_i = blas::bmm(probs.transpose(1, 2), dy_i);
+      const at::Tensor dscores = at::_softmax_backward_data(
+          blas::bmm(dy_i, v.slice(1, 0, e).transpose(1, 2)), probs, -1, probs.scalar_type());
+      dq_blocks.push_back(blas::bmm(dscores, k.slice(1, 0, e), scale));
+      const at::Tensor dk_i = blas::bmm(dscores.transpose(1, 2), q.slice(1, s, e), scale);
       if (e == t) {
         dk = dk_i;
         dv = dv_i;

@@ -6,6 +6,16 @@
 
 namespace vescale::local {
 
+/// x w^T + b for x [..., in], w [out, in], b [out] (or undefined).
+///
+/// NOTE [Linear bias on the CPU]: at::linear folds a 2-D input and a bias into one addmm, which
+/// on the CPU first copies the bias broadcast to the whole [N, out] output and then lets the
+/// GEMM add into it. That copy from a stride-0 tensor costs about twice an in-place add of the
+/// bias after a plain mm (gpt-tiny at T = 128, 20 steps, one thread: 119 ms of copies against
+/// 56 ms of adds). So off CUDA the product is an mm and the bias an add_; on CUDA at::linear
+/// keeps its fused epilogue.
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
+
 /// softmax(q k^T / sqrt(D) + causal mask) v for q, k, v of shape [B, H, T, D].
 ///
 /// NOTE [Explicit attention]: the reference path (float64, the CPU, LibTorch 1.13). The mask is
@@ -26,20 +36,20 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 /// half of them away; its matmuls and softmax do twice the work causal attention needs. Here the
 /// T query rows are cut into blocks of R rows (R = max(32, T / 8 rounded up to 32)); block i
 /// (rows [s, e)) only meets keys [0, e):
-///   scores_i = baddbmm(bias[s:e, :e], q[s:e], k[:e]^T, alpha = scale)   [N, e - s, e]
-///   y[s:e]   = softmax(scores_i) v[:e]
+///   scores_i = scale * q[s:e] k[:e]^T, plus the mask on its diagonal part [s:e, s:e]
+///   y[s:e]   = softmax(scores_i) v[:e]                                   scores_i: [N, e - s, e]
 /// so the matmuls and the softmax touch (nb + 1) / (2 nb) of the full work for nb blocks (5/8 at
 /// T = 128). Only the blocks' probabilities are saved. The backward goes block by block from the
 /// last (which meets every key):
-///   ds_i = scale * softmax_backward(dy_i v[:e]^T, p_i);  dq[s:e] = ds_i k[:e]
-///   dv[:e] += p_i^T dy_i;  dk[:e] += ds_i^T q[s:e]
-/// Every matmul writes a fresh contiguous tensor (LibTorch 1.13's CPU bmm batches those into one
-/// BLAS loop; an in-place baddbmm_ into a strided slice dispatches one addmm_ per matrix), and
-/// the blocks of y and dq are concatenated. Measured on gpt-tiny at T = 128 (1 process, 1 thread
-/// each for ATen and OpenBLAS): 10,789 tokens/s with the explicit kernel, 11,800-12,300 with
-/// this one. Each score is the same dot product, but the matmul kernels and the softmax sums run
-/// over other lengths, so values differ in the last bits (float32: ~1e-6 of the largest value;
-/// local_kernels_test prints them).
+///   ds_i = softmax_backward(dy_i v[:e]^T, p_i);  dq[s:e] = scale * ds_i k[:e]
+///   dv[:e] += p_i^T dy_i;  dk[:e] += scale * ds_i^T q[s:e]
+/// Every matmul is blas::bmm into a fresh tensor (NOTE [Direct BLAS bmm]) with the scale as its
+/// alpha; the blocks of y and dq are concatenated. Measured on gpt-tiny at T = 128, 1 process,
+/// one thread each for ATen and OpenBLAS, median of 5 alternating runs: 10,789 tokens/s with
+/// the explicit kernel, ~11,900 blocked over at::bmm, 12,422 blocked over blas::bmm. Each score
+/// is the same dot product, but the matmul kernels and the softmax sums run over other lengths,
+/// so values differ in the last bits (float32: ~1e-6 of the largest value; local_kernels_test
+/// prints them).
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
 /// The additive causal mask [T, T]: 0 on and below the diagonal, -inf above. Cached.

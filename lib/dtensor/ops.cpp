@@ -58,7 +58,7 @@ DTensor linear(const DTensor& x, const DTensor& w, const std::optional<DTensor>&
                  fixed(detail::linear_rule(x_ndim)),
                  shape_of(x.shape(), 1, {w.size(0)}),
                  [](const Locals& l, const Specs&, const DTensorSpec&) {
-                   return l[2].defined() ? at::linear(l[0], l[1], l[2]) : at::linear(l[0], l[1]);
+                   return local::linear(l[0], l[1], l[2]);  // NOTE [Linear bias on the CPU]
                  }});
 }
 
