@@ -2,10 +2,13 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 namespace vescale::blas {
 namespace {
@@ -24,27 +27,32 @@ Sgemm sgemm() {
   return found;
 }
 
-/// How the BLAS reads one [rows, cols] matrix of a 3-D tensor: row-major (unit column stride)
-/// or transposed (unit row stride), with its leading dimension; nullopt-like `ok = false` for any
-/// other layout.
-struct Operand {
+/// How the BLAS reads the [rows, cols] matrices of a tensor: row-major (unit column stride) or
+/// transposed (unit row stride), with the leading dimension. `ok` is false for other layouts.
+struct Layout {
   bool ok = false;
   int trans = kNoTrans;
-  int64_t ld = 0;
+  int ld = 0;
 };
 
-Operand operand(const at::Tensor& x) {
-  const int64_t rows = x.size(1), cols = x.size(2);
-  const int64_t row_stride = x.stride(1), col_stride = x.stride(2);
-  if (col_stride == 1 && row_stride >= std::max<int64_t>(1, cols))
-    return {true, kNoTrans, row_stride};
-  if (row_stride == 1 && col_stride >= std::max<int64_t>(1, rows))
-    return {true, kTrans, col_stride};
+Layout layout(const at::Tensor& x) {
+  const int64_t rows = x.size(-2), cols = x.size(-1);
+  const int64_t row_stride = x.stride(-2), col_stride = x.stride(-1);
+  constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+  if (col_stride == 1 && row_stride >= std::max<int64_t>(1, cols) && row_stride <= kMaxInt)
+    return {true, kNoTrans, static_cast<int>(row_stride)};
+  if (row_stride == 1 && col_stride >= std::max<int64_t>(1, rows) && col_stride <= kMaxInt)
+    return {true, kTrans, static_cast<int>(col_stride)};
   return {};
 }
 
-bool fits_int(int64_t v) {
-  return v <= std::numeric_limits<int>::max();
+bool direct(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  for (const at::Tensor* x : {&out, &a, &b})
+    if (x->scalar_type() != at::kFloat || !x->device().is_cpu() || x->numel() == 0) return false;
+  constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+  if (a.size(-2) > kMaxInt || a.size(-1) > kMaxInt || b.size(-1) > kMaxInt) return false;
+  return sgemm() != nullptr && layout(a).ok && layout(b).ok && layout(out).ok &&
+         layout(out).trans == kNoTrans;
 }
 
 }  // namespace
@@ -53,30 +61,51 @@ bool has_direct_sgemm() {
   return sgemm() != nullptr;
 }
 
-at::Tensor bmm(const at::Tensor& a, const at::Tensor& b, double alpha) {
-  const bool direct = sgemm() != nullptr && a.scalar_type() == at::kFloat &&
-                      b.scalar_type() == at::kFloat && a.device().is_cpu() && b.device().is_cpu() &&
-                      !(c10::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad())) &&
-                      a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) &&
-                      a.size(2) == b.size(1);
-  const Operand oa = direct ? operand(a) : Operand{}, ob = direct ? operand(b) : Operand{};
-  const int64_t n = direct ? a.size(0) : 0, m = direct ? a.size(1) : 0;
-  const int64_t k = direct ? a.size(2) : 0, p = direct ? b.size(2) : 0;
-  if (!oa.ok || !ob.ok || !fits_int(m) || !fits_int(k) || !fits_int(p) || !fits_int(oa.ld) ||
-      !fits_int(ob.ld) || m == 0 || p == 0 || k == 0) {
-    at::Tensor out = at::bmm(a, b);
-    return alpha == 1.0 ? out : out.mul_(alpha);
+void matmul_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, double alpha,
+                 double beta) {
+  TORCH_CHECK(beta == 0.0 || beta == 1.0, "matmul_into: beta must be 0 or 1, not ", beta);
+  TORCH_CHECK(
+      a.dim() >= 2 && a.dim() == b.dim() && a.dim() == out.dim() && a.size(-1) == b.size(-2) &&
+          out.size(-2) == a.size(-2) && out.size(-1) == b.size(-1),
+      "matmul_into: shapes ", a.sizes(), " @ ", b.sizes(), " -> ", out.sizes(), " do not fit");
+  for (int64_t d = 0; d + 2 < a.dim(); ++d)
+    TORCH_CHECK(a.size(d) == b.size(d) && a.size(d) == out.size(d),
+                "matmul_into: batch sizes differ: ", a.sizes(), ", ", b.sizes(), ", ", out.sizes());
+  TORCH_CHECK(!c10::GradMode::is_enabled() ||
+                  !(a.requires_grad() || b.requires_grad() || out.requires_grad()),
+              "matmul_into records no autograd history; call it with grad mode off");
+  if (!direct(out, a, b)) {
+    at::Tensor product = at::matmul(a, b);
+    if (alpha != 1.0) product.mul_(alpha);
+    if (beta == 0.0)
+      out.copy_(product);
+    else
+      out.add_(product);
+    return;
   }
-  at::Tensor c = at::empty({n, m, p}, a.options());
+  const Layout la = layout(a), lb = layout(b), lc = layout(out);
+  const int m = static_cast<int>(a.size(-2)), k = static_cast<int>(a.size(-1));
+  const int p = static_cast<int>(b.size(-1));
+  const int64_t batch_dims = a.dim() - 2;
+  int64_t batches = 1;
+  for (int64_t d = 0; d < batch_dims; ++d)
+    batches *= a.size(d);
   const float* a_ptr = a.data_ptr<float>();
   const float* b_ptr = b.data_ptr<float>();
-  float* c_ptr = c.data_ptr<float>();
-  for (int64_t i = 0; i < n; ++i)
-    sgemm()(kRowMajor, oa.trans, ob.trans, static_cast<int>(m), static_cast<int>(p),
-            static_cast<int>(k), static_cast<float>(alpha), a_ptr + i * a.stride(0),
-            static_cast<int>(oa.ld), b_ptr + i * b.stride(0), static_cast<int>(ob.ld), 0.0f,
-            c_ptr + i * m * p, static_cast<int>(p));
-  return c;
+  float* c_ptr = out.data_ptr<float>();
+  for (int64_t i = 0; i < batches; ++i) {
+    // The offsets of batch element i in each tensor (row-major order over the batch dims).
+    int64_t rest = i, off_a = 0, off_b = 0, off_c = 0;
+    for (int64_t d = batch_dims - 1; d >= 0; --d) {
+      const int64_t index = rest % a.size(d);
+      rest /= a.size(d);
+      off_a += index * a.stride(d);
+      off_b += index * b.stride(d);
+      off_c += index * out.stride(d);
+    }
+    sgemm()(kRowMajor, la.trans, lb.trans, m, p, k, static_cast<float>(alpha), a_ptr + off_a, la.ld,
+            b_ptr + off_b, lb.ld, static_cast<float>(beta), c_ptr + off_c, lc.ld);
+  }
 }
 
 }  // namespace vescale::blas

@@ -66,68 +66,68 @@ int64_t block_rows(int64_t t) {
   return std::max<int64_t>(32, (t / 8 + 31) / 32 * 32);
 }
 
-/// softmax(q k^T * scale + causal mask) v over q, k, v of shape [N, T, D], contiguous.
+/// softmax(q k^T * scale + causal mask) v over q, k, v of shape [B, H, T, D], each with a unit
+/// stride in D. The output and the gradients live in [B, T, H, D] memory (transposed views), the
+/// layout the model's reshapes to and from heads need, so those are views, not copies.
 struct BlockedCausalAttention : torch::autograd::Function<BlockedCausalAttention> {
+  static at::Tensor heads_layout(const at::Tensor& like) {
+    return at::empty({like.size(0), like.size(2), like.size(1), like.size(3)}, like.options())
+        .transpose(1, 2);
+  }
+
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
                             const at::Tensor& v) {
-    const int64_t t = q.size(1), rows = block_rows(t);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
+    const int64_t t = q.size(2), rows = block_rows(t);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
     const at::Tensor bias = causal_bias(t, q.options());
-    variable_list saved{q, k, v}, outputs;
+    at::Tensor y = heads_layout(q);
+    variable_list saved{q, k, v};
     for (int64_t s = 0; s < t; s += rows) {
       const int64_t e = std::min(t, s + rows);
-      at::Tensor scores = blas::bmm(q.slice(1, s, e), k.slice(1, 0, e).transpose(1, 2), scale);
+      at::Tensor scores = at::empty({q.size(0), q.size(1), e - s, e}, q.options());
+      blas::matmul_into(scores, q.slice(2, s, e), k.slice(2, 0, e).transpose(2, 3), scale, 0.0);
       // Only the diagonal [s, e) x [s, e) part of the block has masked entries.
-      scores.slice(2, s, e).add_(bias.slice(0, s, e).slice(1, s, e));
+      scores.slice(3, s, e).add_(bias.slice(0, s, e).slice(1, s, e));
       at::Tensor probs = at::_softmax(scores, -1, /*half_to_float=*/false);
-      outputs.push_back(blas::bmm(probs, v.slice(1, 0, e)));
+      blas::matmul_into(y.slice(2, s, e), probs, v.slice(2, 0, e), 1.0, 0.0);
       saved.push_back(std::move(probs));
     }
     ctx->save_for_backward(saved);
-    return at::cat(outputs, 1);
+    return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
-    const at::Tensor dy = grads[0].contiguous();
-    const int64_t t = q.size(1), rows = block_rows(t);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
-    // The last block meets every key: its dk and dv terms start the sums, the others add into
-    // their key prefixes.
-    variable_list dq_blocks;
-    at::Tensor dk, dv;
+    const at::Tensor dy = grads[0].stride(3) == 1 ? grads[0] : grads[0].contiguous();
+    const int64_t t = q.size(2), rows = block_rows(t);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+    at::Tensor dq = heads_layout(q), dk = heads_layout(k), dv = heads_layout(v);
+    // From the last block, which meets every key and so writes all of dk and dv; the others add
+    // into their key prefixes (beta = 1).
     for (int64_t s = (t - 1) / rows * rows, i = 3 + s / rows; s >= 0; s -= rows, --i) {
       const int64_t e = std::min(t, s + rows);
+      const double beta = e == t ? 0.0 : 1.0;
       const at::Tensor& probs = saved[static_cast<size_t>(i)];
-      const at::Tensor dy_i = dy.slice(1, s, e);
-      const at::Tensor dv_i = blas::bmm(probs.transpose(1, 2), dy_i);
-      const at::Tensor dscores = at::_softmax_backward_data(
-          blas::bmm(dy_i, v.slice(1, 0, e).transpose(1, 2)), probs, -1, probs.scalar_type());
-      dq_blocks.push_back(blas::bmm(dscores, k.slice(1, 0, e), scale));
-      const at::Tensor dk_i = blas::bmm(dscores.transpose(1, 2), q.slice(1, s, e), scale);
-      if (e == t) {
-        dk = dk_i;
-        dv = dv_i;
-      } else {
-        dk.slice(1, 0, e).add_(dk_i);
-        dv.slice(1, 0, e).add_(dv_i);
-      }
+      const at::Tensor dy_i = dy.slice(2, s, e);
+      blas::matmul_into(dv.slice(2, 0, e), probs.transpose(2, 3), dy_i, 1.0, beta);
+      at::Tensor dprobs = at::empty_like(probs);
+      blas::matmul_into(dprobs, dy_i, v.slice(2, 0, e).transpose(2, 3), 1.0, 0.0);
+      const at::Tensor dscores = at::_softmax_backward_data(dprobs, probs, -1, probs.scalar_type());
+      blas::matmul_into(dq.slice(2, s, e), dscores, k.slice(2, 0, e), scale, 0.0);
+      blas::matmul_into(dk.slice(2, 0, e), dscores.transpose(2, 3), q.slice(2, s, e), scale, beta);
     }
-    std::reverse(dq_blocks.begin(), dq_blocks.end());
-    return {at::cat(dq_blocks, 1), dk, dv};
+    return {dq, dk, dv};
   }
 };
 
 }  // namespace
 
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3);
+  const int64_t t = q.size(2);
   if (t < 2 * block_rows(t)) return causal_attention(q, k, v);
-  const at::Tensor y = BlockedCausalAttention::apply(q.reshape({b * h, t, d}).contiguous(),
-                                                     k.reshape({b * h, t, d}).contiguous(),
-                                                     v.reshape({b * h, t, d}).contiguous());
-  return y.view({b, h, t, d});
+  auto unit_last = [](const at::Tensor& x) { return x.stride(3) == 1 ? x : x.contiguous(); };
+  return BlockedCausalAttention::apply(unit_last(q), unit_last(k), unit_last(v));
 }
 
 }  // namespace vescale::local

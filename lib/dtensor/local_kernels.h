@@ -43,13 +43,15 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 /// last (which meets every key):
 ///   ds_i = softmax_backward(dy_i v[:e]^T, p_i);  dq[s:e] = scale * ds_i k[:e]
 ///   dv[:e] += p_i^T dy_i;  dk[:e] += scale * ds_i^T q[s:e]
-/// Every matmul is blas::bmm into a fresh tensor (NOTE [Direct BLAS bmm]) with the scale as its
-/// alpha; the blocks of y and dq are concatenated. Measured on gpt-tiny at T = 128, 1 process,
-/// one thread each for ATen and OpenBLAS, median of 5 alternating runs: 10,789 tokens/s with
-/// the explicit kernel, ~11,900 blocked over at::bmm, 12,422 blocked over blas::bmm. Each score
-/// is the same dot product, but the matmul kernels and the softmax sums run over other lengths,
-/// so values differ in the last bits (float32: ~1e-6 of the largest value; local_kernels_test
-/// prints them).
+/// Every matmul is blas::matmul_into (NOTE [Direct BLAS matmul]) with the scale as its alpha,
+/// straight on the [B, H, T, D] head views of the projections' [B, T, H, D] memory; y, dq, dk
+/// and dv are written in that memory too, block by block (dk and dv accumulate with beta = 1), so
+/// the model's reshapes to and from heads are views, not copies. Measured on gpt-tiny at
+/// T = 128, 1 process, one thread each for ATen and OpenBLAS, median of 5 alternating runs:
+/// 10,789 tokens/s with the explicit kernel, ~11,900 blocked over at::bmm, 12,422 blocked over
+/// direct BLAS calls, ... with no head copies. Each score is the same dot product, but the
+/// matmul kernels and the softmax sums run over other lengths, so values differ in the last bits
+/// (float32: ~1e-6 of the largest value; local_kernels_test prints them).
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
 /// The additive causal mask [T, T]: 0 on and below the diagonal, -inf above. Cached.
