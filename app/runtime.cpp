@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/allocator_settings.h"
 #include "core/error.h"
 #include "core/heartbeat.h"
 #include "core/logging.h"
@@ -82,7 +83,11 @@ int run_on_ranks(int nproc, const Invocation& invocation,
   heartbeat::start_from_env();  // NOTE [Heartbeat]: local workers tell the launcher they live
   init_logging({env->rank, env->world, env->source != "local", invocation.log_level});
   const std::string threads = apply_thread_budget(thread_budget_from_env(env->local_world));
-  if (env->rank == 0) spdlog::info("{}", threads);
+  const std::string allocator = apply_allocator_settings();  // NOTE [Allocator settings]
+  if (env->rank == 0) {
+    spdlog::info("{}", threads);
+    spdlog::info("{}", allocator);
+  }
   return body(*env);
 }
 

@@ -166,8 +166,11 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     summary.stop_check_s += seconds_since(check_start);
 
     std::optional<double> val_loss;
-    if (last || (!stop && c.eval_interval > 0 && (step + 1) % c.eval_interval == 0))
+    if (last || (!stop && c.eval_interval > 0 && (step + 1) % c.eval_interval == 0)) {
+      const auto eval_start = Clock::now();
       val_loss = evaluate(*job);
+      if (step > start_step) summary.timed_eval_s += seconds_since(eval_start);
+    }
     if (last) summary.final_val_loss = *val_loss;
     if ((step + 1) % c.log_interval == 0 || last || val_loss || stop) {
       const StepMetrics m =
@@ -190,8 +193,8 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
   summary.seconds = seconds_since(meter.start);
   const int64_t ran = end_step - start_step;
   if (ran > 1)
-    summary.tokens_per_s =
-        meter.tokens_per_step * static_cast<double>(ran - 1) / seconds_since(timed_start);
+    summary.tokens_per_s = meter.tokens_per_step * static_cast<double>(ran - 1) /
+                           (seconds_since(timed_start) - summary.timed_eval_s);
   log_rank0(
       "[preempt] stop agreement: {} all-reduce{} of one flag, {:.1f} us per step ({:.3f}% "
       "of the step time)",

@@ -13,8 +13,10 @@ struct TrainSummary {
   std::vector<double> losses;  ///< every step's loss (global batch mean)
   double first_val_loss = 0;   ///< before the first step
   double final_val_loss = 0;   ///< after the last
-  double tokens_per_s = 0;     ///< over all steps after the first
+  /// Over all steps after the first, evaluation's time excluded (it trains nothing).
+  double tokens_per_s = 0;
   double seconds = 0;
+  double timed_eval_s = 0;  ///< evaluation inside the steps tokens_per_s covers
   /// Stopped on a signal after this many steps, with a checkpoint of them (NOTE [Preemption]).
   bool preempted = false;
   double stop_check_s = 0;  ///< the per-step stop agreements, in all
