@@ -63,6 +63,9 @@ PEER_PY1_ENVS=${PEER_PY1_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1;OMP_NUM_T
 # The plain loop runs with vescale-train's own budget (NOTE [Thread budget]) only: its row measures
 # vescale's overhead, and the best of two noisy candidates would overstate it.
 PEER_PLAIN_ENVS=${PEER_PLAIN_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=2}
+# The plain loop once more with vescale-train's allocator settings (NOTE [Allocator settings]) as
+# glibc's variables: its gap to vescale is then the machinery alone.
+PEER_PLAIN_ALLOC_ENVS=${PEER_PLAIN_ALLOC_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=2 MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_TOP_PAD_=67108864}
 PEER_DDP_ENVS=${PEER_DDP_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1}
 PEER_PY_ARGS=${PEER_PY_ARGS---foreach}  # AdamW's multi-tensor path: ~6% faster here than 1.13's default loop
 PEER_ARGS=(configs/gpt-tiny.toml --training.seq_len=128 --model.block_size=128
@@ -72,7 +75,8 @@ tokens_per_s() { sed -n 's/.*done: .*, \([0-9]*\) tokens\/s.*/\1/p' | tail -1; }
 # so vescale-train runs with its defaults and a peer with exactly the setting it names.
 peer_run() {  # row [VAR=value ...]
   local row=$1; shift
-  local clean=(env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u MKL_NUM_THREADS "$@")
+  local clean=(env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u MKL_NUM_THREADS -u MALLOC_MMAP_THRESHOLD_
+    -u MALLOC_TRIM_THRESHOLD_ -u MALLOC_TOP_PAD_ "$@")
   local vs=("$BIN" train "${PEER_ARGS[@]}" --job.dump_folder="$OUT/peer-$row" --eval.interval=0
     --eval.windows=1 --metrics.log_interval="$PEER_STEPS" --checkpoint.interval=0)
   # shellcheck disable=SC2086  # PEER_PY_ARGS is a list of words
@@ -167,6 +171,7 @@ mapfile -t specs < <(peer_candidates "python 1 process" py1 "$PEER_PY1_ENVS"
   peer_candidates "python 1 process (additive mask)" py1add "$PEER_PY1_ENVS"
   peer_candidates "vescale 1 process" vs1 ""
   peer_candidates "plain libtorch 1 process" plain "$PEER_PLAIN_ENVS"
+  peer_candidates "plain libtorch 1 process, vescale's allocator" plain "$PEER_PLAIN_ALLOC_ENVS"
   peer_candidates "python DDP 2 processes" ddp "$PEER_DDP_ENVS"
   peer_candidates "vescale dp=2" dp2 ""
   peer_candidates "vescale tp=2 megatron-sp" tp2 ""
@@ -174,7 +179,8 @@ mapfile -t specs < <(peer_candidates "python 1 process" py1 "$PEER_PY1_ENVS"
 peer_rounds "${specs[@]}" >"$OUT/peers.tsv"
 peer_table "$OUT/peers.tsv" "python 1 process||" "python 1 process (additive mask)||" \
   "vescale 1 process|python 1 process,python 1 process (additive mask)|" \
-  "plain libtorch 1 process|vescale 1 process|overhead" "python DDP 2 processes||" \
+  "plain libtorch 1 process|vescale 1 process|overhead" \
+  "plain libtorch 1 process, vescale's allocator|vescale 1 process|overhead" "python DDP 2 processes||" \
   "vescale dp=2|python DDP 2 processes|" "vescale tp=2 megatron-sp|python DDP 2 processes|" \
   "vescale dp=2 x tp=2 megatron-sp|python DDP 2 processes|"
 echo
