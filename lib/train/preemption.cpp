@@ -47,11 +47,14 @@ int preemption_signal() {
   return g_signal.load();
 }
 
-bool agree_to_stop(const comm::Group& world) {
-  at::Tensor flag = at::full({1}, g_signal.load() != 0 ? 1.0f : 0.0f,
-                             at::dtype(at::kFloat).device(world.device()));
-  world.all_reduce(flag, comm::ReduceOp::kMax);
-  return flag.item<float>() != 0.0f;
+StopAgreement::StopAgreement(const comm::Group& world)
+    : flag_(at::full({1}, g_signal.load() != 0 ? 1.0f : 0.0f,
+                     at::dtype(at::kFloat).device(world.device()))),
+      work_(world.all_reduce_async(flag_, comm::ReduceOp::kMax)) {}
+
+bool StopAgreement::wait() {
+  work_.wait();
+  return flag_.item<float>() != 0.0f;
 }
 
 }  // namespace vescale

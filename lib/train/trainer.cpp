@@ -144,6 +144,10 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     maybe_hang_for_test(world.rank(), step);
     const auto step_start = Clock::now();
     if (step == start_step + 1) timed_start = step_start;
+    // NOTE [Preemption]: the ranks agree whether to stop while the step computes (started before
+    // the step's byte count, which it is not part of). The last step is not interrupted.
+    std::optional<StopAgreement> stop_agreement;
+    if (step + 1 < c.steps) stop_agreement.emplace(world);
     const comm::CommSnapshot comm_before = meter.stats.snapshot();
     const double lr =
         lr_at(step, c.steps, c.lr, c.warmup_steps, c.decay == "cosine", c.min_lr_ratio);
@@ -159,10 +163,8 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     summary.losses.push_back(result.loss);
     nonfinite.after_step(step, result);
     const bool last = step + 1 == c.steps;
-    // NOTE [Preemption]: every rank agrees whether any was asked to stop; the last step is not
-    // interrupted.
     const auto check_start = Clock::now();
-    const bool stop = !last && agree_to_stop(world);
+    const bool stop = stop_agreement && stop_agreement->wait();
     summary.stop_check_s += seconds_since(check_start);
 
     std::optional<double> val_loss;
@@ -195,10 +197,12 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
   if (ran > 1)
     summary.tokens_per_s = meter.tokens_per_step * static_cast<double>(ran - 1) /
                            (seconds_since(timed_start) - summary.timed_eval_s);
+  // Every step but the last starts an agreement.
+  const int64_t agreements = end_step < c.steps ? ran : ran - 1;
   log_rank0(
-      "[preempt] stop agreement: {} all-reduce{} of one flag, {:.1f} us per step ({:.3f}% "
-      "of the step time)",
-      ran, ran == 1 ? "" : "s", 1e6 * summary.stop_check_s / static_cast<double>(ran),
+      "[preempt] stop agreement: {} all-reduce{} of one flag, each in flight during its step; "
+      "waited {:.1f} us per step for them ({:.3f}% of the step time)",
+      agreements, agreements == 1 ? "" : "s", 1e6 * summary.stop_check_s / static_cast<double>(ran),
       100.0 * summary.stop_check_s / std::max(summary.seconds, 1e-12));
   if (summary.preempted) {
     const int sig = preemption_signal();

@@ -19,7 +19,7 @@ struct TrainSummary {
   double timed_eval_s = 0;  ///< evaluation inside the steps tokens_per_s covers
   /// Stopped on a signal after this many steps, with a checkpoint of them (NOTE [Preemption]).
   bool preempted = false;
-  double stop_check_s = 0;  ///< the per-step stop agreements, in all
+  double stop_check_s = 0;  ///< waiting for the per-step stop agreements, in all
 };
 
 /// Trains as `config` says on the ranks of `world` (its size must be the config's mesh size).
