@@ -5,9 +5,11 @@
 #      over Gloo on 2), in a plain LibTorch loop (vescale-bench-plain: no DTensor, no hooks) and in
 #      vescale-train (1 process, dp=2, tp=2, dp=2 x tp=2): tokens/s after the first step, median
 #      (min-max) of $PEER_ROUNDS rounds that run every row once, in turn; vescale's ratio to the
-#      matching peer and its overhead over the plain loop. Peers run with their fastest thread
-#      settings ($PEER_PY1_ENV, $PEER_DDP_ENV, $PEER_PLAIN_ENV; BENCH=peer-threads measures the
-#      candidates), vescale-train with its own defaults (no thread variables set);
+#      matching peer and its overhead over the plain loop, as the median of the per-round ratios
+#      (rows of one round share the machine's state), and every row's tokens/s by round. Peers
+#      run with their fastest thread settings ($PEER_PY1_ENV, $PEER_DDP_ENV, $PEER_PLAIN_ENV;
+#      BENCH=peer-threads measures the candidates), vescale-train with its own defaults (no
+#      thread variables set);
 #   1. collectives over every mesh dim (comm bench) on 2 and 4 local processes;
 #   2. training throughput of configs/gpt-tiny.toml (float32, 60 steps) on 1 process and on the
 #      config's dp=2 x tp=2 mesh;
@@ -147,12 +149,19 @@ for spec in sys.argv[2:]:
     notes_row = []
     for ref in filter(None, refs.split(",")):
         r = best(ref)
-        if r and kind == "overhead":
-            notes_row.append(f"vescale 1 process overhead {(m / r[0] - 1) * 100:+.1f}%")
-        elif r:
-            notes_row.append(f"{m / r[0]:.2f}x {ref}")
+        if not r:
+            continue
+        # Rows of one round run back to back, so the machine's state is shared within a round and
+        # not across rounds (NOTE in README: with OpenBLAS on both cores this VM switches between
+        # two speeds): the ratio is the median of the per-round ratios, not a ratio of medians.
+        ratio = statistics.median(a / b for a, b in zip(v, r[1])) if len(v) == len(r[1]) else m / r[0]
+        if kind == "overhead":
+            notes_row.append(f"vescale 1 process overhead {(ratio - 1) * 100:+.1f}%")
+        else:
+            notes_row.append(f"{ratio:.2f}x {ref}")
     note = "; ".join(notes_row)
     print(f"{label:<{w}} {m:>9,.0f} {f'{min(v):,.0f}-{max(v):,.0f}':>15}  {note:<46} {setting}")
+    notes.append(f"  {label} by round: " + ", ".join(f"{x:,.0f}" for x in v))
     others = [(n, statistics.median(x)) for n, x in runs.items() if x and n.startswith(label + " [")]
     if len(others) > 1:
         notes.append(f"  {label} candidates: " + "; ".join(f"{n[len(label):].strip(' []')}: {x:,.0f}" for n, x in others))
