@@ -176,11 +176,17 @@ echo "  vocab 256, global batch 16, float32, AdamW, clip 1.0, fortunes), $PEER_S
 echo "  median (min-max) of $PEER_ROUNDS interleaved rounds; machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(date -u +%Y-%m-%d)"
 echo "  python torch $("$PY" -c 'import torch; print(torch.__version__)')${PEER_PY_ARGS:+ ($PEER_PY_ARGS)}; peers' threads: the fastest of their"
 echo "  candidates (threads column); vescale-train with its defaults (no thread variables set)"
+# The 1-process rows once more at one ATen and one OpenBLAS thread each: with OpenBLAS on both
+# cores this VM flips between two speeds from run to run, and these rows are the steady ones.
+ONE_THREAD="OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"
 mapfile -t specs < <(peer_candidates "python 1 process" py1 "$PEER_PY1_ENVS"
   peer_candidates "python 1 process (additive mask)" py1add "$PEER_PY1_ENVS"
   peer_candidates "vescale 1 process" vs1 ""
   peer_candidates "plain libtorch 1 process" plain "$PEER_PLAIN_ENVS"
   peer_candidates "plain libtorch 1 process, vescale's allocator" plain "$PEER_PLAIN_ALLOC_ENVS"
+  peer_candidates "python 1 process, 1 thread" py1 "$ONE_THREAD"
+  peer_candidates "plain libtorch 1 process, 1 thread" plain "$ONE_THREAD"
+  peer_candidates "vescale 1 process, 1 thread" vs1 "$ONE_THREAD"
   peer_candidates "python DDP 2 processes" ddp "$PEER_DDP_ENVS"
   peer_candidates "vescale dp=2" dp2 ""
   peer_candidates "vescale tp=2 megatron-sp" tp2 ""
@@ -189,7 +195,10 @@ peer_rounds "${specs[@]}" >"$OUT/peers.tsv"
 peer_table "$OUT/peers.tsv" "python 1 process||" "python 1 process (additive mask)||" \
   "vescale 1 process|python 1 process,python 1 process (additive mask)|" \
   "plain libtorch 1 process|vescale 1 process|overhead" \
-  "plain libtorch 1 process, vescale's allocator|vescale 1 process|overhead" "python DDP 2 processes||" \
+  "plain libtorch 1 process, vescale's allocator|vescale 1 process|overhead" \
+  "python 1 process, 1 thread||" "vescale 1 process, 1 thread|python 1 process, 1 thread|" \
+  "plain libtorch 1 process, 1 thread|vescale 1 process, 1 thread|overhead" \
+  "python DDP 2 processes||" \
   "vescale dp=2|python DDP 2 processes|" "vescale tp=2 megatron-sp|python DDP 2 processes|" \
   "vescale dp=2 x tp=2 megatron-sp|python DDP 2 processes|"
 echo
