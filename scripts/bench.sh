@@ -183,10 +183,10 @@ mapfile -t specs < <(peer_candidates "python 1 process" py1 "$PEER_PY1_ENVS"
   peer_candidates "python 1 process (additive mask)" py1add "$PEER_PY1_ENVS"
   peer_candidates "vescale 1 process" vs1 ""
   peer_candidates "plain libtorch 1 process" plain "$PEER_PLAIN_ENVS"
-  peer_candidates "plain libtorch 1 process, vescale's allocator" plain "$PEER_PLAIN_ALLOC_ENVS"
-  peer_candidates "python 1 process, 1 thread" py1 "$ONE_THREAD"
-  peer_candidates "plain libtorch 1 process, 1 thread" plain "$ONE_THREAD"
-  peer_candidates "vescale 1 process, 1 thread" vs1 "$ONE_THREAD"
+  peer_candidates "plain libtorch 1 process (vescale's allocator)" plain "$PEER_PLAIN_ALLOC_ENVS"
+  peer_candidates "python 1 process (1 thread)" py1 "$ONE_THREAD"
+  peer_candidates "plain libtorch 1 process (1 thread)" plain "$ONE_THREAD"
+  peer_candidates "vescale 1 process (1 thread)" vs1 "$ONE_THREAD"
   peer_candidates "python DDP 2 processes" ddp "$PEER_DDP_ENVS"
   peer_candidates "vescale dp=2" dp2 ""
   peer_candidates "vescale tp=2 megatron-sp" tp2 ""
@@ -195,9 +195,9 @@ peer_rounds "${specs[@]}" >"$OUT/peers.tsv"
 peer_table "$OUT/peers.tsv" "python 1 process||" "python 1 process (additive mask)||" \
   "vescale 1 process|python 1 process,python 1 process (additive mask)|" \
   "plain libtorch 1 process|vescale 1 process|overhead" \
-  "plain libtorch 1 process, vescale's allocator|vescale 1 process|overhead" \
-  "python 1 process, 1 thread||" "vescale 1 process, 1 thread|python 1 process, 1 thread|" \
-  "plain libtorch 1 process, 1 thread|vescale 1 process, 1 thread|overhead" \
+  "plain libtorch 1 process (vescale's allocator)|vescale 1 process|overhead" \
+  "python 1 process (1 thread)||" "vescale 1 process (1 thread)|python 1 process (1 thread)|" \
+  "plain libtorch 1 process (1 thread)|vescale 1 process (1 thread)|overhead" \
   "python DDP 2 processes||" \
   "vescale dp=2|python DDP 2 processes|" "vescale tp=2 megatron-sp|python DDP 2 processes|" \
   "vescale dp=2 x tp=2 megatron-sp|python DDP 2 processes|"
