@@ -49,9 +49,10 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 /// the model's reshapes to and from heads are views, not copies. Measured on gpt-tiny at
 /// T = 128, 1 process, one thread each for ATen and OpenBLAS, median of 5 alternating runs:
 /// 10,789 tokens/s with the explicit kernel, ~11,900 blocked over at::bmm, 12,422 blocked over
-/// direct BLAS calls, 12,551 with no head copies (the last two in one A/B: 12,340 and 12,551). Each score is the same dot product, but the
-/// matmul kernels and the softmax sums run over other lengths, so values differ in the last bits
-/// (float32: ~1e-6 of the largest value; local_kernels_test prints them).
+/// direct BLAS calls, 12,551 with no head copies (the last two in one A/B: 12,340 and 12,551). Each
+/// score is the same dot product, but the matmul kernels and the softmax sums run over other
+/// lengths, so values differ in the last bits (float32: ~1e-6 of the largest value;
+/// local_kernels_test prints them).
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
 /// The additive causal mask [T, T]: 0 on and below the diagonal, -inf above. Cached.
