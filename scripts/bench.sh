@@ -95,16 +95,23 @@ peer_run() {  # row [VAR=value ...]
   esac 2>&1 | tokens_per_s
 }
 # Runs rows (name|row|env) round-robin for PEER_ROUNDS rounds; prints "name<TAB>run1 run2 ..." lines.
+# A program and setting named by two rows (e.g. Python at one thread: a candidate of
+# "python 1 process" and the row "python 1 process (1 thread)") runs once a round, for both.
 peer_rounds() {
   declare -A runs=()
   local r spec name row envs
   for ((r = 1; r <= PEER_ROUNDS; r++)); do
+    declare -A this_round=()
     for spec in "$@"; do
       IFS='|' read -r name row envs <<<"$spec"
-      # shellcheck disable=SC2086  # envs is a list of VAR=value words
-      runs[$name]+="$(peer_run "$row" $envs) "
-      echo "  round $r/$PEER_ROUNDS: $name" >&2
+      if [ -z "${this_round[$row|$envs]+set}" ]; then
+        # shellcheck disable=SC2086  # envs is a list of VAR=value words
+        this_round[$row|$envs]=$(peer_run "$row" $envs)
+        echo "  round $r/$PEER_ROUNDS: $name" >&2
+      fi
+      runs[$name]+="${this_round[$row|$envs]} "
     done
+    unset this_round
   done
   for spec in "$@"; do
     IFS='|' read -r name row envs <<<"$spec"

@@ -35,10 +35,11 @@ struct Layout {
   int ld = 0;
 };
 
+constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+
 Layout layout(const at::Tensor& x) {
   const int64_t rows = x.size(-2), cols = x.size(-1);
   const int64_t row_stride = x.stride(-2), col_stride = x.stride(-1);
-  constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
   if (col_stride == 1 && row_stride >= std::max<int64_t>(1, cols) && row_stride <= kMaxInt)
     return {true, kNoTrans, static_cast<int>(row_stride)};
   if (row_stride == 1 && col_stride >= std::max<int64_t>(1, rows) && col_stride <= kMaxInt)
@@ -46,13 +47,14 @@ Layout layout(const at::Tensor& x) {
   return {};
 }
 
-bool direct(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+/// Whether cblas_sgemm can take these operands as they are: float32 CPU tensors, not empty,
+/// sizes that fit an int, and layouts `la`, `lb`, `lc` it reads (`out` row-major).
+bool direct(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const Layout& la,
+            const Layout& lb, const Layout& lc) {
   for (const at::Tensor* x : {&out, &a, &b})
     if (x->scalar_type() != at::kFloat || !x->device().is_cpu() || x->numel() == 0) return false;
-  constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
   if (a.size(-2) > kMaxInt || a.size(-1) > kMaxInt || b.size(-1) > kMaxInt) return false;
-  return sgemm() != nullptr && layout(a).ok && layout(b).ok && layout(out).ok &&
-         layout(out).trans == kNoTrans;
+  return sgemm() != nullptr && la.ok && lb.ok && lc.ok && lc.trans == kNoTrans;
 }
 
 }  // namespace
@@ -74,7 +76,8 @@ void matmul_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b
   TORCH_CHECK(!c10::GradMode::is_enabled() ||
                   !(a.requires_grad() || b.requires_grad() || out.requires_grad()),
               "matmul_into records no autograd history; call it with grad mode off");
-  if (!direct(out, a, b)) {
+  const Layout la = layout(a), lb = layout(b), lc = layout(out);
+  if (!direct(out, a, b, la, lb, lc)) {
     at::Tensor product = at::matmul(a, b);
     if (alpha != 1.0) product.mul_(alpha);
     if (beta == 0.0)
@@ -83,7 +86,6 @@ void matmul_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b
       out.add_(product);
     return;
   }
-  const Layout la = layout(a), lb = layout(b), lc = layout(out);
   const int m = static_cast<int>(a.size(-2)), k = static_cast<int>(a.size(-1));
   const int p = static_cast<int>(b.size(-1));
   const int64_t batch_dims = a.dim() - 2;

@@ -144,10 +144,11 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     maybe_hang_for_test(world.rank(), step);
     const auto step_start = Clock::now();
     if (step == start_step + 1) timed_start = step_start;
+    const bool last = step + 1 == c.steps;
     // NOTE [Preemption]: the ranks agree whether to stop while the step computes (started before
     // the step's byte count, which it is not part of). The last step is not interrupted.
     std::optional<StopAgreement> stop_agreement;
-    if (step + 1 < c.steps) stop_agreement.emplace(world);
+    if (!last) stop_agreement.emplace(world);
     const comm::CommSnapshot comm_before = meter.stats.snapshot();
     const double lr =
         lr_at(step, c.steps, c.lr, c.warmup_steps, c.decay == "cosine", c.min_lr_ratio);
@@ -162,7 +163,6 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     const comm::CommSnapshot comm_after = meter.stats.snapshot();
     summary.losses.push_back(result.loss);
     nonfinite.after_step(step, result);
-    const bool last = step + 1 == c.steps;
     const auto check_start = Clock::now();
     const bool stop = stop_agreement && stop_agreement->wait();
     summary.stop_check_s += seconds_since(check_start);
