@@ -523,9 +523,14 @@ void CheckpointReader::index_pieces() {
         Piece piece{f, dataset, files_[f]->attr_ints(dataset, "global_offset"),
                     files_[f]->shape(dataset)};
         check_piece(files_[f]->path(), dataset, shape, piece.offsets, piece.sizes);
+        // A damaged attribute shows here: name both files, as every other damage error does.
         auto it = shapes_.find(name);
         VS_USER_CHECK(it == shapes_.end() || it->second == shape,
-                      "[checkpoint] {}: tensor {} has two global shapes", path_, name);
+                      "[checkpoint] {}: tensor {} has global shape [{}] in {} but [{}] in {}: one "
+                      "of the files is damaged",
+                      path_, name, fmt::join(it->second, ", "),
+                      files_[pieces_[name].front().file]->path(), fmt::join(shape, ", "),
+                      files_[f]->path());
         shapes_[name] = shape;
         placements_[name] = files_[f]->attr_string(dataset, "placements");
         pieces_[name].push_back(piece);
