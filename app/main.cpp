@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "comm/group.h"
 #include "commands/commands.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -33,7 +34,8 @@ int main(int argc, char** argv) {
       "single-device run"};
   // The version, the LibTorch it was built with and the fast paths built in (NOTE [Fast paths]).
   app.set_version_flag("--version",
-                       fmt::format("vescale-train {}\n{}", kVersion, vescale::build_summary()));
+                       fmt::format("vescale-train {}\n{}", kVersion,
+                                   vescale::build_summary(vescale::comm::nccl_version())));
   // Logs go to stderr from the start; --log-level applies as soon as it is parsed.
   vescale::init_logging({0, 1, false, invocation.log_level});
   app.add_option("--log-level", invocation.log_level, "trace, debug, info, warn or error")

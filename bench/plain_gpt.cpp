@@ -23,8 +23,10 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -261,6 +263,19 @@ torch::Tensor read_raw(const std::string& path, const torch::Tensor& like) {
       .to(like.scalar_type(), false, /*copy=*/true);
 }
 
+/// The key torch::optim keeps a parameter's state under: the TensorImpl's address as a string in
+/// LibTorch 1.13, the address itself in 2.x (told apart by the map's key type, not a version).
+template <typename Key>
+Key optimizer_state_key(c10::TensorImpl* impl) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream key;
+    key << static_cast<void*>(impl);
+    return key.str();
+  } else {
+    return impl;
+  }
+}
+
 /// Parameters and AdamW moments (at `start_step` steps) from DIR/<fqn>.bin, raw float64.
 void load_state(GPT& model, torch::optim::AdamW& optimizer, const std::string& dir,
                 int64_t start_step) {
@@ -273,7 +288,8 @@ void load_state(GPT& model, torch::optim::AdamW& optimizer, const std::string& d
     state->step(start_step);
     state->exp_avg(read_raw(dir + "/" + item.key() + ".exp_avg.bin", p));
     state->exp_avg_sq(read_raw(dir + "/" + item.key() + ".exp_avg_sq.bin", p));
-    optimizer.state()[c10::guts::to_string(p.unsafeGetTensorImpl())] = std::move(state);
+    using Key = std::decay_t<decltype(optimizer.state())>::key_type;
+    optimizer.state()[optimizer_state_key<Key>(p.unsafeGetTensorImpl())] = std::move(state);
   }
 }
 

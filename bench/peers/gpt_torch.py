@@ -279,6 +279,22 @@ def run_rank(c, args, rank, world):
         dump_state(model, args.dump)
 
 
+def store_env():
+    """USE_LIBUV=0 where this torch was built without libuv (Debian 13's 2.6): torch >= 2.4 asks
+    for a libuv store by default, which such a build refuses to create."""
+    if "USE_LIBUV" in os.environ:
+        return {}
+    try:
+        dist.TCPStore("127.0.0.1", 0, 1, True, wait_for_workers=False, use_libuv=True)
+    except TypeError:  # torch < 2.1: no libuv store at all
+        return {}
+    except RuntimeError as e:
+        if "without libuv" in str(e):
+            return {"USE_LIBUV": "0"}
+        raise
+    return {}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config")
@@ -307,7 +323,7 @@ def main():
     if args.nproc > 1 and "RANK" not in os.environ:
         # The launcher: one process per rank, this script again, rendezvous on loopback.
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29400 + os.getpid() % 1000),
-                   WORLD_SIZE=str(args.nproc))
+                   WORLD_SIZE=str(args.nproc), **store_env())
         procs = [subprocess.Popen([sys.executable, *sys.argv], env=dict(env, RANK=str(r)))
                  for r in range(args.nproc)]
         codes = [p.wait() for p in procs]

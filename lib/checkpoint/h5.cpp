@@ -9,6 +9,7 @@
 
 #include "checkpoint/safe_files.h"
 #include "core/error.h"
+#include "core/version_guards.h"
 
 namespace vescale::h5 {
 namespace {
@@ -208,20 +209,35 @@ bool File::exists(const std::string& name) const {
   return H5Lexists(id(), name.c_str(), H5P_DEFAULT) > 0;
 }
 
+namespace {
+
+/// H5Ovisit's callback: appends the name of each dataset to the vector `names` points to.
+template <typename Info>
+herr_t collect_dataset(hid_t, const char* name, const Info* info, void* names) {
+  if (info->type == H5O_TYPE_DATASET)
+    static_cast<std::vector<std::string>*>(names)->push_back(name);
+  return 0;
+}
+
+}  // namespace
+
 std::vector<std::string> File::datasets(const std::string& group) const {
   std::vector<std::string> names;
   if (!exists(group)) return names;
-  struct Visit {
-    static herr_t callback(hid_t, const char* name, const H5O_info_t* info, void* data) {
-      if (info->type == H5O_TYPE_DATASET)
-        static_cast<std::vector<std::string>*>(data)->push_back(name);
-      return 0;
-    }
-  };
+  // Objects, not links: a dataset hard-linked under two names (a deduped checkpoint) is listed
+  // once. Only the object's type is asked for.
   Handle g(H5Gopen2(id(), group.c_str(), H5P_DEFAULT), H5Gclose);
-  VS_USER_CHECK(
-      g.valid() && H5Ovisit(g.get(), H5_INDEX_NAME, H5_ITER_INC, &Visit::callback, &names) >= 0,
-      "[checkpoint] {}: cannot list the tensors of {}: the file is damaged", path_, group);
+  const auto visit = [&] {
+#if VESCALE_HDF5_HAS_OVISIT3
+    return H5Ovisit3(g.get(), H5_INDEX_NAME, H5_ITER_INC, &collect_dataset<H5O_info2_t>, &names,
+                     H5O_INFO_BASIC);
+#else
+    return H5Ovisit(g.get(), H5_INDEX_NAME, H5_ITER_INC, &collect_dataset<H5O_info_t>, &names);
+#endif
+  };
+  VS_USER_CHECK(g.valid() && visit() >= 0,
+                "[checkpoint] {}: cannot list the tensors of {}: the file is damaged", path_,
+                group);
   return names;
 }
 

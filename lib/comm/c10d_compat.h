@@ -1,10 +1,10 @@
 // NOTE [LibTorch versions]
 // c10d changed shape between LibTorch 1.13 (Debian, CPU; compiled and tested here) and 2.x
-// (official CUDA builds): in 2.x ProcessGroupGloo/NCCL derive from c10d::Backend, in 1.13 from
-// c10d::ProcessGroup. This header is the one place that knows. Internal to comm/.
+// (CUDA builds): in 2.x ProcessGroupGloo/NCCL derive from c10d::Backend, in 1.13 from
+// c10d::ProcessGroup. This header is comm/'s one view of that (the guards themselves are in
+// core/version_guards.h, NOTE [Version guards]). Internal to comm/.
 #pragma once
 
-#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -12,10 +12,11 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "comm/store.h"
+#include "core/version_guards.h"
 
 namespace vescale::comm::detail {
 
-#if TORCH_VERSION_MAJOR >= 2
+#if VESCALE_C10D_HAS_BACKEND
 using BackendBase = ::c10d::Backend;
 #else
 using BackendBase = ::c10d::ProcessGroup;

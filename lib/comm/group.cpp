@@ -45,9 +45,12 @@ Backend resolve_backend(Backend requested, Device device) {
   if (requested == Backend::kAuto) return device.is_cuda() ? Backend::kNccl : Backend::kGloo;
   if (requested == Backend::kNccl) {
     VS_USER_CHECK(nccl_available(),
-                  "[comm] comm.backend = 'nccl', but this build has no NCCL or this process sees "
-                  "no GPU (NCCL needs a CUDA LibTorch and a GPU): use comm.backend = 'gloo' or "
-                  "'auto'");
+                  "[comm] comm.backend = 'nccl', but {}: use comm.backend = "
+                  "'gloo' or 'auto'",
+                  nccl_version().empty()
+                      ? "this build has no NCCL (NCCL needs a CUDA LibTorch and a GPU)"
+                      : fmt::format("this process sees no GPU (NCCL {} is built in; it needs one)",
+                                    nccl_version()));
     VS_USER_CHECK(device.is_cuda(),
                   "[comm] comm.backend = 'nccl' moves CUDA tensors, but this rank computes on {}: "
                   "set training.device = 'cuda' (or 'auto'), or comm.backend = 'auto'",

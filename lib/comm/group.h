@@ -30,6 +30,8 @@ const char* backend_name(Backend backend);
 Backend parse_backend(const std::string& text);
 /// True when this build can create NCCL groups (CUDA LibTorch with NCCL and a visible GPU).
 bool nccl_available();
+/// The NCCL version this build runs ("2.22.3"), or "" for a build without NCCL.
+std::string nccl_version();
 /// The backend of a group whose tensors live on `device`: kAuto is NCCL on CUDA and Gloo on the
 /// CPU. Throws UserError for NCCL in a build without it or off CUDA, and for Gloo on CUDA (our
 /// Gloo collectives move CPU tensors only).

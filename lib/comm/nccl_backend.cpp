@@ -16,6 +16,10 @@ bool nccl_available() {
   return cuda_device_count() > 0;
 }
 
+std::string nccl_version() {
+  return ::c10d::getNcclVersion();
+}
+
 namespace detail {
 
 c10::intrusive_ptr<BackendBase> make_nccl_process_group(

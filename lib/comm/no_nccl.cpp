@@ -9,6 +9,10 @@ bool nccl_available() {
   return false;
 }
 
+std::string nccl_version() {
+  return "";
+}
+
 namespace detail {
 
 c10::intrusive_ptr<BackendBase> make_nccl_process_group(const c10::intrusive_ptr<::c10d::Store>&,

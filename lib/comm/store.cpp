@@ -1,12 +1,50 @@
 #include "comm/store.h"
 
+#include <atomic>
 #include <optional>
+#include <string_view>
 
 #include "comm/bind_address.h"
 #include "comm/c10d_compat.h"
 #include "core/error.h"
 
 namespace vescale::comm {
+namespace {
+
+// NOTE [TCPStore and libuv]
+// LibTorch 2.4 and later make TCPStoreOptions::useLibUV true by default, and a LibTorch built
+// without libuv (Debian's) then refuses to create any TCPStore, client or server. Official builds
+// have libuv; whether this one does is not exported (c10d::detail::is_libuv_tcpstore_backend_
+// available is a hidden symbol), so the first store asks for libuv and, when LibTorch answers
+// that it was built without it, this process uses the classic TCP server from then on. Both
+// speak the same protocol to clients. LibTorch 1.13 has only the classic server.
+#if VESCALE_TCPSTORE_HAS_LIBUV_OPTION
+std::atomic<bool> libuv_missing{false};
+
+bool is_no_libuv_error(const c10::Error& e) {
+  return std::string_view(e.what_without_backtrace()).find("without libuv") !=
+         std::string_view::npos;
+}
+#endif
+
+c10::intrusive_ptr<::c10d::TCPStore> make_tcp_store(const std::string& host,
+                                                    ::c10d::TCPStoreOptions options) {
+#if VESCALE_TCPSTORE_HAS_LIBUV_OPTION
+  options.useLibUV = !libuv_missing.load();
+  if (options.useLibUV) {
+    try {
+      return c10::make_intrusive<::c10d::TCPStore>(host, options);
+    } catch (const c10::Error& e) {
+      if (!is_no_libuv_error(e)) throw;
+      libuv_missing.store(true);
+      options.useLibUV = false;
+    }
+  }
+#endif
+  return c10::make_intrusive<::c10d::TCPStore>(host, options);
+}
+
+}  // namespace
 
 Store Store::tcp(const std::string& host, int port, int rank, int world,
                  std::chrono::milliseconds timeout, bool serve) {
@@ -21,8 +59,7 @@ Store Store::tcp(const std::string& host, int port, int rank, int world,
     // The server listens on `host` only, not on every interface (NOTE [Store bind address]).
     std::optional<BindOnlyTo> bind_only;
     if (options.isServer) bind_only.emplace(host);
-    auto store = c10::make_intrusive<::c10d::TCPStore>(host, options);
-    return Store(std::make_shared<Impl>(Impl{store}));
+    return Store(std::make_shared<Impl>(Impl{make_tcp_store(host, options)}));
   } catch (const std::exception& e) {
     throw Error(fmt::format("[comm] rank {} of {}: rendezvous at {}:{} failed within {}s: {}", rank,
                             world, host, port, timeout.count() / 1000, e.what()));

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "core/error.h"
+#include "core/version_guards.h"
 
 namespace vescale {
 namespace {
@@ -46,11 +47,18 @@ void metered_delete(void* data) {
   if (header.wrapped_context != nullptr) header.wrapped_deleter(header.wrapped_context);
 }
 
+// c10::Allocator::allocate is const up to LibTorch 2.2 (NOTE [Version guards]).
+#if VESCALE_ALLOCATOR_HAS_COPY_DATA
+#define VESCALE_ALLOCATE_CONST
+#else
+#define VESCALE_ALLOCATE_CONST const
+#endif
+
 class MeteredAllocator final : public c10::Allocator {
  public:
   explicit MeteredAllocator(c10::Allocator* wrapped) : wrapped_(wrapped) {}
 
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) VESCALE_ALLOCATE_CONST override {
     // Like c10's default: no memory for no bytes (and still this deleter, as raw_deleter promises).
     if (n == 0) return {nullptr, nullptr, &metered_delete, c10::Device(c10::DeviceType::CPU)};
     c10::DataPtr wrapped = wrapped_->allocate(n + kHeaderBytes);
@@ -66,6 +74,13 @@ class MeteredAllocator final : public c10::Allocator {
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return &metered_delete; }
+
+#if VESCALE_ALLOCATOR_HAS_COPY_DATA
+  // Plain host memory, as the wrapped CPU allocator's.
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#endif
 
  private:
   c10::Allocator* wrapped_;

@@ -11,6 +11,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -76,15 +77,32 @@ std::string fast_paths_summary(Device device, at::ScalarType dtype) {
       state("TF32 matmuls", tf32));
 }
 
-std::string build_summary() {
+std::string cuda_build_version() {
+  // A CPU build's hooks throw here; a CUDA build's report the CUDA runtime it was compiled with
+  // (major * 1000 + minor * 10), GPU or not.
+  try {
+    const long version = at::detail::getCUDAHooks().versionCUDART();
+    return fmt::format("{}.{}", version / 1000, version % 1000 / 10);
+  } catch (const c10::Error&) {
+    return "";
+  }
+}
+
+std::string build_summary(const std::string& nccl_version) {
   std::vector<std::string> built;
   if (kHasFusedAttention) built.emplace_back("fused attention");
   if (kHasFusedAdamW) built.emplace_back("fused AdamW");
   if (kHasTf32Control) built.emplace_back("TF32 matmuls");
+  std::string backend = "CPU only";
+  if (const std::string cuda = cuda_build_version(); !cuda.empty()) {
+    const int gpus = cuda_device_count();
+    backend = fmt::format("CUDA {}, {}; {}", cuda,
+                          nccl_version.empty() ? "no NCCL" : "NCCL " + nccl_version,
+                          gpus == 0 ? "no GPU visible" : fmt::format("{} GPU(s) visible", gpus));
+  }
   return fmt::format(
       "LibTorch {} ({}); fast paths built in: {} (used on CUDA, never in float64)", TORCH_VERSION,
-      at::hasCUDA() ? "CUDA" : "CPU only",
-      built.empty() ? std::string("none") : fmt::format("{}", fmt::join(built, ", ")));
+      backend, built.empty() ? std::string("none") : fmt::format("{}", fmt::join(built, ", ")));
 }
 
 namespace fused {

@@ -1,5 +1,5 @@
 // NOTE [Fast paths]
-// Fast LibTorch kernels, picked at compile time from <torch/version.h> and at run time by the
+// Fast LibTorch kernels, picked at compile time (NOTE [Version guards]) and at run time by the
 // device and dtype of the tensors (DESIGN §16):
 // - fused scaled-dot-product attention (at::scaled_dot_product_attention, LibTorch 2.0+) for
 //   ops::causal_attention's local kernel;
@@ -15,24 +15,13 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
-#include <torch/version.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/device.h"
-
-#define VESCALE_TORCH_AT_LEAST(major, minor) \
-  (TORCH_VERSION_MAJOR > (major) ||          \
-   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
-
-/// at::scaled_dot_product_attention with is_causal (LibTorch 2.0).
-#define VESCALE_HAS_FUSED_ATTENTION VESCALE_TORCH_AT_LEAST(2, 0)
-/// at::_fused_adamw_ with float learning rate (LibTorch 2.1).
-#define VESCALE_HAS_FUSED_ADAMW VESCALE_TORCH_AT_LEAST(2, 1)
-/// Context::setFloat32MatmulPrecision (LibTorch 1.12; compiled on both builds).
-#define VESCALE_HAS_TF32_CONTROL VESCALE_TORCH_AT_LEAST(1, 12)
+#include "core/version_guards.h"
 
 namespace vescale {
 
@@ -56,8 +45,12 @@ bool configure_matmul_precision(Device device, at::ScalarType dtype);
 /// "fused attention on, blocked attention off (fused attention instead), fused AdamW on, TF32
 /// matmuls off (float64 is the reference)" for a job computing `dtype` on `device`.
 std::string fast_paths_summary(Device device, at::ScalarType dtype);
-/// "LibTorch 1.13.0 (CPU only); fast paths built in: none (...)" for --version.
-std::string build_summary();
+/// The CUDA runtime version LibTorch was built with ("12.4"), or "" for a CPU build.
+std::string cuda_build_version();
+/// For --version: "LibTorch 1.13.0 (CPU only); fast paths built in: ..." or, for a CUDA build,
+/// "LibTorch 2.6.0 (CUDA 12.4, NCCL 2.22.3; no GPU visible); fast paths built in: ...".
+/// `nccl_version` is comm::nccl_version() ("" without NCCL).
+std::string build_summary(const std::string& nccl_version);
 
 /// The fused kernels behind the flags: call them only where the use_* predicate holds (a build
 /// without one throws).

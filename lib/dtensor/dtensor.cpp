@@ -32,9 +32,9 @@ at::Tensor DTensor::full_tensor() const {
   return redistribute(Placements(mesh().ndim(), Placement::replicate())).to_local();
 }
 
-DTensor& DTensor::requires_grad_(bool requires) {
-  local_.requires_grad_(requires);
-  param_ = requires ? std::make_shared<detail::ParamState>() : nullptr;
+DTensor& DTensor::requires_grad_(bool enabled) {
+  local_.requires_grad_(enabled);
+  param_ = enabled ? std::make_shared<detail::ParamState>() : nullptr;
   return *this;
 }
 

@@ -59,7 +59,7 @@ class DTensor {
   /// Makes the local tensor a leaf that requires grad: a parameter. Ops leave a parameter's
   /// gradient Partial over mesh dims where it is Replicate but meets sharded activations
   /// (e.g. LayerNorm weights under sequence parallel): see partial_grad_dims().
-  DTensor& requires_grad_(bool requires = true);
+  DTensor& requires_grad_(bool enabled = true);
   bool requires_grad() const { return local_.requires_grad(); }
   bool is_parameter() const { return param_ != nullptr; }
   /// The gradient as a DTensor (NOTE [Gradient placements]), Partial over partial_grad_dims().

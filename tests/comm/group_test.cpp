@@ -373,8 +373,15 @@ TEST(PointToPoint, WaitTimesOutWhenThePeerNeverPosts) {
   }
 }
 
-TEST(Collectives, NcclStubOnABuildWithoutIt) {
-  // NOTE [No-NCCL stub]: a CPU build links no_nccl.cpp, whose groups say why they cannot exist.
+/// Why NCCL groups cannot be made here: a CPU build has no NCCL (NOTE [No-NCCL stub]); a CUDA
+/// build on a machine without a GPU has NCCL but nothing for it to run on.
+std::string why_no_nccl() {
+  return nccl_version().empty() ? "comm.backend = 'nccl', but this build has no NCCL"
+                                : "comm.backend = 'nccl', but this process sees no GPU (NCCL " +
+                                      nccl_version() + " is built in";
+}
+
+TEST(Collectives, NcclGroupsWithoutNcclOrAGpuSayWhy) {
   if (nccl_available()) GTEST_SKIP() << "this build has NCCL and a GPU";
   GroupOptions options;
   options.backend = Backend::kNccl;
@@ -382,7 +389,7 @@ TEST(Collectives, NcclStubOnABuildWithoutIt) {
     Group::create(Store::in_memory(), 0, 2, options);
     FAIL() << "expected an error";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("this build has no NCCL"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(why_no_nccl()), std::string::npos) << e.what();
   }
   options.backend = Backend::kAuto;
   EXPECT_EQ(Group::create(Store::in_memory(), 0, 1, options).backend(), Backend::kGloo);
@@ -412,11 +419,9 @@ TEST(Backends, AutoIsNcclOnCudaAndGlooOnCpu) {
     EXPECT_NE(backend_error(Backend::kNccl, kCpu).find("'nccl' moves CUDA tensors"),
               std::string::npos);
   } else {
-    // A CPU build: explicit NCCL fails on any device, before any connection is tried.
+    // No NCCL or no GPU: explicit NCCL fails on any device, before any connection is tried.
     for (const Device& device : {kCpu, gpu}) {
-      EXPECT_NE(backend_error(Backend::kNccl, device)
-                    .find("comm.backend = 'nccl', but this build has no NCCL"),
-                std::string::npos)
+      EXPECT_NE(backend_error(Backend::kNccl, device).find(why_no_nccl()), std::string::npos)
           << device;
     }
     GroupOptions options;

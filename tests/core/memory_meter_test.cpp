@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/alignment.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -3,8 +3,12 @@
 #include "core/torch_features.h"
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
+
+#include "comm/group.h"
 #include "core/error.h"
 
 namespace vescale {
@@ -80,12 +84,33 @@ TEST(TorchFeatures, SummariesSayWhatIsOnAndWhy) {
   EXPECT_FALSE(use_blocked_attention(kCpu, at::kDouble));
   EXPECT_EQ(use_blocked_attention(kGpu, at::kFloat), !kHasFusedAttention);
   EXPECT_NE(fast_paths_summary(kGpu, at::kFloat).find("TF32 matmuls on"), std::string::npos);
-  const std::string build = build_summary();
+  const std::string build = build_summary(comm::nccl_version());
   EXPECT_NE(build.find("LibTorch " TORCH_VERSION), std::string::npos) << build;
 #if TORCH_VERSION_MAJOR < 2
   EXPECT_NE(build.find("fast paths built in: TF32 matmuls (used on CUDA"), std::string::npos)
       << build;
 #endif
+}
+
+TEST(TorchFeatures, BuildSummaryNamesCudaAndNcclOfACudaBuild) {
+  // This project's NCCL builds are CUDA builds and its CPU builds have neither.
+  const std::string cuda = cuda_build_version();
+  const std::string nccl = comm::nccl_version();
+  EXPECT_EQ(cuda.empty(), nccl.empty()) << "CUDA '" << cuda << "', NCCL '" << nccl << "'";
+  const std::string build = build_summary(nccl);
+  if (cuda.empty()) {
+    EXPECT_NE(build.find("(CPU only)"), std::string::npos) << build;
+    return;
+  }
+  // "12.4", "2.22.3": numbers, not placeholders.
+  EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(cuda.front())) &&
+              cuda.find('.') != std::string::npos)
+      << cuda;
+  EXPECT_NE(build.find(fmt::format("(CUDA {}, NCCL {}; ", cuda, nccl)), std::string::npos) << build;
+  EXPECT_NE(build.find(cuda_device_count() == 0 ? "no GPU visible" : "GPU(s) visible"),
+            std::string::npos)
+      << build;
+  EXPECT_EQ(build.find("CPU only"), std::string::npos) << build;
 }
 
 TEST(TorchFeatures, FusedKernelsRefuseToRunWithoutLibTorchSupport) {

@@ -1,0 +1,40 @@
+// NOTE [Version guards]
+// The one place that tells library versions apart. vescale-train builds against
+//   - Debian 12: LibTorch 1.13 (CPU), HDF5 1.10, GCC 12 (the build machine, scripts/test.sh);
+//   - Debian 13: LibTorch 2.6 built with CUDA 12.4 and NCCL 2.22, HDF5 1.14, GCC 14 (CI's CUDA
+//     build check, scripts/test-cuda-build.sh);
+//   - official LibTorch 2.x wheels with CUDA and NCCL (users' GPU machines).
+// Each macro below names one API that differs and the version that changed it. Code tests these
+// macros, never TORCH_VERSION_* or H5_VERS_* directly, and an API that is the same everywhere gets
+// no guard. (Which backend a build has, CUDA and NCCL or CPU only, is CMake's choice of files,
+// NOTE [No-NCCL stub], not a guard.)
+#pragma once
+
+#include <H5public.h>
+#include <torch/version.h>
+
+#define VESCALE_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||          \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+// ---- LibTorch ----------------------------------------------------------------------------------
+
+/// c10d's process groups derive from c10d::Backend (2.0); in 1.13 from c10d::ProcessGroup.
+#define VESCALE_C10D_HAS_BACKEND VESCALE_TORCH_AT_LEAST(2, 0)
+/// TCPStoreOptions::useLibUV (2.1; true by default from 2.4, which a build without libuv refuses).
+#define VESCALE_TCPSTORE_HAS_LIBUV_OPTION VESCALE_TORCH_AT_LEAST(2, 1)
+/// c10::Allocator::allocate is not const, and copy_data is pure virtual (2.3, with copy-on-write
+/// storages); in 1.13 allocate is const and there is no copy_data.
+#define VESCALE_ALLOCATOR_HAS_COPY_DATA VESCALE_TORCH_AT_LEAST(2, 3)
+/// at::scaled_dot_product_attention with is_causal (2.0).
+#define VESCALE_HAS_FUSED_ATTENTION VESCALE_TORCH_AT_LEAST(2, 0)
+/// at::_fused_adamw_ with a float learning rate (2.1).
+#define VESCALE_HAS_FUSED_ADAMW VESCALE_TORCH_AT_LEAST(2, 1)
+/// Context::setFloat32MatmulPrecision (1.12; compiled on every build).
+#define VESCALE_HAS_TF32_CONTROL VESCALE_TORCH_AT_LEAST(1, 12)
+
+// ---- HDF5 --------------------------------------------------------------------------------------
+
+/// H5Ovisit3 and H5O_info2_t (1.12); 1.14's default API maps H5Ovisit to it, with a `fields`
+/// argument that 1.10's H5Ovisit lacks.
+#define VESCALE_HDF5_HAS_OVISIT3 H5_VERSION_GE(1, 12, 0)
