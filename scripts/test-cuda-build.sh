@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# The CUDA build check: builds vescale-train against Debian 13's CUDA LibTorch 2.6 (CUDA 12.4,
+# NCCL 2.22, GCC 14, HDF5 1.14) inside a Debian 13 root made with debootstrap, with CUDA and NCCL
+# on and VESCALE_WERROR=ON, and runs the whole ctest suite there (device CPU: no GPU is needed).
+#
+#   scripts/test-cuda-build.sh                  # make or reuse the root, build, run every test
+#   scripts/test-cuda-build.sh -R Collectives   # arguments go to ctest
+#
+# Environment:
+#   VESCALE_CUDA_ROOT  the Debian 13 root (default /var/cache/vescale-train/debian13-cuda; about
+#                      9 GB). Made on the first run (about 3 minutes and 2.8 GB of packages), then
+#                      reused: later runs install only what is missing, and its ccache keeps
+#                      rebuilds short. Delete the folder to start afresh.
+#   DEBIAN_MIRROR      the archive debootstrap fetches from (default: debootstrap's own)
+#   JOBS               build and ctest jobs (default 2)
+#
+# Needs root (debootstrap, chroot, mount). The working tree (tracked files and untracked ones git
+# does not ignore) is copied into the root on every run; build/ and other ignored folders are not.
+# Mounts (proc, sys, dev) are undone on every exit path, an interrupt included.
+#
+# NOTE [cuDNN stand-in]: Debian's libtorch_cuda.so needs libcudnn.so.9, which Debian ships only
+# as an installer (nvidia-cudnn) that downloads cuDNN from NVIDIA; it is declined here. To let the
+# CUDA build link and load, this script compiles a library of that name whose every function
+# prints that it is a stand-in and aborts. It is a link-time stand-in for this check only: it
+# lives only inside the Debian 13 root, is never shipped, and nothing runs it on a machine without
+# a GPU (LibTorch calls cuDNN only for CUDA tensors). A GPU machine uses its own cuDNN.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SRC=$PWD
+
+ROOT=${VESCALE_CUDA_ROOT:-/var/cache/vescale-train/debian13-cuda}
+JOBS=${JOBS:-2}
+SUITE=trixie
+STANDIN_DIR=/usr/local/lib/vescale-ci-cudnn-standin
+
+# The one list of what the root installs: the toolchain, Debian 13's CUDA LibTorch with the
+# Gloo and NCCL it is built with, CUDA 12.4, and what setup.sh installs on Debian 12.
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config binutils
+  libtorch-cuda-dev libgloo-cuda-dev nvidia-cuda-toolkit nvidia-cuda-dev libnccl-dev
+  libopenblas0-pthread
+  libcli11-dev libtomlplusplus-dev libhdf5-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev nlohmann-json3-dev
+  python3 python3-torch-cuda python3-h5py python3-numpy fortunes
+)
+
+note() { echo "[cuda-build] $*"; }
+die() {
+  echo "[cuda-build] error: $*" >&2
+  exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || die "needs root: debootstrap, chroot and mount (try sudo $0)"
+ROOT=$(realpath -m "$ROOT")
+case $ROOT in
+  / | /usr | /var | /var/cache | /tmp) die "VESCALE_CUDA_ROOT=$ROOT would overwrite a system folder" ;;
+esac
+
+# Whatever is mounted at or below the root, deepest first.
+mounts_below() { awk -v r="$ROOT/" 'index($2 "/", r) == 1 { print $2 }' /proc/mounts | sort -r; }
+
+unmount_all() {
+  local m
+  for m in $(mounts_below); do
+    umount "$m" 2>/dev/null || umount -l "$m" || echo "[cuda-build] warning: $m is still mounted" >&2
+  done
+}
+
+on_exit() {
+  local rc=$?
+  unmount_all
+  exit "$rc"
+}
+
+# chroot with a clean environment: nothing of this shell's (LD_LIBRARY_PATH, ccache settings)
+# leaks into the Debian 13 tools.
+in_root() {
+  chroot "$ROOT" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    DEBIAN_FRONTEND=noninteractive CCACHE_DIR=/var/cache/ccache CI="${CI:-}" "$@"
+}
+
+make_root() {
+  if [ -f "$ROOT/.vescale-root-ready" ]; then
+    note "reusing the Debian 13 root $ROOT"
+    return
+  fi
+  [ -z "$(mounts_below)" ] || die "$ROOT has mounts below it; unmount them first"
+  command -v debootstrap >/dev/null || {
+    note "installing debootstrap"
+    apt-get install -y -q debootstrap >/dev/null || die "apt-get install debootstrap failed"
+  }
+  note "making a Debian 13 root in $ROOT (debootstrap, about a minute)"
+  rm -rf "$ROOT"
+  mkdir -p "$(dirname "$ROOT")"
+  local log=$ROOT.debootstrap.log
+  if ! debootstrap --variant=minbase --components=main,contrib,non-free "$SUITE" "$ROOT" \
+    ${DEBIAN_MIRROR:+"$DEBIAN_MIRROR"} >"$log" 2>&1; then
+    tail -20 "$log" >&2
+    die "debootstrap failed (log: $log)"
+  fi
+  touch "$ROOT/.vescale-root-ready"
+}
+
+mount_all() {
+  mount -t proc proc "$ROOT/proc"
+  # Slaves, so that unmounting them here never unmounts anything of the host's.
+  local d
+  for d in sys dev; do
+    mount --rbind "/$d" "$ROOT/$d"
+    mount --make-rslave "$ROOT/$d"
+  done
+  cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf"
+}
+
+install_packages() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    in_root dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+      missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    note "all ${#PACKAGES[@]} packages present"
+    return
+  fi
+  # nvidia-cudnn would download cuDNN from NVIDIA: decline, and it installs nothing.
+  echo 'nvidia-cudnn nvidia-cudnn/question select I Decline' | in_root debconf-set-selections
+  note "installing ${#missing[@]} packages: ${missing[*]}"
+  local log=/var/log/vescale-apt.log
+  if ! in_root bash -c "apt-get update -q && apt-get install -y -q --no-install-recommends $*" \
+    _ "${missing[@]}" >"$ROOT$log" 2>&1; then
+    tail -20 "$ROOT$log" >&2
+    die "apt-get in the root failed (log: $ROOT$log)"
+  fi
+  note "installed ($(du -sh --exclude=proc --exclude=sys --exclude=dev "$ROOT" 2>/dev/null | cut -f1) in the root)"
+}
+
+# NOTE [cuDNN stand-in] above.
+make_cudnn_standin() {
+  if in_root bash -c 'ldconfig -p | grep -q "libcudnn.so.9 "'; then return; fi
+  note "building the link-time cuDNN stand-in (never shipped; see NOTE [cuDNN stand-in])"
+  in_root bash -euo pipefail -c '
+    dir='"$STANDIN_DIR"'
+    mkdir -p "$dir"
+    syms=$(for lib in /usr/lib/x86_64-linux-gnu/libtorch*.so*; do
+             readelf -d "$lib" 2>/dev/null | grep -q "NEEDED.*libcudnn" || continue
+             objdump -T "$lib" | awk "\$3 == \"*UND*\" && \$NF ~ /^cudnn/ { print \$NF }"
+           done | sort -u)
+    [ -n "$syms" ] || { echo "no cuDNN symbols found in LibTorch" >&2; exit 1; }
+    {
+      echo "/* A link-time stand-in for libcudnn.so.9 (scripts/test-cuda-build.sh). Never shipped. */"
+      echo "#include <stdio.h>"
+      echo "#include <stdlib.h>"
+      echo "static void standin(const char* name) {"
+      echo "  fprintf(stderr, \"%s: this libcudnn.so.9 is a link-time stand-in for the CUDA build check, not cuDNN\\n\", name);"
+      echo "  abort();"
+      echo "}"
+      for s in $syms; do echo "int $s(void) { standin(\"$s\"); return 0; }"; done
+    } >"$dir/cudnn_standin.c"
+    # LibTorch asks for each symbol at version libcudnn.so.9, as cuDNN 9 defines them.
+    echo "libcudnn.so.9 { global: *; };" >"$dir/cudnn_standin.map"
+    cc -shared -fPIC -O1 -Wl,-soname,libcudnn.so.9 -Wl,--version-script,"$dir/cudnn_standin.map" \
+      -o "$dir/libcudnn.so.9" "$dir/cudnn_standin.c"
+    echo "$dir" >/etc/ld.so.conf.d/vescale-ci-cudnn-standin.conf
+    ldconfig
+    echo "[cuda-build] stand-in: $(echo "$syms" | wc -l) functions in $dir/libcudnn.so.9"
+  '
+}
+
+copy_tree() {
+  local dest=$ROOT/vescale-train/src
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  # Tracked files and untracked ones git does not ignore, as they are in the working tree.
+  (cd "$SRC" && git ls-files -z --cached --others --exclude-standard |
+    while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+    tar --null -T - -cf -) | tar -xf - -C "$dest"
+  note "copied $(find "$dest" -type f | wc -l) files of $SRC into the root"
+}
+
+build() {
+  note "configuring"
+  # -O2 as the Debian 12 build's RelWithDebInfo (the same optimiser warnings), without its debug
+  # information, which nobody reads here and which costs compile time and disk.
+  in_root cmake -S /vescale-train/src -B /vescale-train/build -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DVESCALE_WERROR=ON 2>&1 |
+    tee "$ROOT/vescale-train/configure.log" | grep -E '^-- vescale-train|Error|error' || true
+  grep -q '^-- vescale-train: .*NCCL path ON' "$ROOT/vescale-train/configure.log" ||
+    die "the configure step did not choose the CUDA + NCCL path (log: $ROOT/vescale-train/configure.log)"
+  note "building with $JOBS jobs (log: $ROOT/vescale-train/build.log)"
+  local rc=0
+  in_root cmake --build /vescale-train/build -j "$JOBS" >"$ROOT/vescale-train/build.log" 2>&1 || rc=$?
+  local warnings
+  warnings=$(grep -c 'warning:' "$ROOT/vescale-train/build.log" || true)
+  if [ "$rc" -ne 0 ]; then
+    grep -E 'error|warning' "$ROOT/vescale-train/build.log" | head -40 >&2
+    die "the build failed ($warnings warnings; log: $ROOT/vescale-train/build.log)"
+  fi
+  note "built: $warnings warnings"
+  [ "$warnings" -eq 0 ] || {
+    grep 'warning:' "$ROOT/vescale-train/build.log" | head -20 >&2
+    die "the build has warnings"
+  }
+  in_root /vescale-train/build/vescale-train --version | sed 's/^/[cuda-build] /'
+}
+
+# Tests skip only with a reason: print each (ctest lists skipped C++ tests; the e2e tests'
+# unittest skips are in their output).
+report_skips() {
+  local log=$ROOT/vescale-train/build/Testing/Temporary/LastTest.log
+  [ -f "$log" ] || return 0
+  awk '/^\[ RUN      \]/ { test = $4 }
+       /: Skipped$/ { getline reason; print "[cuda-build] skipped: " test ": " reason }
+       / \.\.\. skipped / { sub(/^ +/, ""); print "[cuda-build] skipped: " $0 }' "$log"
+}
+
+run_tests() {
+  note "running ctest with $JOBS jobs"
+  local rc=0
+  in_root bash -c 'cd /vescale-train/build && exec ctest -j "$1" --output-on-failure --timeout 900 "${@:2}"' \
+    _ "$JOBS" "$@" 2>&1 | tee "$ROOT/vescale-train/ctest.log" || rc=$?
+  report_skips
+  return "$rc"
+}
+
+exec 9>"$ROOT.lock" 2>/dev/null || { mkdir -p "$(dirname "$ROOT")" && exec 9>"$ROOT.lock"; }
+flock -n 9 || die "another test-cuda-build.sh is using $ROOT"
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+start=$SECONDS
+make_root
+unmount_all  # a run killed by SIGKILL leaves its mounts
+mount_all
+install_packages
+make_cudnn_standin
+copy_tree
+build
+run_tests "$@"
+note "passed in $((SECONDS - start)) s"
