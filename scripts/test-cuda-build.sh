@@ -44,7 +44,7 @@ PACKAGES=(
   python3 python3-torch-cuda python3-h5py python3-numpy fortunes
 )
 
-note() { echo "[cuda-build] $*"; }
+note() { echo "[cuda-build] [${SECONDS}s] $*"; }
 die() {
   echo "[cuda-build] error: $*" >&2
   exit 1
@@ -113,11 +113,14 @@ mount_all() {
   cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf"
 }
 
+is_installed() {
+  in_root dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
 install_packages() {
   local missing=() p
   for p in "${PACKAGES[@]}"; do
-    in_root dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
-      missing+=("$p")
+    is_installed "$p" || missing+=("$p")
   done
   if [ ${#missing[@]} -eq 0 ]; then
     note "all ${#PACKAGES[@]} packages present"
@@ -127,11 +130,14 @@ install_packages() {
   echo 'nvidia-cudnn nvidia-cudnn/question select I Decline' | in_root debconf-set-selections
   note "installing ${#missing[@]} packages: ${missing[*]}"
   local log=/var/log/vescale-apt.log
-  if ! in_root bash -c "apt-get update -q && apt-get install -y -q --no-install-recommends $*" \
+  if ! in_root bash -c 'apt-get update -q && apt-get install -y -q --no-install-recommends "$@"' \
     _ "${missing[@]}" >"$ROOT$log" 2>&1; then
     tail -20 "$ROOT$log" >&2
     die "apt-get in the root failed (log: $ROOT$log)"
   fi
+  for p in "${missing[@]}"; do
+    is_installed "$p" || die "$p is still not installed in the root (log: $ROOT$log)"
+  done
   note "installed ($(du -sh --exclude=proc --exclude=sys --exclude=dev "$ROOT" 2>/dev/null | cut -f1) in the root)"
 }
 
@@ -223,7 +229,8 @@ run_tests() {
   return "$rc"
 }
 
-exec 9>"$ROOT.lock" 2>/dev/null || { mkdir -p "$(dirname "$ROOT")" && exec 9>"$ROOT.lock"; }
+mkdir -p "$(dirname "$ROOT")"
+exec 9>"$ROOT.lock"
 flock -n 9 || die "another test-cuda-build.sh is using $ROOT"
 trap on_exit EXIT
 trap 'exit 130' INT
