@@ -8,7 +8,7 @@
 #
 # Environment:
 #   VESCALE_CUDA_ROOT  the Debian 13 root (default /var/cache/vescale-train/debian13-cuda; about
-#                      9 GB). Made on the first run (about 3 minutes and 2.8 GB of packages), then
+#                      11 GB). Made on the first run (about 3 minutes and 2.9 GB of packages), then
 #                      reused: later runs install only what is missing, and its ccache keeps
 #                      rebuilds short. Delete the folder to start afresh.
 #   DEBIAN_MIRROR      the archive debootstrap fetches from (default: debootstrap's own)
@@ -88,7 +88,8 @@ make_root() {
   [ -z "$(mounts_below)" ] || die "$ROOT has mounts below it; unmount them first"
   command -v debootstrap >/dev/null || {
     note "installing debootstrap"
-    apt-get install -y -q debootstrap >/dev/null || die "apt-get install debootstrap failed"
+    { apt-get update -q && apt-get install -y -q debootstrap; } >/dev/null ||
+      die "apt-get install debootstrap failed"
   }
   note "making a Debian 13 root in $ROOT (debootstrap, about a minute)"
   rm -rf "$ROOT"
