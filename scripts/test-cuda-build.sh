@@ -175,14 +175,30 @@ make_cudnn_standin() {
 }
 
 copy_tree() {
-  local dest=$ROOT/vescale-train/src
-  rm -rf "$dest"
-  mkdir -p "$dest"
+  local dest=$ROOT/vescale-train/src stage=$ROOT/vescale-train/src.new
+  rm -rf "$stage"
+  mkdir -p "$stage" "$dest"
   # Tracked files and untracked ones git does not ignore, as they are in the working tree.
   (cd "$SRC" && git ls-files -z --cached --others --exclude-standard |
     while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
-    tar --null -T - -cf -) | tar -xf - -C "$dest"
-  note "copied $(find "$dest" -type f | wc -l) files of $SRC into the root"
+    tar --null -T - -cf -) | tar -xf - -C "$stage"
+  # Only files whose content changed replace their copies (stamped now), and files gone from the
+  # tree are removed: the build in the root stays incremental across checkouts, whose files all
+  # carry new times (a fresh clone's, for one).
+  local f changed=0 removed=0
+  while IFS= read -r -d '' f; do
+    cmp -s "$stage/$f" "$dest/$f" && continue
+    mkdir -p "$(dirname "$dest/$f")"
+    cp --preserve=mode "$stage/$f" "$dest/$f"
+    changed=$((changed + 1))
+  done < <(cd "$stage" && find . -type f -print0)
+  while IFS= read -r -d '' f; do
+    [ -e "$stage/$f" ] && continue
+    rm -f "$dest/$f"
+    removed=$((removed + 1))
+  done < <(cd "$dest" && find . -type f -print0)
+  rm -rf "$stage"
+  note "copied $SRC into the root: $changed files new or changed, $removed removed"
 }
 
 build() {
