@@ -9,8 +9,8 @@
 # Environment:
 #   VESCALE_CUDA_ROOT  the Debian 13 root (default /var/cache/vescale-train/debian13-cuda; about
 #                      11 GB). Made on the first run (about 3 minutes and 2.9 GB of packages), then
-#                      reused: later runs install only what is missing, and its ccache keeps
-#                      rebuilds short. Delete the folder to start afresh.
+#                      reused: later runs install only what is missing and rebuild only what
+#                      changed. Delete the folder to start afresh.
 #   DEBIAN_MIRROR      the archive debootstrap fetches from (default: debootstrap's own)
 #   JOBS               build and ctest jobs (default 2)
 #
