@@ -175,29 +175,26 @@ make_cudnn_standin() {
 }
 
 copy_tree() {
-  local dest=$ROOT/vescale-train/src stage=$ROOT/vescale-train/src.new
-  rm -rf "$stage"
-  mkdir -p "$stage" "$dest"
-  # Tracked files and untracked ones git does not ignore, as they are in the working tree.
-  (cd "$SRC" && git ls-files -z --cached --others --exclude-standard |
-    while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
-    tar --null -T - -cf -) | tar -xf - -C "$stage"
-  # Only files whose content changed replace their copies (stamped now), and files gone from the
-  # tree are removed: the build in the root stays incremental across checkouts, whose files all
-  # carry new times (a fresh clone's, for one).
-  local f changed=0 removed=0
+  local dest=$ROOT/vescale-train/src f changed=0 removed=0
+  local -A listed=()
+  mkdir -p "$dest"
+  # Tracked files and untracked ones git does not ignore, as they are in the working tree. Only
+  # files whose content changed replace their copies (stamped now), and files gone from the tree
+  # are removed: the build in the root stays incremental across checkouts, whose files all carry
+  # new times (a fresh clone's, for one).
   while IFS= read -r -d '' f; do
-    cmp -s "$stage/$f" "$dest/$f" && continue
+    [ -e "$SRC/$f" ] || continue  # deleted in the working tree, not yet in git
+    listed["./$f"]=1
+    cmp -s "$SRC/$f" "$dest/$f" && continue
     mkdir -p "$(dirname "$dest/$f")"
-    cp --preserve=mode "$stage/$f" "$dest/$f"
+    cp --preserve=mode "$SRC/$f" "$dest/$f"
     changed=$((changed + 1))
-  done < <(cd "$stage" && find . -type f -print0)
+  done < <(cd "$SRC" && git ls-files -z --cached --others --exclude-standard)
   while IFS= read -r -d '' f; do
-    [ -e "$stage/$f" ] && continue
+    [ -n "${listed[$f]:-}" ] && continue
     rm -f "$dest/$f"
     removed=$((removed + 1))
   done < <(cd "$dest" && find . -type f -print0)
-  rm -rf "$stage"
   note "copied $SRC into the root: $changed files new or changed, $removed removed"
 }
 
@@ -253,7 +250,6 @@ trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-start=$SECONDS
 make_root
 unmount_all  # a run killed by SIGKILL leaves its mounts
 mount_all
@@ -262,4 +258,4 @@ make_cudnn_standin
 copy_tree
 build
 run_tests "$@"
-note "passed in $((SECONDS - start)) s"
+note "passed in $SECONDS s"
