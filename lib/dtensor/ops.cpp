@@ -227,13 +227,15 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& targets) {
          at::Tensor sum_exp = z.exp().sum(-1);
          const int64_t offset = s[0]->local_offset()[1];
          const int64_t width = x.size(1);
+         // A rank whose slice holds only vocabulary padding has z = -inf there: the target
+         // logit is selected (where), never multiplied by 0, which would make -inf * 0 = NaN.
          at::Tensor mine = (t >= offset) & (t < offset + width);
          at::Tensor target_logit =
              width == 0
                  ? z.sum(-1) * 0
-                 : z.gather(1, (t - offset).clamp(0, std::max<int64_t>(width - 1, 0)).unsqueeze(1))
-                           .squeeze(1) *
-                       mine.to(z.scalar_type());
+                 : at::where(mine,
+                             z.gather(1, (t - offset).clamp(0, width - 1).unsqueeze(1)).squeeze(1),
+                             at::zeros({}, z.options()));
          for (int i : vocab_dims) {
            sum_exp = detail::reduce_partial(sum_exp, mesh.group(i), comm::ReduceOp::kSum);
            target_logit = detail::reduce_partial(target_logit, mesh.group(i), comm::ReduceOp::kSum);
