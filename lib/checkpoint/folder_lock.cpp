@@ -20,7 +20,7 @@ FolderLock::FolderLock(const std::filesystem::path& dir) {
   if (!std::filesystem::is_directory(dir)) make_folder(dir);  // a link to a folder is fine here
   const std::filesystem::path path = dir / "LOCK";
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, kCheckpointFileMode);
-  VS_USER_CHECK(fd_ >= 0, "[checkpoint] cannot open the lock file {}: {}", path.string(),
+  VS_USER_CHECK(fd_ >= 0, "[job] cannot open the lock file {}: {}", path.string(),
                 std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
@@ -32,19 +32,17 @@ FolderLock::FolderLock(const std::filesystem::path& dir) {
     ::close(fd_);
     fd_ = -1;
     VS_USER_CHECK(err != EWOULDBLOCK,
-                  "[checkpoint] {} is locked by another job ({}): two jobs must not write one "
-                  "checkpoints folder. Wait for it to end, or give this job another "
-                  "job.dump_folder",
+                  "[job] {} is locked by another job ({}): two jobs must not write one dump "
+                  "folder. Wait for it to end, or give this job another job.dump_folder",
                   path.string(), text.empty() ? "owner unknown" : text);
-    throw UserError(
-        fmt::format("[checkpoint] cannot lock {}: {}", path.string(), std::strerror(err)));
+    throw UserError(fmt::format("[job] cannot lock {}: {}", path.string(), std::strerror(err)));
   }
   std::array<char, 256> host{};
   ::gethostname(host.data(), host.size() - 1);
   const std::string owner = fmt::format("host {} pid {}\n", host.data(), ::getpid());
   bool ok = ::ftruncate(fd_, 0) == 0;
   ok = ok && ::pwrite(fd_, owner.data(), owner.size(), 0) == static_cast<ssize_t>(owner.size());
-  VS_CHECK(ok, "[checkpoint] cannot write {}", path.string());
+  VS_CHECK(ok, "[job] cannot write {}", path.string());
 }
 
 FolderLock::FolderLock(FolderLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}

@@ -1,4 +1,5 @@
-// The lock that keeps two jobs from writing one checkpoints folder (NOTE [Checkpoint integrity]).
+// The lock that keeps two jobs from writing one dump folder (NOTE [One run per dump folder] in
+// train/run_folder.h).
 #pragma once
 
 #include <filesystem>

@@ -9,12 +9,13 @@
 #include <numeric>
 #include <set>
 
+#include "checkpoint/step_folders.h"
+#include "config/job_config.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/units.h"
 #include "train/nonfinite.h"
-#include "train/run_id.h"
 
 namespace vescale {
 namespace {
@@ -105,6 +106,39 @@ void check_no_strangers(const Job& job, const CheckpointReader& reader) {
   }
 }
 
+/// The config keys a checkpoint must agree with: the model's (they change the function it
+/// computes, or its parameters' shapes), and for a resumed run the optimizer (its state) and the
+/// dropout (the training function).
+bool must_match(const std::string& key, LoadParts parts) {
+  if (parts == LoadParts::kModel) return key.rfind("model.", 0) == 0 && key != "model.dropout";
+  return key.rfind("model.", 0) == 0 || key == "optimizer.name";
+}
+
+/// Throws, naming the key and both values, when this job's architecture (or, resuming, its
+/// optimizer) is not the one the checkpoint's run recorded in its config.
+void check_same_architecture(const Job& job, const CheckpointReader& reader, LoadParts parts) {
+  const auto recorded = recorded_values(reader.meta().config);
+  if (recorded.empty()) {
+    log_rank0("warning: {}: its recorded config is not TOML; the model keys are not compared",
+              reader.path());
+    return;
+  }
+  for (const ConfigKey& k : config_schema()) {
+    if (!must_match(k.name, parts)) continue;
+    const std::string mine = value_text(job.config, k);
+    const std::string theirs = recorded.at(k.name);
+    VS_USER_CHECK(mine == theirs,
+                  "[checkpoint] {}: {} = {} in this job's config, but the checkpoint's run was "
+                  "trained with {} = {}; {} ({}, or start a new run)",
+                  reader.path(), k.name, mine, k.name, theirs,
+                  k.name == "optimizer.name"
+                      ? "resuming continues its optimizer state"
+                      : (parts == LoadParts::kModel ? "the model must be the one it trained"
+                                                    : "a resumed run keeps its architecture"),
+                  fmt::format("set {} = {}", k.name, theirs));
+  }
+}
+
 /// Throws unless `name` is stored with the dtype of the tensor it loads into (HDF5 would convert).
 void check_dtype(const CheckpointReader& reader, const std::string& name, const at::Tensor& into) {
   const at::ScalarType stored = reader.dtype(name);
@@ -161,36 +195,7 @@ void log_saved(const std::string& folder, const std::string& how, double write_s
 
 }  // namespace
 
-JobCheckpointer::JobCheckpointer(Job& job, const comm::Group& world) : job_(job), world_(world) {
-  const JobConfig& c = job.config;
-  const std::filesystem::path dir = std::filesystem::path(c.dump_folder) / "checkpoints";
-  // Rank 0 decides; every rank learns the run id and whether rank 0 failed (and then throws too,
-  // rather than wait in a collective rank 0 never joins).
-  std::exception_ptr failure;
-  std::string run_id = job.run_id;
-  if (world.rank() == 0) {
-    try {
-      if (run_id.empty()) run_id = draw_run_id();
-      if (c.checkpoint_interval > 0) {
-        lock_ = FolderLock(dir);
-        claim_checkpoints_folder(dir, run_id, !c.checkpoint_load.empty(), c.checkpoint_overwrite);
-      }
-    } catch (...) {
-      failure = std::current_exception();
-    }
-  }
-  const uint64_t id = run_id.empty() ? 0 : std::stoull(run_id, nullptr, 16);
-  at::Tensor shared =
-      at::tensor({failure ? int64_t{1} : int64_t{0}, static_cast<int64_t>(id)}, at::kLong)
-          .to(world.device());
-  world.broadcast(shared, 0);
-  shared = shared.cpu();
-  if (failure) std::rethrow_exception(failure);
-  VS_USER_CHECK(shared[0].item<int64_t>() == 0,
-                "[checkpoint] rank 0 could not take {} for this job (its error says why)",
-                dir.string());
-  job.run_id = fmt::format("{:016x}", static_cast<uint64_t>(shared[1].item<int64_t>()));
-}
+JobCheckpointer::JobCheckpointer(Job& job, const comm::Group& world) : job_(job), world_(world) {}
 
 void JobCheckpointer::save(int64_t step) {
   const JobConfig& c = job_.config;
@@ -241,6 +246,7 @@ void JobCheckpointer::finish() {
 int64_t load_job(Job& job, const CheckpointReader& reader, LoadParts parts) {
   torch::autograd::AutoGradMode no_grad(false);
   const auto start = Clock::now();
+  check_same_architecture(job, reader, parts);
   check_no_strangers(job, reader);
   for (size_t k = 0; k < job.params.size(); ++k)
     load_parameter(reader, parameter_state(job, k));
@@ -256,10 +262,19 @@ int64_t load_job(Job& job, const CheckpointReader& reader, LoadParts parts) {
   return reader.meta().step;
 }
 
-std::string resolve_load_path(const JobConfig& c) {
-  if (c.checkpoint_load == "latest")
-    return (std::filesystem::path(c.dump_folder) / "checkpoints" / "latest").string();
-  return c.checkpoint_load;
+std::optional<std::string> resolve_load_path(const JobConfig& c) {
+  if (c.checkpoint_load != "latest") {
+    if (c.checkpoint_load.empty()) return std::nullopt;
+    return c.checkpoint_load;
+  }
+  const std::filesystem::path dir = std::filesystem::path(c.dump_folder) / "checkpoints";
+  if (committed_step_folders(dir).empty()) {
+    log_rank0(
+        "checkpoint.load = \"latest\": {} holds no committed checkpoint yet; starting from step 0",
+        dir.string());
+    return std::nullopt;
+  }
+  return (dir / "latest").string();
 }
 
 }  // namespace vescale

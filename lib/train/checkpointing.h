@@ -9,7 +9,6 @@
 
 #include "checkpoint/async_writer.h"
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/folder_lock.h"
 #include "train/job.h"
 
 namespace vescale {
@@ -32,9 +31,7 @@ namespace vescale {
 /// write time and throughput and how long training stalled for it.
 class JobCheckpointer {
  public:
-  /// Sets the run id (job.run_id, a loaded checkpoint's, else drawn by rank 0) and, when the job
-  /// saves, takes checkpoints/LOCK and refuses another run's steps there (rank 0; NOTE
-  /// [Checkpoint integrity]). *Collective.*
+  /// Saves into a dump folder claimed for the run (train/run_folder.h).
   JobCheckpointer(Job& job, const comm::Group& world);
   /// Waits for a write in flight (logging, not throwing, its failure).
   ~JobCheckpointer() = default;
@@ -48,7 +45,6 @@ class JobCheckpointer {
   Job& job_;
   const comm::Group& world_;
   std::optional<comm::Group> writer_group_;  ///< the background thread's barriers (async)
-  FolderLock lock_;                          ///< rank 0's, while the job may save
   AsyncWriter writer_;                       ///< last: destroyed (waited for) first
 };
 
@@ -61,7 +57,9 @@ enum class LoadParts { kModelAndOptimizer, kModel };
 int64_t load_job(Job& job, const CheckpointReader& reader,
                  LoadParts parts = LoadParts::kModelAndOptimizer);
 
-/// checkpoint.load as a path ("latest": the newest committed step of this job's dump folder).
-std::string resolve_load_path(const JobConfig& config);
+/// checkpoint.load as a path ("latest": the newest committed step of this job's dump folder);
+/// nullopt when the job starts from step 0: no checkpoint.load, or "latest" where no step is
+/// committed yet (said in the log). An explicit path is returned as it is, there or not.
+std::optional<std::string> resolve_load_path(const JobConfig& config);
 
 }  // namespace vescale

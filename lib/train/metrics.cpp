@@ -1,6 +1,7 @@
 #include "train/metrics.h"
 
 #include <ATen/ATen.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -81,8 +82,9 @@ std::string format_metrics_line(const StepMetrics& m) {
   return line;
 }
 
-std::string metrics_json(const StepMetrics& m) {
+std::string metrics_json(const StepMetrics& m, const std::string& run_id) {
   nlohmann::ordered_json j;
+  if (!run_id.empty()) j["run_id"] = run_id;
   j["step"] = m.step;
   j["loss"] = m.loss;
   if (m.val_loss) j["val_loss"] = *m.val_loss;
@@ -103,7 +105,8 @@ std::string metrics_json(const StepMetrics& m) {
   return j.dump();
 }
 
-MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+MetricsWriter::MetricsWriter(const std::string& path, const std::string& run_id)
+    : path_(path), run_id_(run_id) {
   if (path.empty()) return;
   // Checked now, created at the first line: a job that fails before its first step leaves no
   // metrics.jsonl behind.
@@ -115,15 +118,25 @@ MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
                 "metrics: cannot write {}: {} is not writable", path, existing.string());
 }
 
+MetricsWriter::~MetricsWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
 void MetricsWriter::write(const StepMetrics& m) {
   if (path_.empty() || failed_) return;
-  if (!out_.is_open()) {
+  if (fd_ < 0) {
     std::filesystem::create_directories(std::filesystem::path(path_).parent_path());
-    out_.open(path_, std::ios::app);
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   }
-  out_ << metrics_json(m) << "\n";
-  out_.flush();
-  if (!out_.good()) {
+  const std::string line = metrics_json(m, run_id_) + "\n";
+  bool ok = fd_ >= 0;
+  for (size_t done = 0; ok && done < line.size();) {
+    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  if (!ok) {
     // Training goes on (its checkpoints say for themselves whether they could be written), but
     // not silently.
     failed_ = true;

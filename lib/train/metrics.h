@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <string>
@@ -46,19 +45,24 @@ void set_comm_bytes(StepMetrics& m, const comm::CommSnapshot& before,
 
 /// "step 120/2000 | loss 1.9342 | lr 2.9e-4 | grad_norm 0.81 | tok/s 51,240 | mfu 0.42% | ...".
 std::string format_metrics_line(const StepMetrics& m);
-/// The JSON object of one line of metrics.jsonl.
-std::string metrics_json(const StepMetrics& m);
+/// The JSON object of one line of metrics.jsonl (`run_id` first, when given).
+std::string metrics_json(const StepMetrics& m, const std::string& run_id = "");
 
-/// Appends metrics.jsonl lines (rank 0 only: others pass an empty path).
+/// Appends metrics.jsonl lines of run `run_id`, each carrying it (rank 0 only: others pass an
+/// empty path). The file is opened without following a symbolic link (NOTE [One run per dump
+/// folder]).
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::string& path);
+  MetricsWriter(const std::string& path, const std::string& run_id);
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+  ~MetricsWriter();
   /// Appends one line (creating the file at the first); a failed write is logged once.
   void write(const StepMetrics& m);
 
  private:
-  std::string path_;
-  std::ofstream out_;
+  std::string path_, run_id_;
+  int fd_ = -1;
   bool failed_ = false;
 };
 

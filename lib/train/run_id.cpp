@@ -19,8 +19,8 @@ std::string draw_run_id() {
 }
 
 void claim_checkpoints_folder(const std::filesystem::path& dir, const std::string& run_id,
-                              bool resuming, bool overwrite) {
-  std::vector<StepFolder> foreign;
+                              bool resuming, bool overwrite, int64_t start_step) {
+  std::vector<StepFolder> foreign, newer;
   std::string other_run;
   for (const StepFolder& s : committed_step_folders(dir)) {
     std::string id = "(unreadable)";
@@ -28,20 +28,34 @@ void claim_checkpoints_folder(const std::filesystem::path& dir, const std::strin
       id = read_checkpoint_meta(s.path.string()).run_id;
     } catch (const UserError&) {
     }
-    if (id == run_id || (resuming && id.empty())) continue;
+    if (id == run_id || (resuming && id.empty())) {
+      if (s.step > start_step) newer.push_back(s);
+      continue;
+    }
     foreign.push_back(s);
     other_run = id.empty() ? "(written before run ids)" : id;
   }
-  if (foreign.empty()) return;
-  VS_USER_CHECK(overwrite,
+  VS_USER_CHECK(foreign.empty() || overwrite,
                 "[checkpoint] {} holds {} committed step{} of another run ({}, newest {}); this "
                 "run ({}) would mix its steps with them. Resume that run with checkpoint.load = "
                 "\"latest\", give this run another job.dump_folder, or set checkpoint.overwrite = "
                 "true to delete them",
                 dir.string(), foreign.size(), foreign.size() == 1 ? "" : "s", other_run,
-                foreign.back().path.filename().string(), run_id);
+                foreign.empty() ? "" : foreign.back().path.filename().string(), run_id);
+  VS_USER_CHECK(newer.empty() || overwrite,
+                "[checkpoint] {} holds {} committed step{} of this run newer than step {}, which "
+                "this job resumes from (newest {}): training on would save over them. Resume "
+                "from the newest with checkpoint.load = \"latest\", move them out of the folder, "
+                "or set checkpoint.overwrite = true to delete them now",
+                dir.string(), newer.size(), newer.size() == 1 ? "" : "s", start_step,
+                newer.empty() ? "" : newer.back().path.filename().string());
   for (const StepFolder& s : foreign) {
     spdlog::warn("[checkpoint] checkpoint.overwrite: deleting {} of another run", s.path.string());
+    remove_step_folder(s.path);
+  }
+  for (const StepFolder& s : newer) {
+    spdlog::warn("[checkpoint] checkpoint.overwrite: deleting {}, newer than step {} (a rollback)",
+                 s.path.string(), start_step);
     remove_step_folder(s.path);
   }
 }

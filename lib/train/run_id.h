@@ -3,6 +3,7 @@
 // another run's checkpoints folder.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -11,10 +12,12 @@ namespace vescale {
 /// 16 random hex digits.
 std::string draw_run_id();
 
-/// Makes `dir` (a checkpoints folder) ready for run `run_id` to save into: a committed step of
-/// another run there is refused (a UserError naming the folder and the ways out), or deleted
-/// when `overwrite`. When `resuming`, steps of version 1 files (no run id) count as this run's.
+/// Makes `dir` (a checkpoints folder) ready for run `run_id` to save into from step
+/// `start_step` on: a committed step of another run there is refused (a UserError naming the
+/// folder and the ways out), or deleted when `overwrite`; so is a committed step of this run newer
+/// than `start_step` (a rollback), which the run would otherwise meet only when saving over it.
+/// When `resuming`, steps of version 1 files (no run id) count as this run's.
 void claim_checkpoints_folder(const std::filesystem::path& dir, const std::string& run_id,
-                              bool resuming, bool overwrite);
+                              bool resuming, bool overwrite, int64_t start_step);
 
 }  // namespace vescale

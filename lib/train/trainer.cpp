@@ -21,6 +21,7 @@
 #include "train/metrics.h"
 #include "train/nonfinite.h"
 #include "train/preemption.h"
+#include "train/run_folder.h"
 #include "train/test_fault.h"
 
 namespace vescale {
@@ -120,14 +121,14 @@ void log_pipeline_stats(const Job& job) {
 TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
   std::unique_ptr<Job> job = build_job(c, world);
   const bool rank0 = world.rank() == 0;
-  MetricsWriter writer(rank0 ? (std::filesystem::path(c.dump_folder) / "metrics.jsonl").string()
-                             : "");
   int64_t start_step = 0;
-  if (!c.checkpoint_load.empty())
-    start_step = load_job(*job, CheckpointReader(resolve_load_path(c)));
+  const std::optional<std::string> load_path = resolve_load_path(c);
+  if (load_path) start_step = load_job(*job, CheckpointReader(*load_path));
   VS_USER_CHECK(start_step < c.steps,
                 "config {}: the checkpoint is at step {}, not before training.steps = {}", c.source,
                 start_step, c.steps);
+  const RunFolder folder(*job, world, load_path.has_value(), start_step);
+  MetricsWriter writer(folder.metrics_path(), job->run_id);
   Meter meter(*job, world);
   ActivationMeter activations(*job);
   JobCheckpointer checkpointer(*job, world);
@@ -183,7 +184,8 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
     }
     // After the step's metrics line: a crash between the two repeats the line on resume rather
     // than losing it (evaluation reads the state, so the saved state is the same).
-    if (stop || (c.checkpoint_interval > 0 && (step + 1) % c.checkpoint_interval == 0))
+    // With checkpoint.interval > 0 the last step is saved too, whatever the interval.
+    if (stop || (c.checkpoint_interval > 0 && ((step + 1) % c.checkpoint_interval == 0 || last)))
       checkpointer.save(step + 1);
     if (stop) {
       end_step = step + 1;

@@ -173,7 +173,8 @@ assert worst <= 1e-10, worst
         result = run("train", CONFIG, "--model.n_embd=64", f"--checkpoint.load={step}",
                      f"--job.dump_folder={os.path.join(self.tmp, 'mismatch')}", "--training.steps=12")
         self.assertNotEqual(result.returncode, 0)
-        self.assertIn("has shape [96, 32] but the model's is [96, 64]", result.stderr)
+        self.assertIn("model.n_embd = 64 in this job's config, but the checkpoint's run was trained "
+                      "with model.n_embd = 32", result.stderr)
         # A format version from the future.
         future = os.path.join(self.tmp, "future.h5")
         self.assertEqual(run("merge", step.replace("errors", "errors"), "-o", future).returncode, 0)

@@ -285,8 +285,8 @@ class CheckpointIntegrity(unittest.TestCase):
     # 6. Lock
     def test_second_job_on_a_folder_is_refused(self):
         folder = os.path.join(self.tmp, "locked")
-        os.makedirs(os.path.join(folder, "checkpoints"))
-        lock = os.path.join(folder, "checkpoints", "LOCK")
+        os.makedirs(folder)
+        lock = os.path.join(folder, "LOCK")
         with open(lock, "w") as f:
             f.write("host otherhost pid 4242\n")
             f.flush()
@@ -294,7 +294,7 @@ class CheckpointIntegrity(unittest.TestCase):
             result = train(folder, steps=2)
             self.assertNotEqual(result.returncode, 0)
             self.assertIn("is locked by another job (host otherhost pid 4242)", result.stderr)
-            print("while another process holds checkpoints/LOCK:",
+            print("while another process holds LOCK:",
                   [l for l in result.stderr.splitlines() if "locked" in l][0].strip())
         # The holder is gone: its LOCK file is no obstacle, and the job records itself in it.
         result = train(folder, steps=2)

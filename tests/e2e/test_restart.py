@@ -2,6 +2,7 @@
 test-only SIGKILL) makes the local launcher restart every worker from the newest committed
 checkpoint; the job finishes with the numbers of an uninterrupted run. Out of restarts, it fails
 naming them."""
+import json
 import os
 import re
 import shutil
@@ -65,9 +66,15 @@ class Restart(unittest.TestCase):
         result, _ = train(folder, "--max-restarts", "1", env={"VESCALE_TEST_DIE_AT_STEP": "0:3"})
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         self.assertIn("; restart 1 of 1 from scratch", result.stderr)
+        # A restart from scratch is a new run: the first attempt's lines were moved aside
+        # (NOTE [One run per dump folder]).
         entries = losses_by_step(folder)
-        self.assertEqual([s for s, _ in entries], [1, 2, 3] + list(range(1, STEPS + 1)))
+        self.assertEqual([s for s, _ in entries], list(range(1, STEPS + 1)))
         self.assertLess(max_error_against(entries, self.reference), 1e-10)
+        aside = [f for f in os.listdir(folder) if re.fullmatch(r"metrics\.[0-9a-f]{16}\.jsonl", f)]
+        self.assertEqual(len(aside), 1, os.listdir(folder))
+        with open(os.path.join(folder, aside[0])) as f:
+            self.assertEqual([json.loads(line)["step"] for line in f], [1, 2, 3])
 
     def test_out_of_restarts_fails_naming_them(self):
         folder = os.path.join(self.tmp, "out-of-restarts")
