@@ -1,12 +1,15 @@
 #include "comm/store.h"
 
 #include <atomic>
+#include <future>
 #include <optional>
 #include <string_view>
+#include <thread>
 
 #include "comm/bind_address.h"
 #include "comm/c10d_compat.h"
 #include "core/error.h"
+#include "core/stop_signals.h"
 
 namespace vescale::comm {
 namespace {
@@ -46,6 +49,13 @@ c10::intrusive_ptr<::c10d::TCPStore> make_tcp_store(const std::string& host,
 
 }  // namespace
 
+// NOTE [Bounded rendezvous]
+// c10d's TCPStore client waits without a deadline for a server that accepts its connection but
+// never answers: another program listening on MASTER_PORT. So the store is made on a thread of
+// its own while the caller waits at most the timeout (plus a little, so that c10d's own timeout
+// error, which says more, comes first when there is one) and gives up naming the address; the
+// thread is left blocked (the process is about to fail). A stop request (SIGTERM/SIGINT) during
+// the wait ends it too: nothing has been trained, so there is nothing to save.
 Store Store::tcp(const std::string& host, int port, int rank, int world,
                  std::chrono::milliseconds timeout, bool serve) {
   VS_CHECK(port > 0 && port < 65536, "[comm] bad rendezvous port {}", port);
@@ -55,14 +65,35 @@ Store Store::tcp(const std::string& host, int port, int rank, int world,
   options.numWorkers = static_cast<std::size_t>(world);
   options.waitWorkers = true;
   options.timeout = timeout;
-  try {
+  using StorePtr = c10::intrusive_ptr<::c10d::TCPStore>;
+  auto make = std::make_shared<std::packaged_task<StorePtr()>>([host, options] {
     // The server listens on `host` only, not on every interface (NOTE [Store bind address]).
     std::optional<BindOnlyTo> bind_only;
     if (options.isServer) bind_only.emplace(host);
-    return Store(std::make_shared<Impl>(Impl{make_tcp_store(host, options)}));
+    return make_tcp_store(host, options);
+  });
+  std::future<StorePtr> made = make->get_future();
+  std::thread([make] { (*make)(); }).detach();
+  const auto deadline = std::chrono::steady_clock::now() + timeout + std::chrono::seconds(5);
+  const auto where = fmt::format("rank {} of {}: rendezvous at {}:{}", rank, world, host, port);
+  while (made.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    const int sig = stop_request_signal();
+    if (sig != 0)
+      throw Error(
+          fmt::format("[comm] {}: stopped by signal {} before it completed (nothing was "
+                      "trained, so nothing is saved)",
+                      where, sig));
+    if (std::chrono::steady_clock::now() > deadline)
+      throw Error(
+          fmt::format("[comm] {} failed: no answer within {}s (comm.timeout_s). Is another program "
+                      "listening on port {}? Pick a free MASTER_PORT",
+                      where, timeout.count() / 1000, port));
+  }
+  try {
+    return Store(std::make_shared<Impl>(Impl{made.get()}));
   } catch (const std::exception& e) {
-    throw Error(fmt::format("[comm] rank {} of {}: rendezvous at {}:{} failed within {}s: {}", rank,
-                            world, host, port, timeout.count() / 1000, e.what()));
+    throw Error(
+        fmt::format("[comm] {} failed within {}s: {}", where, timeout.count() / 1000, e.what()));
   }
 }
 

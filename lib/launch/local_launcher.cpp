@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/stop_signals.h"
 #include "core/thread_budget.h"
 #include "launch/liveness.h"
 
@@ -29,10 +30,12 @@ extern char** environ;
 namespace vescale {
 namespace {
 
-std::atomic<int> g_signals{0};  ///< SIGINT/SIGTERM the launcher got so far
+std::atomic<int> g_signals{0};  ///< stop requests the launcher got so far: 1, then forced
 
-void on_signal(int) {
-  g_signals.fetch_add(1);
+/// NOTE [One stop request, several signals]: a signal within the window of the first is the
+/// same request, not a second one.
+void on_signal(int sig) {
+  if (note_stop_signal(sig) != StopSignal::kSameRequest) g_signals.fetch_add(1);
 }
 
 struct Worker {
@@ -238,6 +241,7 @@ class SignalForwarding {
     ::sigaction(SIGINT, &action, &old_int_);
     ::sigaction(SIGTERM, &action, &old_term_);
     g_signals = 0;
+    reset_stop_signals();
   }
   ~SignalForwarding() {
     ::sigaction(SIGINT, &old_int_, nullptr);
@@ -420,7 +424,7 @@ void stop_others(Supervision& s, const LocalLaunchOptions& options) {
   if (signals == 1 && s.signals_handled == 0) {
     write_all(STDERR_FILENO,
               "[launch] asked to stop: passing SIGTERM on to the workers, which save and exit "
-              "(a second signal kills them at once)\n");
+              "(a second signal, 2 s or more after the first, kills them at once)\n");
     signal_all(s.workers, SIGTERM);
     s.kill_deadline = Clock::now() + options.stop_grace;
   } else if (signals > s.signals_handled) {

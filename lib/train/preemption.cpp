@@ -7,28 +7,33 @@
 #include <atomic>
 
 #include "core/error.h"
+#include "core/stop_signals.h"
 
 namespace vescale {
 namespace {
 
-std::atomic<int> g_signal{0};
 std::atomic<bool> g_installed{false};
 struct sigaction g_old_int {};
 struct sigaction g_old_term {};
 
-/// Async-signal-safe: an atomic store, or (second signal) the default action re-raised.
+/// Async-signal-safe: an atomic store, or (a signal after the first's window: NOTE [One stop
+/// request, several signals]) the default action re-raised.
 void on_stop_signal(int sig) {
-  int expected = 0;
-  if (g_signal.compare_exchange_strong(expected, sig)) return;
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
+  switch (note_stop_signal(sig)) {
+    case StopSignal::kFirst:
+    case StopSignal::kSameRequest:
+      return;
+    case StopSignal::kForce:
+      ::signal(sig, SIG_DFL);
+      ::raise(sig);
+  }
 }
 
 }  // namespace
 
 PreemptionHandler::PreemptionHandler() {
   VS_CHECK(!g_installed.exchange(true), "[preempt] a PreemptionHandler is already installed");
-  g_signal = 0;
+  reset_stop_signals();
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
@@ -44,11 +49,11 @@ PreemptionHandler::~PreemptionHandler() {
 }
 
 int preemption_signal() {
-  return g_signal.load();
+  return stop_request_signal();
 }
 
 StopAgreement::StopAgreement(const comm::Group& world)
-    : flag_(at::full({1}, g_signal.load() != 0 ? 1.0f : 0.0f,
+    : flag_(at::full({1}, stop_request_signal() != 0 ? 1.0f : 0.0f,
                      at::dtype(at::kFloat).device(world.device()))),
       work_(world.all_reduce_async(flag_, comm::ReduceOp::kMax)) {}
 

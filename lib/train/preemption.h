@@ -15,9 +15,10 @@
 // in <dump_folder>/checkpoints even where checkpoint.interval = 0: a preempted job's work is kept),
 // waits for any asynchronous write in flight to commit, and exits with kPreemptedExitCode (4),
 // which launchers and scripts tell apart from a failure (1), a config error (2) and divergence
-// (3). Resume with --checkpoint.load=latest. A second signal ends the process at once (the
-// default action of the signal), for an operator who does not want to wait for the save. The
-// last step is not interrupted: a job that finishes its steps exits 0 as usual.
+// (3). Resume with --checkpoint.load=latest. Signals within 2 s of a process's first are the same
+// request (NOTE [One stop request, several signals] in core/stop_signals.h); a signal after that
+// ends the process at once (the default action of the signal), for an operator who does not want
+// to wait for the save. The last step is not interrupted: a job that finishes its steps exits 0.
 #pragma once
 
 #include "comm/group.h"
@@ -27,9 +28,9 @@ namespace vescale {
 /// The exit code of a job that stopped on SIGTERM/SIGINT after saving (NOTE [Preemption]).
 constexpr int kPreemptedExitCode = 4;
 
-/// While it lives, the first SIGTERM or SIGINT to this process sets the preemption flag; the
-/// second one ends the process with the signal's default action. Restores the old handlers when
-/// destroyed. One at a time per process.
+/// While it lives, the first SIGTERM or SIGINT to this process sets the preemption flag; one
+/// 2 s or more after it ends the process with the signal's default action. Restores the old
+/// handlers when destroyed. One at a time per process.
 class PreemptionHandler {
  public:
   PreemptionHandler();

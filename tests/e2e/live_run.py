@@ -21,7 +21,7 @@ class LiveRun:
     by a thread that records the workers' pids (per launch attempt), the steps rank 0 logged,
     and the launcher's restarts."""
 
-    def __init__(self, folder, *args, env=None):
+    def __init__(self, folder, *args, env=None, prefix=()):
         self.folder = folder
         self.lines = []
         self.pids = {}  # rank -> pid of the current attempt
@@ -32,7 +32,9 @@ class LiveRun:
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.start = time.monotonic()
-        self.proc = subprocess.Popen([BINARY, "train", CONFIG, f"--job.dump_folder={folder}", *args],
+        # `prefix`: a command that runs the launcher, e.g. ("timeout", "600").
+        self.proc = subprocess.Popen([*prefix, BINARY, "train", CONFIG, f"--job.dump_folder={folder}",
+                                      *args],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                      env=full_env)
         self.reader = threading.Thread(target=self._read, daemon=True)

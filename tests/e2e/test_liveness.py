@@ -181,6 +181,62 @@ class Liveness(unittest.TestCase):
         self.assertIn(f"127.0.0.1:{port}", addresses)
         for address in addresses:
             self.assertTrue(address.startswith("127.0.0.1:"), addresses)
+    def test_a_port_held_by_another_server_fails_every_rank_naming_it(self):
+        # Another program listens on MASTER_PORT: it accepts connections and never answers
+        # (NOTE [Bounded rendezvous]). Both ranks of a Slurm-style 2-rank job must fail within
+        # comm.timeout_s (plus c10d's own margin), naming the address; a SIGTERM while waiting
+        # ends the wait too.
+        import socket
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        port = server.getsockname()[1]
+        try:
+            def start(rank, timeout_s):
+                env = dict(os.environ, SLURM_PROCID=str(rank), SLURM_NTASKS="2",
+                           SLURM_LOCALID=str(rank), SLURM_NTASKS_PER_NODE="2",
+                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+                for var in ["RANK", "WORLD_SIZE"]:
+                    env.pop(var, None)
+                return subprocess.Popen(
+                    [BINARY, "train", CONFIG, "--parallel.dp=1", "--parallel.tp=2",
+                     f"--job.dump_folder={self.tmp}", f"--comm.timeout_s={timeout_s}"],
+                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            started = time.monotonic()
+            procs = [start(rank, 3) for rank in range(2)]
+            outcomes = []
+            for rank, p in enumerate(procs):
+                _, err = p.communicate(timeout=60)
+                seconds = time.monotonic() - started
+                last = err.strip().splitlines()[-1]
+                outcomes.append((rank, p.returncode, seconds, last))
+                print(f"\nrank {rank}: exit {p.returncode} after {seconds:.1f}s: {last}")
+                self.assertNotEqual(p.returncode, 0)
+                self.assertIn(f"127.0.0.1:{port}", last)
+            # comm.timeout_s, c10d's margin of 5 s, and the start-up of a process on a loaded
+            # machine.
+            self.assertLess(max(s for _, _, s, _ in outcomes), 3 + 5 + 15)
+            # A stop request while rank 1 waits (comm.timeout_s long) ends it at once. Signalled
+            # once it has connected (so in the rendezvous, its stop handler installed); a fresh
+            # server, whose backlog holds no connection of the ranks above.
+            server.close()
+            server = socket.socket()
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            server.bind(("127.0.0.1", port))
+            server.listen(8)
+            server.settimeout(120)
+            p = start(1, 300)
+            connection, _ = server.accept()
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=30)
+            last = err.strip().splitlines()[-1]
+            print(f"rank 1 waiting, SIGTERM: exit {p.returncode}: {last}")
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("stopped by signal 15", last)
+            connection.close()
+        finally:
+            server.close()
+
 
 if __name__ == "__main__":
     unittest.main()

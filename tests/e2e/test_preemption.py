@@ -1,6 +1,7 @@
 """NOTE [Preemption] end to end: SIGTERM to the launcher or to one worker mid-run makes every rank
 finish its step, save it (COMMIT) and exit 4, losing no step; resuming gives the losses of an
-uninterrupted run; a second signal ends the job at once."""
+uninterrupted run; one request sent as several signals (GNU timeout, scancel) is one request; a
+signal 2 s or more after the first ends the job at once."""
 import os
 import shutil
 import signal
@@ -38,11 +39,12 @@ class Preemption(unittest.TestCase):
             self.reference[mesh] = [loss for _, loss in entries]
         return self.reference[mesh]
 
-    def preempt(self, name, mesh, send, extra=()):
+    def preempt(self, name, mesh, send, extra=(), prefix=()):
         """Runs a long job, calls send(run) after step 5, and checks exit 4, a committed
         checkpoint of the last step logged, and an exact resume from it."""
         folder = os.path.join(self.tmp, name)
-        job = LiveRun(folder, *EXACT, *mesh, *extra, LONG, "--checkpoint.interval=1000")
+        job = LiveRun(folder, *EXACT, *mesh, *extra, LONG, "--checkpoint.interval=1000",
+                      prefix=prefix)
         job.wait_for(lambda r: r.last_step() >= 5 and len(r.pids) == r_world(mesh))
         signalled_at, step_at_signal = time.monotonic(), job.last_step()
         send(job)
@@ -89,18 +91,44 @@ class Preemption(unittest.TestCase):
                      lambda job: job.proc.send_signal(signal.SIGINT),
                      extra=("--checkpoint.async=true", "--checkpoint.format=merged"))
 
+    # NOTE [One stop request, several signals]: how schedulers send one stop request.
+    def test_two_signals_at_once_to_the_launcher_are_one_request(self):
+        def twice(job):
+            job.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.05)  # two distinct deliveries (sent together they would merge into one)
+            job.proc.send_signal(signal.SIGTERM)
+        self.preempt("launcher-twice", (), twice)
+
+    def test_gnu_timeout_signals_the_launcher_then_its_group(self):
+        # SIGALRM is GNU timeout's own expiry: it sends SIGTERM to the launcher, then to its
+        # process group (the launcher again). --preserve-status: the launcher's exit code.
+        self.preempt("gnu-timeout", (), lambda job: job.proc.send_signal(signal.SIGALRM),
+                     prefix=("timeout", "--preserve-status", "-s", "TERM", "3600"))
+
+    def test_sigterm_to_the_launcher_and_every_worker_at_once(self):
+        # As Slurm's scancel and systemd do: every worker also gets the launcher's SIGTERM.
+        def everyone(job):
+            for pid in [job.proc.pid, *job.pids.values()]:
+                os.kill(pid, signal.SIGTERM)
+        self.preempt("everyone", (), everyone)
+
     def test_second_signal_exits_at_once(self):
+        # Rank 1 hangs (in no collective) as step 4 is to start, right after step 3 is logged,
+        # so the job cannot save on its own: only the second signal, sent after the window of
+        # the first, ends it.
         folder = os.path.join(self.tmp, "twice")
-        job = LiveRun(folder, *EXACT, LONG)
+        job = LiveRun(folder, *EXACT, LONG, env={"VESCALE_TEST_HANG_AT_STEP": "1:3"})
         job.wait_for(lambda r: r.last_step() >= 3 and len(r.pids) == 4)
         workers = dict(job.pids)
         signalled_at = time.monotonic()
         job.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.1)  # two signals sent at once would merge into one pending signal
+        time.sleep(2.5)  # past the window in which further signals are the same request
+        self.assertIsNone(job.proc.poll(), "the job ended before the second signal")
         job.proc.send_signal(signal.SIGTERM)
         code = job.wait(timeout=60)
-        seconds = time.monotonic() - signalled_at
-        print(f"two signals: the launcher exited {code} {seconds:.2f}s after them")
+        seconds = time.monotonic() - signalled_at - 2.5
+        print(f"a second signal 2.5 s after the first: the launcher exited {code} {seconds:.2f}s "
+              f"after it")
         self.assertNotIn(code, (0, 4), job.log()[-3000:])
         self.assertLess(seconds, 5.0)
         self.assertIn("[launch] asked to stop again: killing the workers (SIGKILL)", job.log())
@@ -111,15 +139,19 @@ class Preemption(unittest.TestCase):
     def test_second_signal_to_a_single_process_exits_at_once(self):
         folder = os.path.join(self.tmp, "single-twice")
         mesh = ("--parallel.tp=1", "--parallel.dp=1")
-        job = LiveRun(folder, *EXACT, *mesh, LONG)
+        job = LiveRun(folder, *EXACT, *mesh, LONG, env={"VESCALE_TEST_HANG_AT_STEP": "0:3"})
         job.wait_for(lambda r: r.last_step() >= 3)
-        signalled_at = time.monotonic()
         job.proc.send_signal(signal.SIGINT)
-        time.sleep(0.05)  # delivered, but the step and its save are not done yet
+        time.sleep(0.2)
+        job.proc.send_signal(signal.SIGINT)  # the same request (a terminal's double Ctrl-C)
+        time.sleep(2.5)
+        self.assertIsNone(job.proc.poll(), "a signal within the window ended the job")
+        signalled_at = time.monotonic()
         job.proc.send_signal(signal.SIGINT)
         code = job.wait(timeout=60)
         seconds = time.monotonic() - signalled_at
-        print(f"two signals to a single process: exit {code} {seconds:.2f}s after them")
+        print(f"a third SIGINT to a single process, 2.7 s after the first: exit {code} "
+              f"{seconds:.2f}s after it")
         self.assertEqual(code, -signal.SIGINT)
         self.assertLess(seconds, 5.0)
 
