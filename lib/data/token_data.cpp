@@ -49,20 +49,25 @@ class MappedTokens : public TokenArray {
   MappedTokens(std::shared_ptr<const FileMap> map, int64_t first, int64_t count, int64_t vocab)
       : map_(std::move(map)), first_(first), count_(count), vocab_(vocab) {}
   int64_t size() const override { return count_; }
+  // Reads go through FileMap::read (NOTE [Data that changes under a job]).
   void copy_to(int64_t begin, int64_t count, int64_t* out) const override {
     check_range(*this, begin, count);
-    const T* src = tokens() + begin;
-    for (int64_t i = 0; i < count; ++i) {
-      out[i] = src[i];
-      if (out[i] >= vocab_) throw_outside_vocab(begin + i, out[i]);
-    }
+    map_->read([&] {
+      const T* src = tokens() + begin;
+      for (int64_t i = 0; i < count; ++i) {
+        out[i] = src[i];
+        if (out[i] >= vocab_) throw_outside_vocab(begin + i, out[i]);
+      }
+    });
   }
   /// Throws if a token of [begin, begin + count) is outside the vocabulary, reading in place.
   void check_vocab(int64_t begin, int64_t count) const {
     check_range(*this, begin, count);
-    const T* src = tokens() + begin;
-    for (int64_t i = 0; i < count; ++i)
-      if (static_cast<int64_t>(src[i]) >= vocab_) throw_outside_vocab(begin + i, src[i]);
+    map_->read([&] {
+      const T* src = tokens() + begin;
+      for (int64_t i = 0; i < count; ++i)
+        if (static_cast<int64_t>(src[i]) >= vocab_) throw_outside_vocab(begin + i, src[i]);
+    });
   }
 
  private:
