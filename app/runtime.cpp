@@ -53,13 +53,13 @@ void print(const std::string& text) {
   std::fflush(stdout);
 }
 
-int run_on_ranks(int nproc, const Invocation& invocation,
+int run_on_ranks(int nproc, const std::string& wanted_by, const Invocation& invocation,
                  const std::function<int(const LaunchEnv&)>& body, LocalLaunchOptions launch) {
   std::optional<LaunchEnv> env = detect_launch_env();
   if (env) {
     VS_USER_CHECK(nproc == 0 || nproc == env->world,
-                  "--nproc {} does not match the {} processes that {} started", nproc, env->world,
-                  env->source);
+                  "{} needs {} processes, but {} started {}: start {} (or change the mesh)",
+                  wanted_by, nproc, env->source, env->world, nproc);
   } else if (nproc > 1) {
     launch.nproc = nproc;
     launch.argv = invocation.argv;

@@ -23,7 +23,9 @@ struct Invocation {
 /// nproc > 1, spawns nproc local workers that re-run `invocation` and supervises them with
 /// `launch`'s stop grace, preemption exit code and restart policy (its nproc and argv are set
 /// here).
-int run_on_ranks(int nproc, const Invocation& invocation,
+/// `wanted_by` says who wants nproc processes, for the error when a launcher started another
+/// number: "--nproc 4", "the mesh of job.toml (parallel.pp x dp x tp = 1 x 2 x 2)".
+int run_on_ranks(int nproc, const std::string& wanted_by, const Invocation& invocation,
                  const std::function<int(const LaunchEnv&)>& body, LocalLaunchOptions launch = {});
 
 /// Runs this program's binary with `args` (its output goes to ours) and returns its exit code

@@ -348,9 +348,13 @@ void add_comm_command(CLI::App& app, const Invocation& invocation) {
                     "plan auto calibrates with)");
   bench->callback([options, &invocation] {
     int nproc = options->nproc;
-    if (nproc == 0)
+    std::string wanted_by = fmt::format("--nproc {}", nproc);
+    if (nproc == 0) {
       nproc = options->mesh.empty() ? 2 : static_cast<int>(MeshSpec::parse(options->mesh).numel());
-    const int code = run_on_ranks(nproc, invocation,
+      wanted_by = options->mesh.empty() ? std::string("comm bench (2 ranks by default)")
+                                        : fmt::format("--mesh {}", options->mesh);
+    }
+    const int code = run_on_ranks(nproc, wanted_by, invocation,
                                   [&](const LaunchEnv& env) { return run_bench(*options, env); });
     if (code != 0) throw CLI::RuntimeError(code);
   });

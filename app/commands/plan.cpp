@@ -27,7 +27,7 @@ struct PlanOptions {
 std::string resolved_table(const JobConfig& config, const Plan& plan,
                            std::vector<std::string>* warnings) {
   auto model = build_model(config);
-  const JobMesh job = JobMesh::layout(config.pp, config.dp, config.tp);
+  const JobMesh job = JobMesh::layout(config.pp, config.dp, config.tp_dims());
   const ResolvedPlan resolved = resolve_plan(plan, *model, job.param_mesh());
   if (warnings) *warnings = resolved.warnings;
   return describe_plan(resolved, job.param_mesh(), job_dtype(config));

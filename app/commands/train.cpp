@@ -3,11 +3,13 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "checkpoint/step_folders.h"
 #include "commands/commands.h"
 #include "config/job_config.h"
 #include "config/memory_estimate.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/logging.h"
 #include "core/memory_meter.h"
 #include "core/torch_features.h"
@@ -29,17 +31,25 @@ struct TrainOptions {
   bool print_config = false;
 };
 
+/// "the mesh of job.toml (parallel.pp x dp x tp = 1 x 2 x 2)", for run_on_ranks.
+std::string mesh_of(const JobConfig& c) {
+  return fmt::format("the mesh of {} (parallel.pp x dp x tp = {} x {} x {})", c.source, c.pp, c.dp,
+                     c.tp);
+}
+
 /// Checks what can be checked before any process starts, so a mistake writes nothing.
 void precheck(const JobConfig& c) {
   namespace fs = std::filesystem;
   check_pipeline(c);
-  if (c.data_source == "text") {
-    VS_USER_CHECK(fs::is_regular_file(c.data_path), "config {}: data.path = \"{}\": no such file",
-                  c.source, c.data_path);
-  }
+  const std::string data_key = fmt::format("config {}: data.path", c.source);
+  if (c.data_source == "text") require_regular_file(c.data_path, data_key);
   if (c.data_source == "tokens") {
-    VS_USER_CHECK(fs::is_directory(c.data_path), "config {}: data.path = \"{}\": no such folder",
-                  c.source, c.data_path);
+    VS_USER_CHECK(fs::is_directory(c.data_path),
+                  "{} {}: no such folder (data.source = \"tokens\" reads train.bin and val.bin "
+                  "there)",
+                  data_key, c.data_path);
+    for (const char* name : {"train.bin", "val.bin"})
+      require_regular_file((fs::path(c.data_path) / name).string(), data_key);
   }
   job_plan(c);
   if (!detect_launch_env()) {
@@ -146,17 +156,13 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
           "--max-restarts is for the local launcher; under {} use its own restarts "
           "(torchrun --max-restarts, Slurm --requeue) with --checkpoint.load=latest",
           env.source);
-      VS_USER_CHECK(env.world == config.world_size(),
-                    "config {}: the mesh parallel.pp x dp x tp = {} x {} x {} needs {} "
-                    "processes, but {} started {}",
-                    config.source, config.pp, config.dp, config.tp, config.world_size(), env.source,
-                    env.world);
       install_memory_meter();  // for the activation bytes of the metrics
       const TrainSummary summary = run_training(config, connect_job(config, env));
       return summary.preempted ? kPreemptedExitCode : 0;
     };
-    const int code = run_on_ranks(static_cast<int>(config.world_size()), invocation, body,
-                                  train_launch_options(config, options->max_restarts));
+    const int code =
+        run_on_ranks(static_cast<int>(config.world_size()), mesh_of(config), invocation, body,
+                     train_launch_options(config, options->max_restarts));
     if (code != 0) throw CLI::RuntimeError(code);
   });
 }
@@ -169,18 +175,32 @@ void add_eval_command(CLI::App& app, const Invocation& invocation) {
       "Report the validation loss of a checkpoint under a job config's model, mesh and plan");
   eval->add_option("config", options->config, "Job config (TOML)")->required();
   eval->add_option("--checkpoint", *checkpoint,
-                   "Step folder, checkpoints folder (its latest), or merged .h5")
+                   "Step folder, checkpoints or dump folder (its newest step), merged .h5, or "
+                   "latest (the config's dump folder's newest step)")
       ->required();
   eval->allow_extras();
   eval->callback([options, checkpoint, eval, &invocation] {
     const JobConfig config = JobConfig::load(options->config, collect_overrides(eval->remaining()));
     precheck(config);
-    const int code =
-        run_on_ranks(static_cast<int>(config.world_size()), invocation, [&](const LaunchEnv& env) {
-          const double val_loss = run_evaluation(config, connect_job(config, env), *checkpoint);
-          if (env.rank == 0) std::printf("val_loss %.17g\n", val_loss);
-          return 0;
-        });
+    // "latest": the job's own newest committed step. The checkpoint is opened once here, so
+    // that a wrong path is one error line before any process starts.
+    std::string path = *checkpoint;
+    if (path == "latest") {
+      const std::filesystem::path dir = std::filesystem::path(config.dump_folder) / "checkpoints";
+      VS_USER_CHECK(!committed_step_folders(dir).empty(),
+                    "eval --checkpoint=latest: {} holds no committed checkpoint (job.dump_folder "
+                    "of {})",
+                    dir.string(), config.source);
+      path = dir.string();
+    }
+    CheckpointReader{path};
+    const int code = run_on_ranks(static_cast<int>(config.world_size()), mesh_of(config),
+                                  invocation, [&](const LaunchEnv& env) {
+                                    const double val_loss =
+                                        run_evaluation(config, connect_job(config, env), path);
+                                    if (env.rank == 0) std::printf("val_loss %.17g\n", val_loss);
+                                    return 0;
+                                  });
     if (code != 0) throw CLI::RuntimeError(code);
   });
 }

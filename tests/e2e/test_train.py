@@ -196,7 +196,7 @@ class BadConfigs(unittest.TestCase):
 
     def test_missing_data_file(self):
         self.check('[job]\ndump_folder = "DUMP"\n[data]\nsource = "text"\npath = "/nonexistent/corpus.txt"\n',
-                   'data.path = "/nonexistent/corpus.txt": no such file')
+                   'data.path /nonexistent/corpus.txt: cannot read it (No such file or directory)')
 
     def test_unknown_plan(self):
         self.check(self.BASE + '[parallel]\ntp = 2\nplan = "gpt/megatron-spp"\n', "did you mean 'gpt/megatron-sp'")
