@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "checkpoint/checksums.h"
+#include "checkpoint/crc32c.h"
 #include "checkpoint/safe_files.h"
 #include "checkpoint/step_folders.h"
 #include "core/error.h"
@@ -147,10 +148,29 @@ int64_t count_datasets(const h5::File& file) {
   return static_cast<int64_t>(file.datasets("/model").size() + file.datasets("/optimizer").size());
 }
 
+/// CRC-32C of the file's tensor names ("model/...", "optimizer/..."), sorted, one per line: a
+/// byte flipped in a name changes it (the data's own checksums cannot see a renamed tensor).
+int64_t names_checksum(const h5::File& file) {
+  std::vector<std::string> names;
+  for (const std::string group : {"model", "optimizer"}) {
+    for (const auto& rel : file.datasets("/" + group))
+      names.push_back(group + "/" + rel);
+  }
+  std::sort(names.begin(), names.end());
+  uint32_t crc = 0;
+  for (const auto& name : names) {
+    crc = crc32c(name.data(), name.size(), crc);
+    crc = crc32c("\n", 1, crc);
+  }
+  return static_cast<int64_t>(crc);
+}
+
 /// /meta "datasets": how many tensors the writer put in the file, so a reader finds a dataset
-/// that damage hid from the listing (it would otherwise look like a missing piece).
+/// that damage hid from the listing (it would otherwise look like a missing piece); and
+/// "names_crc32c", the checksum of their names (names_checksum).
 void stamp_dataset_count(h5::File& file) {
   file.set_attr("/meta", "datasets", count_datasets(file));
+  file.set_attr("/meta", "names_crc32c", names_checksum(file));
 }
 
 /// Hard links for tied names, listed in /meta "aliases" as "alias=target;..." (a hard link has
@@ -165,15 +185,22 @@ void link_aliases(h5::File& file, const std::map<std::string, std::string>& alia
   file.set_attr("/meta", "aliases", listed);
 }
 
-/// A checkpoints folder or ".../latest": its newest committed step folder, skipping (with a
-/// warning) step folders a crash left without COMMIT. Any other path as it is.
+/// A checkpoints folder, ".../latest" or a dump folder (its checkpoints/): its newest committed
+/// step folder, skipping (with a warning) step folders a crash left without COMMIT. Any other
+/// path as it is.
 fs::path resolve_latest(fs::path path) {
   if (path.filename() == "latest") path = path.parent_path();
   if (!fs::is_directory(path) || fs::exists(path / "COMMIT") ||
       fs::is_regular_file(path / "model.h5")) {
     return path;
   }
-  const std::vector<StepFolder> steps = list_step_folders(path);  // by step number
+  std::vector<StepFolder> steps = list_step_folders(path);  // by step number
+  if (steps.empty() && fs::is_directory(path / "checkpoints")) {
+    path /= "checkpoints";  // a dump folder
+    steps = list_step_folders(path);
+    VS_USER_CHECK(!steps.empty(), "[checkpoint] {}: no checkpoint saved yet (no step folder)",
+                  path.string());
+  }
   if (steps.empty()) return path;
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     if (it->committed) return it->path;
@@ -191,14 +218,18 @@ std::vector<fs::path> checkpoint_files(const fs::path& path) {
                 "[checkpoint] {}: no such checkpoint (a step folder, a merged .h5, or a "
                 "checkpoints folder with 'latest')",
                 path.string());
-  VS_USER_CHECK(fs::exists(path / "COMMIT"),
-                "[checkpoint] {} has no COMMIT: it was not finished (a crash while saving?); use "
-                "an earlier step",
-                path.string());
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(path)) {
     if (e.path().extension() == ".h5") files.push_back(e.path());
   }
+  VS_USER_CHECK(fs::exists(path / "COMMIT") || !files.empty(),
+                "[checkpoint] {}: not a checkpoint (give a step folder, a checkpoints folder, a "
+                "dump folder or a merged .h5)",
+                path.string());
+  VS_USER_CHECK(fs::exists(path / "COMMIT"),
+                "[checkpoint] {} has no COMMIT: it was not finished (a crash while saving?); use "
+                "an earlier step",
+                path.string());
   std::sort(files.begin(), files.end());
   VS_USER_CHECK(!files.empty(), "[checkpoint] {} holds no .h5 files", path.string());
   return files;
@@ -506,6 +537,10 @@ CheckpointReader::CheckpointReader(const std::string& path_in) {
           file->path(), m.format_version);
     }
   }
+  VS_USER_CHECK(!fs::is_regular_file(path) || meta_.format == "merged",
+                "[checkpoint] {}: one rank's file of a {} checkpoint written by {} ranks; give "
+                "its step folder {}",
+                path.string(), meta_.format, meta_.world_size, path.parent_path().string());
   check_rank_files(path, meta_);
   index_pieces();
   read_aliases();
@@ -542,6 +577,12 @@ void CheckpointReader::index_pieces() {
       VS_USER_CHECK(listed == written,
                     "[checkpoint] {} lists {} tensors but was written with {}: the file is damaged",
                     files_[f]->path(), listed, written);
+    }
+    if (files_[f]->has_attr("/meta", "names_crc32c")) {
+      VS_USER_CHECK(names_checksum(*files_[f]) == files_[f]->attr_int("/meta", "names_crc32c"),
+                    "[checkpoint] {}: its tensor names are not those it was written with (their "
+                    "checksum differs): the file is damaged",
+                    files_[f]->path());
     }
   }
   // Pieces overlap only as replicas, so a whole tensor holds at most as many elements as its
@@ -703,6 +744,13 @@ CheckpointMeta read_checkpoint_meta(const std::string& path) {
 
 int64_t merge_checkpoint(const CheckpointReader& reader, const std::string& output,
                          bool model_only) {
+  VS_USER_CHECK(!output.empty() && fs::path(output).has_filename(),
+                "merge: -o '{}' is not a file name; give the merged file to write, e.g. "
+                "-o model.h5",
+                output);
+  const fs::path folder = fs::absolute(output).parent_path();
+  VS_USER_CHECK(fs::is_directory(folder), "merge: -o {}: no folder {} to write it in", output,
+                folder.string());
   VS_USER_CHECK(!path_taken(output), "merge: {} exists; not overwriting it", output);
   const std::string tmp = output + ".tmp";
   remove_stale(tmp);
@@ -720,17 +768,17 @@ int64_t merge_checkpoint(const CheckpointReader& reader, const std::string& outp
     link_aliases(file, reader.aliases());
     stamp_dataset_count(file);
     file.close();
+    sync_to_disk(tmp);
+    // The output is checked again just before the rename: a link made meanwhile is refused, not
+    // replaced (rename itself would replace the link, never write through it).
+    VS_USER_CHECK(!path_taken(output), "merge: {} exists; not overwriting it", output);
+    fs::rename(tmp, output);
   } catch (...) {
     std::error_code ignored;
     fs::remove(tmp, ignored);  // no half-written file left behind
     throw;
   }
-  sync_to_disk(tmp);
-  // The output is checked again just before the rename: a link made meanwhile is refused, not
-  // replaced (rename itself would replace the link, never write through it).
-  VS_USER_CHECK(!path_taken(output), "merge: {} exists; not overwriting it", output);
-  fs::rename(tmp, output);
-  sync_to_disk(fs::absolute(output).parent_path());
+  sync_to_disk(folder);
   return written;
 }
 
