@@ -59,7 +59,7 @@ struct LayoutModel {
 
 LayoutModel layout_model(const JobConfig& c) {
   auto model = build_model(c);
-  JobMesh job = JobMesh::layout(c.pp, c.dp, c.tp);
+  JobMesh job = JobMesh::layout(c.pp, c.dp, c.tp_dims());
   ResolvedPlan plan = resolve_plan(job_plan(c), *model, job.param_mesh());
   std::vector<Layer> layers = model_layers(c, *model);
   // Without a pipeline the whole model is one stage, whatever the pipeline keys say.

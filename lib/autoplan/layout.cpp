@@ -39,7 +39,7 @@ JobConfig layout_config(const JobConfig& base, const Layout& layout) {
 
 void lint_layout(const JobConfig& config) {
   auto model = build_model(config);
-  const JobMesh job = JobMesh::layout(config.pp, config.dp, config.tp);
+  const JobMesh job = JobMesh::layout(config.pp, config.dp, config.tp_dims());
   resolve_plan(job_plan(config), *model, job.param_mesh());
   if (config.pp > 1) plan_pipeline(config, model_layers(config, *model));
 }

@@ -34,8 +34,10 @@ const char* type_name(const ConfigValue& v) {
       return "true or false";
     case 3:
       return "a string";
-    default:
+    case 4:
       return "a string or a list of strings";
+    default:
+      return "a list of integers ([2, 2])";
   }
 }
 
@@ -71,6 +73,17 @@ std::optional<ConfigValue> from_node(const toml::node& node, const ConfigValue& 
     case 3:
       if (auto v = node.value_exact<std::string>()) return ConfigValue(*v);
       return std::nullopt;
+    case 5: {
+      const toml::array* array = node.as_array();
+      if (array == nullptr) return std::nullopt;
+      std::vector<int64_t> items;
+      for (const toml::node& item : *array) {
+        auto v = item.value_exact<int64_t>();
+        if (!v) return std::nullopt;
+        items.push_back(*v);
+      }
+      return ConfigValue(items);
+    }
     default: {
       if (auto v = node.value_exact<std::string>())
         return ConfigValue(std::vector<std::string>{*v});
@@ -124,6 +137,8 @@ std::string toml_literal(const ConfigValue& v) {
       return std::get<bool>(v) ? "true" : "false";
     case 3:
       return toml_string(std::get<std::string>(v));
+    case 5:
+      return fmt::format("[{}]", fmt::join(std::get<std::vector<int64_t>>(v), ", "));
     default: {
       const auto& items = std::get<std::vector<std::string>>(v);
       if (items.size() == 1) return toml_string(items[0]);
@@ -181,6 +196,10 @@ void set_value(Values& values, const std::string& name, const std::string& at, P
   VS_USER_CHECK(number == nullptr || std::isfinite(*number),
                 "{}: key '{}' must be a finite number, got {}", at, name,
                 number == nullptr ? 0.0 : *number);
+  // Numbers reach float32 tensors (a learning rate of 1e39 would overflow after start-up).
+  VS_USER_CHECK(number == nullptr || std::abs(*number) <= std::numeric_limits<float>::max(),
+                "{}: key '{}' = {} is beyond float32's range (at most {:.2g})", at, name,
+                number == nullptr ? 0.0 : *number, std::numeric_limits<float>::max());
   check_range(*k, *parsed, at);
   values[name] = *parsed;
 }
@@ -249,6 +268,10 @@ void check_values(const JobConfig& c) {
                   "config {}: {} = \"{}\" is not one of {}", c.source, key, value,
                   fmt::join(allowed, ", "));
   };
+  VS_USER_CHECK(!c.dump_folder.empty(),
+                "config {}: job.dump_folder is empty; name the folder for metrics.jsonl and "
+                "checkpoints/ (\".\" for the working folder)",
+                c.source);
   one_of("model.name", c.model, {"gpt", "mlp"});
   one_of("data.source", c.data_source, {"synthetic", "text", "tokens"});
   one_of("training.device", c.device, {"auto", "cpu", "cuda"});
@@ -267,6 +290,18 @@ void check_combinations(const JobConfig& c) {
   VS_USER_CHECK(c.world_size() <= kMaxWorld,
                 "config {}: parallel.pp x dp x tp = {} x {} x {} = {} ranks, more than {}",
                 c.source, c.pp, c.dp, c.tp, c.world_size(), kMaxWorld);
+  if (!c.tp_shape.empty()) {
+    VS_USER_CHECK(c.tp_shape.size() == 2 && c.tp_shape[0] >= 1 && c.tp_shape[1] >= 1 &&
+                      c.tp_shape[0] <= kMaxMeshDim && c.tp_shape[1] <= kMaxMeshDim,
+                  "config {}: parallel.tp_shape = [{}] must be two positive sizes, tp_a x tp_b "
+                  "(or empty for a 1-D tp mesh)",
+                  c.source, fmt::join(c.tp_shape, ", "));
+    VS_USER_CHECK(c.tp_shape[0] * c.tp_shape[1] == c.tp,
+                  "config {}: parallel.tp_shape = [{}] multiplies to {}, but parallel.tp = {}; "
+                  "set parallel.tp = {}",
+                  c.source, fmt::join(c.tp_shape, ", "), c.tp_shape[0] * c.tp_shape[1], c.tp,
+                  c.tp_shape[0] * c.tp_shape[1]);
+  }
   VS_USER_CHECK(c.global_batch_size % (c.dp * c.microbatches) == 0,
                 "config {}: training.global_batch_size = {} is not divisible by parallel.dp x "
                 "parallel.microbatches "
@@ -365,6 +400,9 @@ const std::vector<ConfigKey>& config_schema() {
           within(1, kMaxMeshDim)),
       key("parallel.dp", &C::dp, 1, "Data-parallel replicas", within(1, kMaxMeshDim)),
       key("parallel.tp", &C::tp, 1, "Tensor-parallel degree", within(1, kMaxMeshDim)),
+      key("parallel.tp_shape", &C::tp_shape, {},
+          "A 2-D tp mesh tp_a x tp_b ([2, 2], multiplying to parallel.tp) for plans with two "
+          "tp placements (gpt/megatron-tp-2d); empty: 1-D"),
       key("parallel.plan", &C::plan, "",
           "Sharding plan: a zoo name (gpt/megatron-sp) or a file; empty: replicate"),
       key("parallel.microbatches", &C::microbatches, 1,
@@ -428,11 +466,12 @@ const std::vector<ConfigKey>& config_schema() {
           "Copy the state to host memory and write it in a background thread while training "
           "goes on"),
       key("checkpoint.overwrite", &C::checkpoint_overwrite, false,
-          "Let a new run (no checkpoint.load) save into a dump folder whose checkpoints/ holds "
-          "another run's committed steps, deleting them first"),
+          "Delete, before the first step, the committed steps this run would otherwise refuse "
+          "to save beside: another run's, or its own newer than the step it resumes from (a "
+          "rollback)"),
       key("checkpoint.load", &C::checkpoint_load, "",
-          "Resume from: a step folder, a merged .h5, or \"latest\" "
-          "(<dump_folder>/checkpoints/latest)"),
+          "Resume from: a step folder, a merged .h5, or \"latest\" (the newest committed step "
+          "of <dump_folder>/checkpoints; none yet: start from step 0)"),
       key("metrics.log_interval", &C::log_interval, 10,
           "Print and record metrics every this many steps", within(1, 1e12)),
       key("metrics.peak_flops", &C::peak_flops, 0.0,
@@ -444,6 +483,37 @@ const std::vector<ConfigKey>& config_schema() {
           within_open_lo(0, 1 << 20)),
   };
   return schema;
+}
+
+/// toml_literal, but numbers in their shortest exact form: 0.1, not 0.10000000000000001.
+std::string short_literal(const ConfigValue& v) {
+  const double* number = std::get_if<double>(&v);
+  if (number == nullptr) return toml_literal(v);
+  std::string text = fmt::format("{}", *number);
+  if (text.find_first_of(".eni") == std::string::npos) text += ".0";
+  return text;
+}
+
+std::string value_text(const JobConfig& c, const ConfigKey& k) {
+  return std::visit([&](auto field) { return short_literal(ConfigValue(c.*field)); }, k.field);
+}
+
+std::map<std::string, std::string> recorded_values(const std::string& toml_text) {
+  toml::table doc;
+  try {
+    doc = toml::parse(toml_text);
+  } catch (const toml::parse_error&) {
+    return {};
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& k : config_schema()) {
+    const size_t dot = k.name.find('.');
+    const toml::table* section = doc[k.name.substr(0, dot)].as_table();
+    const toml::node* node = section ? section->get(k.name.substr(dot + 1)) : nullptr;
+    std::optional<ConfigValue> value = node ? from_node(*node, k.default_value) : std::nullopt;
+    out[k.name] = short_literal(value.value_or(k.default_value));
+  }
+  return out;
 }
 
 std::vector<std::string> collect_overrides(const std::vector<std::string>& args) {

@@ -16,7 +16,8 @@ namespace vescale {
 
 /// A key's value. A list of strings is written as a TOML array (`["a", "b"]`, also on the
 /// command line); a plain string is accepted as a list of one and a list of one prints as a string.
-using ConfigValue = std::variant<int64_t, double, bool, std::string, std::vector<std::string>>;
+using ConfigValue = std::variant<int64_t, double, bool, std::string, std::vector<std::string>,
+                                 std::vector<int64_t>>;
 
 struct JobConfig {
   // [job]
@@ -29,7 +30,8 @@ struct JobConfig {
   int64_t d_in, d_hidden, d_out, n_layers;
   // [parallel]
   int64_t pp, dp, tp, microbatches, pp_virtual;
-  int64_t zero;  ///< ZeRO stage over dp: 0 (none) to 3 (parameters too)
+  std::vector<int64_t> tp_shape;  ///< {} (a 1-D tp mesh) or {tp_a, tp_b}, tp_a x tp_b = tp
+  int64_t zero;                   ///< ZeRO stage over dp: 0 (none) to 3 (parameters too)
   std::string plan, pp_schedule;
   std::vector<std::string> pp_split;  ///< {"balanced"} or the FQNs that start stages 2, 3, ...
   // [data]
@@ -77,13 +79,18 @@ struct JobConfig {
                          const std::vector<std::string>& overrides = {});
 
   int64_t world_size() const { return pp * dp * tp; }
+  /// The tp mesh's sizes: tp_shape, or {tp} for a 1-D tp mesh.
+  std::vector<int64_t> tp_dims() const {
+    return tp_shape.empty() ? std::vector<int64_t>{tp} : tp_shape;
+  }
   /// Sequences per micro-batch on one dp rank.
   int64_t micro_batch_size() const { return global_batch_size / dp / microbatches; }
 };
 
 /// The JobConfig field a key is stored in, of the type of its value.
 using ConfigField = std::variant<int64_t JobConfig::*, double JobConfig::*, bool JobConfig::*,
-                                 std::string JobConfig::*, std::vector<std::string> JobConfig::*>;
+                                 std::string JobConfig::*, std::vector<std::string> JobConfig::*,
+                                 std::vector<int64_t> JobConfig::*>;
 
 /// The numbers a numeric key accepts: from lo to hi, either end open or unbounded.
 struct ConfigRange {
@@ -108,6 +115,14 @@ struct ConfigKey {
 
 /// Every key a job config may have, in README order.
 const std::vector<ConfigKey>& config_schema();
+
+/// Key `k`'s value in `c` as TOML: `4`, `"adamw"`, `0.1` (numbers in their shortest exact form).
+std::string value_text(const JobConfig& c, const ConfigKey& k);
+
+/// Every schema key's value in `toml_text` (a config as a checkpoint recorded it), as value_text,
+/// keyed by name: the default where the text lacks the key (a version before it), nothing for keys
+/// the schema no longer knows; empty when the text is not TOML. No checks across keys.
+std::map<std::string, std::string> recorded_values(const std::string& toml_text);
 
 /// "--a.b=c" and "--a.b c" forms from argv-like leftovers into "a.b=c" items; throws on others.
 std::vector<std::string> collect_overrides(const std::vector<std::string>& args);

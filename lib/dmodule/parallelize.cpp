@@ -65,8 +65,9 @@ std::string checked_model_name(const Plan& plan, const Module& module) {
 void check_one_per_mesh_dim(const Placements& placements, const std::string& at,
                             const std::string& key, const DeviceMesh& mesh) {
   VS_USER_CHECK(static_cast<int>(placements.size()) == mesh.ndim(),
-                "plan {}: key '{}' gives {} placements {} but the mesh {} has {} dims", at, key,
-                placements.size(), placements_str(placements), mesh.str(), mesh.ndim());
+                "plan {}: key '{}' gives {} placements {} but the mesh {} has {} dims (a job's tp "
+                "mesh is 2-D with parallel.tp_shape = [tp_a, tp_b], else 1-D)",
+                at, key, placements.size(), placements_str(placements), mesh.str(), mesh.ndim());
 }
 
 /// The placements of `rule` checked against parameter `fqn` and normalized for its shape.

@@ -6,18 +6,54 @@
 
 namespace vescale {
 
-const std::vector<std::string>& JobMesh::dim_names() {
-  static const std::vector<std::string> names{"pp", "dp", "tp"};
+namespace {
+
+std::vector<std::string> tp_dim_names(size_t tp_ndim) {
+  VS_CHECK(tp_ndim == 1 || tp_ndim == 2, "[mesh] a tp mesh has 1 or 2 dims, not {}", tp_ndim);
+  return tp_ndim == 1 ? std::vector<std::string>{"tp"} : std::vector<std::string>{"tp_a", "tp_b"};
+}
+
+MeshSpec job_mesh_spec(int64_t pp, int64_t dp, const std::vector<int64_t>& tp_dims) {
+  std::vector<int64_t> shape{pp, dp};
+  shape.insert(shape.end(), tp_dims.begin(), tp_dims.end());
+  return MeshSpec{shape, JobMesh::dim_names(tp_dims.size())};
+}
+
+}  // namespace
+
+std::vector<std::string> JobMesh::dim_names(size_t tp_ndim) {
+  std::vector<std::string> names{"pp", "dp"};
+  for (auto& name : tp_dim_names(tp_ndim))
+    names.push_back(std::move(name));
   return names;
 }
 
-JobMesh::JobMesh(DeviceMesh mesh) : mesh_(std::move(mesh)), param_mesh_(mesh_["tp"]) {}
+JobMesh::JobMesh(DeviceMesh mesh)
+    : mesh_(std::move(mesh)),
+      param_mesh_(mesh_.sub(tp_dim_names(static_cast<size_t>(mesh_.ndim() - 2)))) {}
 
 JobMesh::JobMesh(const comm::Group& world, int64_t pp, int64_t dp, int64_t tp)
-    : JobMesh(DeviceMesh(world, MeshSpec{{pp, dp, tp}, dim_names()})) {}
+    : JobMesh(world, pp, dp, std::vector<int64_t>{tp}) {}
+
+JobMesh::JobMesh(const comm::Group& world, int64_t pp, int64_t dp,
+                 const std::vector<int64_t>& tp_dims)
+    : JobMesh(DeviceMesh(world, job_mesh_spec(pp, dp, tp_dims))) {}
 
 JobMesh JobMesh::layout(int64_t pp, int64_t dp, int64_t tp, int world_rank) {
-  return JobMesh(DeviceMesh::layout(MeshSpec{{pp, dp, tp}, dim_names()}, world_rank));
+  return layout(pp, dp, std::vector<int64_t>{tp}, world_rank);
+}
+
+JobMesh JobMesh::layout(int64_t pp, int64_t dp, const std::vector<int64_t>& tp_dims,
+                        int world_rank) {
+  return JobMesh(DeviceMesh::layout(job_mesh_spec(pp, dp, tp_dims), world_rank));
+}
+
+int64_t JobMesh::tp_rank() const {
+  int64_t rank = 0;
+  const std::vector<int64_t> at = param_mesh_.coordinate();
+  for (int i = 0; i < param_mesh_.ndim(); ++i)
+    rank = rank * param_mesh_.size(i) + at[static_cast<size_t>(i)];
+  return rank;
 }
 
 int64_t JobMesh::coordinate(const std::string& dim) const {

@@ -14,25 +14,33 @@ namespace vescale {
 
 class JobMesh {
  public:
-  /// The dims of every job mesh, outer to inner: TP groups are neighbouring ranks.
-  static const std::vector<std::string>& dim_names();
+  /// The dims of a job mesh, outer to inner: pp, dp, then the tp mesh, "tp" or (a 2-D tp mesh,
+  /// `tp_dims` of two sizes) "tp_a", "tp_b". TP groups are neighbouring ranks.
+  static std::vector<std::string> dim_names(size_t tp_ndim = 1);
 
   /// Builds the pp x dp x tp mesh and its groups. *Collective* over `world` (size pp*dp*tp).
   JobMesh(const comm::Group& world, int64_t pp, int64_t dp, int64_t tp);
+  /// The same with a tp mesh of the sizes `tp_dims`: {tp} (1-D) or {tp_a, tp_b}.
+  JobMesh(const comm::Group& world, int64_t pp, int64_t dp, const std::vector<int64_t>& tp_dims);
   /// A layout-only job mesh as seen from `world_rank` (no groups): for plan lint and dumps.
   static JobMesh layout(int64_t pp, int64_t dp, int64_t tp, int world_rank = 0);
+  static JobMesh layout(int64_t pp, int64_t dp, const std::vector<int64_t>& tp_dims,
+                        int world_rank = 0);
 
   /// The whole pp x dp x tp mesh.
   const DeviceMesh& mesh() const { return mesh_; }
-  /// The sub-mesh parameters and activations are sharded on (plans are written for it): tp.
+  /// The sub-mesh parameters and activations are sharded on (plans are written for it, one
+  /// placement per dim): the tp dims.
   const DeviceMesh& param_mesh() const { return param_mesh_; }
 
   int64_t pp() const { return mesh_.size("pp"); }
   int64_t dp() const { return mesh_.size("dp"); }
-  int64_t tp() const { return mesh_.size("tp"); }
+  /// The tp degree: the tp mesh's ranks, over all its dims.
+  int64_t tp() const { return param_mesh_.numel(); }
   int64_t pp_rank() const { return coordinate("pp"); }
   int64_t dp_rank() const { return coordinate("dp"); }
-  int64_t tp_rank() const { return coordinate("tp"); }
+  /// This rank's index in its tp mesh (row-major over a 2-D one).
+  int64_t tp_rank() const;
   /// This rank's group along a dim ("dp": data parallel peers). Needs groups.
   const comm::Group& group(const std::string& dim) const { return mesh_.group(dim); }
 

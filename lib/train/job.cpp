@@ -214,7 +214,7 @@ double Job::forward_loss(const Batch& batch) {
 
 std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
   check_world(c, world);
-  auto job = std::make_unique<Job>(c, JobMesh(world, c.pp, c.dp, c.tp));
+  auto job = std::make_unique<Job>(c, JobMesh(world, c.pp, c.dp, c.tp_dims()));
   job->task = make_task(c);
   for (const auto& [fqn, p] : job->task->model()->named_parameters())
     job->n_params += c10::multiply_integers(p->shape);

@@ -38,7 +38,7 @@ TEST(PlanAuto, EnumerationIsCompleteAndOnlyValid) {
     // What `plan lint` does, from the config the layout writes.
     const JobConfig c = layout_config(base, l);
     auto model = build_model(c);
-    const JobMesh job = JobMesh::layout(c.pp, c.dp, c.tp);
+    const JobMesh job = JobMesh::layout(c.pp, c.dp, c.tp_dims());
     EXPECT_NO_THROW(resolve_plan(job_plan(c), *model, job.param_mesh())) << l.str();
     if (c.pp > 1) {
       EXPECT_NO_THROW(pipeline::make_schedule(c.pp_schedule, static_cast<int>(c.pp),

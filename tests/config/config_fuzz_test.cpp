@@ -57,7 +57,7 @@ std::string broken_promise(const JobConfig& c) {
 
 void lint(const JobConfig& c) {
   auto model = build_model(c);
-  const JobMesh mesh = JobMesh::layout(c.pp, c.dp, c.tp);
+  const JobMesh mesh = JobMesh::layout(c.pp, c.dp, c.tp_dims());
   resolve_plan(job_plan(c), *model, mesh.param_mesh());
 }
 

@@ -144,6 +144,8 @@ std::string changed_value(const ConfigValue& v) {
       return fmt::format("{}", std::get<double>(v) + 0.25);
     case 2:
       return std::get<bool>(v) ? "false" : "true";
+    case 5:
+      return "[1, 1]";
     default:
       return "changed";
   }

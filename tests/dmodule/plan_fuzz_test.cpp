@@ -95,7 +95,7 @@ TEST(Fuzz, MutatedPlansAreErrorsOrResolve) {
           {fmt::format("model.name={}", base.model), fmt::format("parallel.tp={}", tp),
            fmt::format("parallel.plan={}", path.string()), "model.n_head=4"});
       auto model = build_model(c);
-      const JobMesh mesh = JobMesh::layout(c.pp, c.dp, c.tp);
+      const JobMesh mesh = JobMesh::layout(c.pp, c.dp, c.tp_dims());
       const ResolvedPlan plan = resolve_plan(job_plan(c), *model, mesh.param_mesh());
       EXPECT_FALSE(describe_plan(plan, mesh.param_mesh(), job_dtype(c)).empty());
       ++resolved;

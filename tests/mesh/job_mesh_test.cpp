@@ -18,6 +18,20 @@ TEST(JobMesh, RanksAndParameterMeshOnPp2Dp2Tp2) {
   EXPECT_EQ(mesh.param_mesh_dims(), std::vector<int>{2});
 }
 
+TEST(JobMesh, TwoDimensionalTpMesh) {
+  // Rank 7 of pp=1 x dp=2 x tp_a=2 x tp_b=2 sits at (0, 1, 1, 1): tp rank 3 of 4.
+  const JobMesh mesh = JobMesh::layout(1, 2, std::vector<int64_t>{2, 2}, 7);
+  EXPECT_EQ(mesh.mesh().dim_names(), (std::vector<std::string>{"pp", "dp", "tp_a", "tp_b"}));
+  EXPECT_EQ(mesh.param_mesh().dim_names(), (std::vector<std::string>{"tp_a", "tp_b"}));
+  EXPECT_EQ(mesh.param_mesh_dims(), (std::vector<int>{2, 3}));
+  EXPECT_EQ(mesh.tp(), 4);
+  EXPECT_EQ(mesh.dp_rank(), 1);
+  EXPECT_EQ(mesh.tp_rank(), 3);
+  EXPECT_EQ(JobMesh::layout(1, 2, std::vector<int64_t>{2, 2}, 6).tp_rank(), 2);
+  // Sharded over tp_b only: split over that dim, replicated over pp, dp and tp_a.
+  EXPECT_EQ(mesh.split_dims({false, true}), std::vector<int>{3});
+}
+
 TEST(JobMesh, SplitAndReplicatedDims) {
   const JobMesh mesh = JobMesh::layout(1, 4, 2, 5);  // (0, 2, 1)
   // A tp-sharded parameter: split over tp, replicated over pp and dp.
