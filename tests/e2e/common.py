@@ -7,6 +7,32 @@ BINARY = os.environ.get("VESCALE_TRAIN", "vescale-train")
 # Debian's python3 with h5py and numpy (the interpreter running the tests may be another one).
 SYSTEM_PYTHON = "/usr/bin/python3"
 
+# A GPT small enough that a process trains a step in a blink, on the synthetic task; tests append
+# the sections they need.
+TINY_GPT = """
+[model]
+name = "gpt"
+vocab_size = 32
+vocab_multiple = 8
+block_size = 16
+n_layer = 2
+n_head = 4
+n_embd = 16
+[data]
+source = "synthetic"
+[eval]
+interval = 0
+windows = 1
+"""
+
+
+def write_config(folder, text):
+    """`text` as folder/job.toml; returns the path."""
+    path = os.path.join(folder, "job.toml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
 
 def run(*args, timeout=300, env=None):
     """Runs vescale-train with `args`; returns the CompletedProcess (text mode)."""

@@ -10,28 +10,15 @@ import subprocess
 import tempfile
 import unittest
 
-from common import BINARY, run
+from common import BINARY, TINY_GPT, run, write_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-CONFIG_TEXT = """
-[model]
-name = "gpt"
-vocab_size = 32
-vocab_multiple = 8
-block_size = 16
-n_layer = 2
-n_head = 4
-n_embd = 16
-[data]
-source = "synthetic"
+CONFIG_TEXT = TINY_GPT + """
 [training]
 steps = 2
 global_batch_size = 4
 seq_len = 16
-[eval]
-interval = 0
-windows = 1
 [checkpoint]
 interval = 2
 """
@@ -41,9 +28,7 @@ class ClearErrors(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="vescale-errors-")
-        cls.config = os.path.join(cls.tmp, "job.toml")
-        with open(cls.config, "w") as f:
-            f.write(CONFIG_TEXT)
+        cls.config = write_config(cls.tmp, CONFIG_TEXT)
         cls.trained = os.path.join(cls.tmp, "trained")
         result = run("train", cls.config, f"--job.dump_folder={cls.trained}", "--parallel.tp=2")
         assert result.returncode == 0, result.stderr[-3000:]

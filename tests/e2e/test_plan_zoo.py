@@ -6,27 +6,14 @@ import shutil
 import tempfile
 import unittest
 
-from common import run
+from common import TINY_GPT, run, write_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GPT = """
-[model]
-name = "gpt"
-vocab_size = 32
-vocab_multiple = 8
-block_size = 16
-n_layer = 2
-n_head = 4
-n_embd = 16
-[data]
-source = "synthetic"
+GPT = TINY_GPT + """
 [training]
 steps = 1
 global_batch_size = 4
 seq_len = 16
-[eval]
-interval = 0
-windows = 1
 """
 MESH = {"gpt/megatron-tp-2d": ("--parallel.tp=4", "--parallel.tp_shape=[2, 2]")}
 
@@ -35,9 +22,7 @@ class PlanZoo(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="vescale-zoo-")
-        cls.gpt = os.path.join(cls.tmp, "gpt.toml")
-        with open(cls.gpt, "w") as f:
-            f.write(GPT)
+        cls.gpt = write_config(cls.tmp, GPT)
 
     @classmethod
     def tearDownClass(cls):

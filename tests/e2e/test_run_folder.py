@@ -10,27 +10,14 @@ import shutil
 import tempfile
 import unittest
 
-from common import metrics_lines, run
+from common import TINY_GPT, metrics_lines, run, write_config
 
-CONFIG_TEXT = """
-[model]
-name = "gpt"
-vocab_size = 32
-vocab_multiple = 8
-block_size = 16
-n_layer = 2
-n_head = 4
-n_embd = 16
-[data]
-source = "synthetic"
+CONFIG_TEXT = TINY_GPT + """
 [training]
 steps = 4
 global_batch_size = 4
 seq_len = 16
 dtype = "float64"
-[eval]
-interval = 0
-windows = 1
 [checkpoint]
 keep = 0
 [metrics]
@@ -47,9 +34,7 @@ class RunFolder(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="vescale-run-folder-")
-        cls.config = os.path.join(cls.tmp, "job.toml")
-        with open(cls.config, "w") as f:
-            f.write(CONFIG_TEXT)
+        cls.config = write_config(cls.tmp, CONFIG_TEXT)
 
     @classmethod
     def tearDownClass(cls):
