@@ -52,9 +52,7 @@ std::string unknown_key_message(const std::string& name) {
   std::vector<std::string> names;
   for (const auto& k : config_schema())
     names.push_back(k.name);
-  const auto near = near_matches(name, names, 1);
-  return fmt::format("unknown key '{}'{}", name,
-                     near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near[0]));
+  return fmt::format("unknown key '{}'{}", name, did_you_mean(name, names));
 }
 
 /// A TOML node as the schema's type, or nullopt.

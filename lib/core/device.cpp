@@ -18,9 +18,8 @@ int cuda_device_count() {
 Device resolve_device(const std::string& setting, int local_rank, int gpus) {
   const std::vector<std::string> valid{"auto", "cpu", "cuda"};
   if (std::find(valid.begin(), valid.end(), setting) == valid.end()) {
-    const auto near = near_matches(setting, valid, 1);
     throw UserError(fmt::format("training.device = '{}' is not one of auto, cpu, cuda{}", setting,
-                                near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near[0])));
+                                did_you_mean(setting, valid)));
   }
   if (setting == "cpu" || (setting == "auto" && gpus == 0)) return kCpu;
   VS_USER_CHECK(gpus > 0,

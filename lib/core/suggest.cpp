@@ -1,5 +1,7 @@
 #include "core/suggest.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace vescale {
@@ -35,6 +37,11 @@ std::vector<std::string> near_matches(const std::string& word,
     if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   }
   return out;
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  const std::vector<std::string> near = near_matches(word, candidates, 1);
+  return near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near[0]);
 }
 
 }  // namespace vescale

@@ -43,8 +43,7 @@ std::string suggestion(const std::string& key, const std::vector<std::string>& n
     candidates.push_back(n);
     candidates.push_back(generalized(n));
   }
-  const auto near = near_matches(key, candidates, 1);
-  return near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near[0]);
+  return did_you_mean(key, candidates);
 }
 
 std::string shape_str(const std::vector<int64_t>& shape) {

@@ -23,10 +23,8 @@ const std::vector<std::string> kTopKeys = {"model", "description", "parameter", 
 
 void check_top_key(const std::string& key, const std::string& source) {
   if (std::find(kTopKeys.begin(), kTopKeys.end(), key) != kTopKeys.end()) return;
-  const auto near = near_matches(key, kTopKeys, 1);
   throw UserError(fmt::format("plan {}: unknown key '{}'{}; valid keys: {}", source, key,
-                              near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near[0]),
-                              fmt::join(kTopKeys, ", ")));
+                              did_you_mean(key, kTopKeys), fmt::join(kTopKeys, ", ")));
 }
 
 /// A plan in either syntax as one tree: a string, a list or a table (entries in file order), with
@@ -249,11 +247,9 @@ Plan Plan::load(const std::string& name_or_path) {
     }
   }
   if (!fs::exists(path)) {
-    const auto near = near_matches(name_or_path, plan_zoo_names());
-    throw UserError(
-        fmt::format("plan '{}': no such file, and no zoo plan of that name{}; zoo plans: {}",
-                    name_or_path, near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near[0]),
-                    fmt::join(plan_zoo_names(), ", ")));
+    throw UserError(fmt::format(
+        "plan '{}': no such file, and no zoo plan of that name{}; zoo plans: {}", name_or_path,
+        did_you_mean(name_or_path, plan_zoo_names()), fmt::join(plan_zoo_names(), ", ")));
   }
   const std::string text = read_input_file(path.string(), "plan");
   if (path.extension() == ".toml") return parse_toml(text, path.string());

@@ -405,10 +405,8 @@ PipelineSchedule make_schedule(const std::string& name, int pp, int virtual_stag
                                int microbatches) {
   const auto& names = schedule_names();
   if (std::find(names.begin(), names.end(), name) == names.end()) {
-    const auto near = near_matches(name, names, 1);
     throw UserError(fmt::format("[pipeline] unknown schedule '{}'{}; the schedules are {}", name,
-                                near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near[0]),
-                                fmt::join(names, ", ")));
+                                did_you_mean(name, names), fmt::join(names, ", ")));
   }
   const int p = pp, v = virtual_stages, m = microbatches;
   VS_USER_CHECK(p >= 1 && v >= 1 && m >= 1,

@@ -90,11 +90,9 @@ std::vector<Stage> split_at(const std::vector<StageLayer>& layers, int n_stages,
       if (layers[i].name == name || (!layers[i].modules.empty() && layers[i].modules[0] == name))
         index = i;
     if (index < 0) {
-      const auto near = near_matches(name, names_of(layers), 1);
       throw UserError(fmt::format(
           "[pipeline] parallel.pp_split: '{}' does not start a layer{}; the layers are {}", name,
-          near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near[0]),
-          fmt::join(names_of(layers), ", ")));
+          did_you_mean(name, names_of(layers)), fmt::join(names_of(layers), ", ")));
     }
     VS_USER_CHECK(index > 0,
                   "[pipeline] parallel.pp_split: '{}' starts the first stage already; name where "
