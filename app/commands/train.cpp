@@ -104,7 +104,7 @@ LocalLaunchOptions train_launch_options(const JobConfig& config, int max_restart
   launch.max_restarts = max_restarts;
   launch.final_exit_codes = {2, 3, kPreemptedExitCode};  // config error, diverged, preempted
   const std::string latest =
-      (std::filesystem::path(config.dump_folder) / "checkpoints" / "latest").string();
+      (checkpoints_folder(config.dump_folder) / "latest").string();
   launch.plan_restart = [latest] {
     try {
       const int64_t step = CheckpointReader(latest).meta().step;
@@ -186,7 +186,7 @@ void add_eval_command(CLI::App& app, const Invocation& invocation) {
     // that a wrong path is one error line before any process starts.
     std::string path = *checkpoint;
     if (path == "latest") {
-      const std::filesystem::path dir = std::filesystem::path(config.dump_folder) / "checkpoints";
+      const std::filesystem::path dir = checkpoints_folder(config.dump_folder);
       VS_USER_CHECK(!committed_step_folders(dir).empty(),
                     "eval --checkpoint=latest: {} holds no committed checkpoint (job.dump_folder "
                     "of {})",

@@ -195,8 +195,8 @@ fs::path resolve_latest(fs::path path) {
     return path;
   }
   std::vector<StepFolder> steps = list_step_folders(path);  // by step number
-  if (steps.empty() && fs::is_directory(path / "checkpoints")) {
-    path /= "checkpoints";  // a dump folder
+  if (steps.empty() && fs::is_directory(checkpoints_folder(path))) {
+    path = checkpoints_folder(path);  // a dump folder
     steps = list_step_folders(path);
     VS_USER_CHECK(!steps.empty(), "[checkpoint] {}: no checkpoint saved yet (no step folder)",
                   path.string());

@@ -10,6 +10,10 @@
 namespace vescale {
 namespace fs = std::filesystem;
 
+std::filesystem::path checkpoints_folder(const std::filesystem::path& dump_folder) {
+  return dump_folder / "checkpoints";
+}
+
 std::string step_folder_name(int64_t step) {
   return fmt::format("step-{:06d}", step);
 }

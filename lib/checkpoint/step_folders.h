@@ -10,6 +10,9 @@
 
 namespace vescale {
 
+/// <dump_folder>/checkpoints: where a job's step folders, `latest` and nothing else go.
+std::filesystem::path checkpoints_folder(const std::filesystem::path& dump_folder);
+
 /// "step-000200" for step 200 (six digits or more).
 std::string step_folder_name(int64_t step);
 

@@ -346,9 +346,6 @@ const std::vector<int>& Group::root_ranks() const {
 CommStats& Group::stats() const {
   return *impl_->stats;
 }
-std::shared_ptr<CommStats> Group::stats_ptr() const {
-  return impl_->stats;
-}
 std::string Group::str() const {
   return impl_->describe();
 }

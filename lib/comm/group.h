@@ -94,7 +94,6 @@ class Group {
   const std::vector<int>& root_ranks() const;
   /// The byte counters of this rank, shared by every group it is in.
   CommStats& stats() const;
-  std::shared_ptr<CommStats> stats_ptr() const;
   /// "tp[2/4 of 4,5,6,7] gloo".
   std::string str() const;
 

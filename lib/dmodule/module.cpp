@@ -49,13 +49,6 @@ DTensor& Module::param(const std::string& name) {
   throw Error(fmt::format("[dmodule] module '{}' ({}) has no parameter '{}'", fqn_, type_, name));
 }
 
-bool Module::has_param(const std::string& name) const {
-  for (const auto& entry : params_) {
-    if (entry.first == name) return true;
-  }
-  return false;
-}
-
 Module& Module::child(const std::string& name) {
   for (auto& [n, c] : children_) {
     if (n == name) return *c;

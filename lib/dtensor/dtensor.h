@@ -61,7 +61,6 @@ class DTensor {
   /// (e.g. LayerNorm weights under sequence parallel): see partial_grad_dims().
   DTensor& requires_grad_(bool enabled = true);
   bool requires_grad() const { return local_.requires_grad(); }
-  bool is_parameter() const { return param_ != nullptr; }
   /// The gradient as a DTensor (NOTE [Gradient placements]), Partial over partial_grad_dims().
   /// Throws if backward has not produced one.
   DTensor grad() const;

@@ -211,7 +211,7 @@ void JobCheckpointer::save(int64_t step) {
         "written (the last one in {} is intact). Lower optimizer.lr, or resume from it",
         step, c.dump_folder));
   }
-  const std::string dir = (std::filesystem::path(c.dump_folder) / "checkpoints").string();
+  const std::string dir = checkpoints_folder(c.dump_folder).string();
   const CheckpointFormat format = parse_checkpoint_format(c.checkpoint_format);
   const auto aliases = tied_names(job_.model->module());
   const CheckpointMeta meta = job_meta(job_, step, world_);
@@ -267,7 +267,7 @@ std::optional<std::string> resolve_load_path(const JobConfig& c) {
     if (c.checkpoint_load.empty()) return std::nullopt;
     return c.checkpoint_load;
   }
-  const std::filesystem::path dir = std::filesystem::path(c.dump_folder) / "checkpoints";
+  const std::filesystem::path dir = checkpoints_folder(c.dump_folder);
   if (committed_step_folders(dir).empty()) {
     log_rank0(
         "checkpoint.load = \"latest\": {} holds no committed checkpoint yet; starting from step 0",

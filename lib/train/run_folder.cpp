@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/step_folders.h"
 #include "core/error.h"
 #include "train/run_id.h"
 
@@ -59,7 +60,7 @@ RunFolder::RunFolder(Job& job, const comm::Group& world, bool resumed, int64_t s
     try {
       lock_ = FolderLock(folder);
       if (run_id.empty()) run_id = draw_run_id();
-      claim_checkpoints_folder(folder / "checkpoints", run_id, resumed, c.checkpoint_overwrite,
+      claim_checkpoints_folder(checkpoints_folder(folder), run_id, resumed, c.checkpoint_overwrite,
                                start_step);
       metrics_path_ = (folder / "metrics.jsonl").string();
       claim_metrics_file(metrics_path_, run_id);

@@ -13,10 +13,6 @@ double Task::flops_per_sample() const {
   return total;
 }
 
-DTensor Task::forward_loss(const Batch& batch, const DeviceMesh& mesh) const {
-  return loss((*model())(inputs(batch, mesh)), batch, mesh);
-}
-
 DTensor Task::forward_loss(const Batch& batch, const DeviceMesh& mesh,
                            const LayerRunner& run) const {
   const auto n = static_cast<int64_t>(layers().size());

@@ -68,9 +68,8 @@ class Task {
   /// outputs go to loss(). What a pipeline stage runs. *Collective* over the parameter mesh.
   virtual Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs) const = 0;
 
-  /// The mean loss of the model on `batch`: inputs, forward, loss. *Collective* over `mesh`.
-  DTensor forward_loss(const Batch& batch, const DeviceMesh& mesh) const;
-  /// The same, the layers run by `run` (all of them, in one call).
+  /// The mean loss of the model on `batch`: inputs, the layers run by `run` (all of them, in one
+  /// call), loss. *Collective* over `mesh`.
   DTensor forward_loss(const Batch& batch, const DeviceMesh& mesh, const LayerRunner& run) const;
 };
 
