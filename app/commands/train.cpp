@@ -103,8 +103,7 @@ LocalLaunchOptions train_launch_options(const JobConfig& config, int max_restart
   launch.preempted_exit_code = kPreemptedExitCode;
   launch.max_restarts = max_restarts;
   launch.final_exit_codes = {2, 3, kPreemptedExitCode};  // config error, diverged, preempted
-  const std::string latest =
-      (checkpoints_folder(config.dump_folder) / "latest").string();
+  const std::string latest = (checkpoints_folder(config.dump_folder) / "latest").string();
   launch.plan_restart = [latest] {
     try {
       const int64_t step = CheckpointReader(latest).meta().step;
