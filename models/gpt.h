@@ -1,4 +1,4 @@
-// GPT-2 (nanoGPT) with q/k/v split into three projections; parameter names per DESIGN §8.
+// GPT-2 (nanoGPT) with q/k/v split into three projections; parameter names per docs/design.md §8.
 #pragma once
 
 #include <cstdint>
@@ -66,7 +66,7 @@ class Block : public Module {
 
 class GPT : public Module, public LayeredModel {
  public:
-  /// `tp` only sets the vocabulary padding (DESIGN §8).
+  /// `tp` only sets the vocabulary padding (docs/design.md §8).
   GPT(const GPTConfig& config, int64_t tp = 1);
   const GPTConfig& config() const { return config_; }
   int64_t padded_vocab() const { return padded_vocab_; }

@@ -1,4 +1,4 @@
-// The MLP of DESIGN §8: fc1 (d_in -> d_hidden), GELU, fc2 (d_hidden -> d_out) for 2 layers;
+// The MLP of docs/design.md §8: fc1 (d_in -> d_hidden), GELU, fc2 (d_hidden -> d_out) for 2 layers;
 // layers.{i} for more. Trained on teacher-student regression (MSE).
 #pragma once
 

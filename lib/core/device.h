@@ -1,4 +1,4 @@
-// The device a rank computes on: the CPU, or the GPU cuda:LOCAL_RANK (DESIGN §16). It flows from
+// The device a rank computes on: the CPU, or the GPU cuda:LOCAL_RANK (docs/design.md §16). It flows from
 // the job to every tensor factory in comm/, dtensor/, models/ and data/.
 #pragma once
 

@@ -1,6 +1,6 @@
 // NOTE [Fast paths]
 // Fast LibTorch kernels, picked at compile time (NOTE [Version guards]) and at run time by the
-// device and dtype of the tensors (DESIGN §16):
+// device and dtype of the tensors (docs/design.md §16):
 // - fused scaled-dot-product attention (at::scaled_dot_product_attention, LibTorch 2.0+) for
 //   ops::causal_attention's local kernel;
 // - fused AdamW (at::_fused_adamw_, LibTorch 2.1+, a CUDA kernel) for AdamW::step;

@@ -1,5 +1,5 @@
 // Teacher-student regression for the MLP: inputs x ~ N(0, 1) drawn from (seed, step, row), and
-// targets from a fixed random teacher y = W2 tanh(W1 x) (DESIGN §9). Tensors are on the CPU
+// targets from a fixed random teacher y = W2 tanh(W1 x) (docs/design.md §9). Tensors are on the CPU
 // (NOTE [Host data]).
 #pragma once
 

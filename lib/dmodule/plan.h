@@ -1,4 +1,4 @@
-// Sharding plans (DESIGN §7): which placements each parameter gets and where the forward
+// Sharding plans (docs/design.md §7): which placements each parameter gets and where the forward
 // reshards, keyed by FQN globs. Loaded from JSON or TOML of the same structure.
 #pragma once
 

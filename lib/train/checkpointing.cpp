@@ -106,12 +106,14 @@ void check_no_strangers(const Job& job, const CheckpointReader& reader) {
   }
 }
 
-/// The config keys a checkpoint must agree with: the model's (they change the function it
-/// computes, or its parameters' shapes), and for a resumed run the optimizer (its state) and the
-/// dropout (the training function).
+/// The config keys a checkpoint must agree with: the model's, which change the function it
+/// computes (not model.vocab_multiple: padding is masked, and a padded vocabulary of the same rows
+/// under another tp degree is the way to reshard across it), and for a resumed run the optimizer
+/// (its state) and the dropout (the training function).
 bool must_match(const std::string& key, LoadParts parts) {
-  if (parts == LoadParts::kModel) return key.rfind("model.", 0) == 0 && key != "model.dropout";
-  return key.rfind("model.", 0) == 0 || key == "optimizer.name";
+  const bool model = key.rfind("model.", 0) == 0 && key != "model.vocab_multiple";
+  if (parts == LoadParts::kModel) return model && key != "model.dropout";
+  return model || key == "optimizer.name";
 }
 
 /// Throws, naming the key and both values, when this job's architecture (or, resuming, its

@@ -1,4 +1,4 @@
-// Training metrics (DESIGN §11): one line per log interval on rank 0 and one JSON object per line
+// Training metrics (docs/design.md §11): one line per log interval on rank 0 and one JSON object per line
 // in <dump_folder>/metrics.jsonl.
 #pragma once
 

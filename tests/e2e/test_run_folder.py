@@ -68,7 +68,7 @@ class RunFolder(unittest.TestCase):
         step2 = os.path.join(folder, "checkpoints", "step-000002")
         for key, value, saved in [("model.n_head", "2", "4"), ("model.n_embd", "32", "16"),
                                   ("model.dropout", "0.1", "0.0"),
-                                  ("model.vocab_multiple", "16", "8")]:
+                                  ("model.block_size", "32", "16")]:
             line = self.refused(folder, "--checkpoint.load=latest", "--training.steps=4",
                                 f"--{key}={value}")
             self.assertIn(f"{key} = {value} in this job's config", line)
@@ -86,8 +86,10 @@ class RunFolder(unittest.TestCase):
         self.assertIn("model.n_head = 2 in this job's config", result.stderr)
         result = run("eval", self.config, f"--checkpoint={step2}", "--model.dropout=0.1")
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
-        # The same architecture resumes.
-        self.ok(folder, "--checkpoint.load=latest", "--training.steps=4", "--optimizer.lr=1e-3")
+        # The same architecture resumes, also with a vocabulary padded to the same rows by
+        # another vocab_multiple (vocab 32 padded to 32 either way).
+        self.ok(folder, "--checkpoint.load=latest", "--training.steps=4", "--optimizer.lr=1e-3",
+                "--model.vocab_multiple=16")
 
     # Item 6
     def test_a_rollback_is_decided_before_the_first_step(self):

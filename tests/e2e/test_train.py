@@ -1,5 +1,5 @@
 """`vescale-train train` end to end on real processes: every layout reproduces the loss curve of
-the 1-process run (DESIGN §12), gradient accumulation equals one big batch, torchrun works, and
+the 1-process run (docs/design.md §12), gradient accumulation equals one big batch, torchrun works, and
 bad configs fail with one line that names the file and key, writing nothing."""
 import os
 import shutil

@@ -1,4 +1,4 @@
-// Cutting a model's ordered layers into pipeline stages (DESIGN §14): contiguous runs of layers,
+// Cutting a model's ordered layers into pipeline stages (docs/design.md §14): contiguous runs of layers,
 // either balanced by estimated cost or starting at the layers the user names.
 #pragma once
 

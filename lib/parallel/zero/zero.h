@@ -1,4 +1,4 @@
-// Zero: ZeRO over dp for one rank's parameters (DESIGN §15, NOTE [ZeRO pieces]).
+// Zero: ZeRO over dp for one rank's parameters (docs/design.md §15, NOTE [ZeRO pieces]).
 //   stage 1: the optimizer updates this dp rank's rows of every parameter only (its state is 1/dp);
 //            grad sync reduce-scatters the gradients after the backward; the updated rows are
 //            all-gathered so every rank holds whole parameters again.
