@@ -1,5 +1,6 @@
 // LayeredModel: a model as an ordered list of layers that can run a contiguous range of them,
-// so that a pipeline stage runs only its own (docs/design.md §14). A model's forward is the run of all.
+// so that a pipeline stage runs only its own (docs/design.md §14). A model's forward is the run of
+// all.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// The device a rank computes on: the CPU, or the GPU cuda:LOCAL_RANK (docs/design.md §16). It flows from
-// the job to every tensor factory in comm/, dtensor/, models/ and data/.
+// The device a rank computes on: the CPU, or the GPU cuda:LOCAL_RANK (docs/design.md §16). It flows
+// from the job to every tensor factory in comm/, dtensor/, models/ and data/.
 #pragma once
 
 #include <c10/core/Device.h>

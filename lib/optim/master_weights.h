@@ -1,7 +1,7 @@
-// Master weights for mixed precision (docs/design.md §16): parameters compute in bf16, the optimizer
-// updates float32 copies of the same elements (its state is float32 too), and each step rounds
-// the copies into the parameters. Checkpoints save the copies, so a bf16 run's checkpoint is the
-// float32 state of the job and loads into float32 runs (and back).
+// Master weights for mixed precision (docs/design.md §16): parameters compute in bf16, the
+// optimizer updates float32 copies of the same elements (its state is float32 too), and each step
+// rounds the copies into the parameters. Checkpoints save the copies, so a bf16 run's checkpoint is
+// the float32 state of the job and loads into float32 runs (and back).
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -1,5 +1,5 @@
-// Training metrics (docs/design.md §11): one line per log interval on rank 0 and one JSON object per line
-// in <dump_folder>/metrics.jsonl.
+// Training metrics (docs/design.md §11): one line per log interval on rank 0 and one JSON object
+// per line in <dump_folder>/metrics.jsonl.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// Mixed precision (training.dtype = "bfloat16", docs/design.md §16) on CPU against float32: bf16 compute
-// with float32 master weights, optimizer state and gradient reductions; 20-step loss curves
+// Mixed precision (training.dtype = "bfloat16", docs/design.md §16) on CPU against float32: bf16
+// compute with float32 master weights, optimizer state and gradient reductions; 20-step loss curves
 // within 2% of float32 under several layouts; checkpoints hold float32 state and move between
 // bfloat16 and float32 runs both ways.
 #include <ATen/ATen.h>

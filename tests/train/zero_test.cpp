@@ -1,5 +1,5 @@
-// ZeRO over dp end to end on threads-as-ranks (docs/design.md §15): stages 1, 2 and 3 against the same
-// layout without ZeRO and against the 1-process run (float64: every step's loss and the
+// ZeRO over dp end to end on threads-as-ranks (docs/design.md §15): stages 1, 2 and 3 against the
+// same layout without ZeRO and against the 1-process run (float64: every step's loss and the
 // parameters after 5 AdamW steps within 1e-10), with TP, PP, micro-batches and uneven pieces;
 // float32 curves; checkpoints between stages and layouts; memory and dp bytes measured on rank 0.
 #include <ATen/ATen.h>

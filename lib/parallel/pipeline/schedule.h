@@ -1,5 +1,5 @@
-// Pipeline schedules as data (docs/design.md §14): for each pp rank, the ordered list of what it does —
-// forwards, backwards (whole, or split into input-grad I and weight-grad W halves) and the
+// Pipeline schedules as data (docs/design.md §14): for each pp rank, the ordered list of what it
+// does — forwards, backwards (whole, or split into input-grad I and weight-grad W halves) and the
 // point-to-point sends and receives between them. Schedules are generated here, validated and
 // simulated without running a model; the executor only walks the lists.
 //

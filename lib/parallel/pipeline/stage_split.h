@@ -1,5 +1,5 @@
-// Cutting a model's ordered layers into pipeline stages (docs/design.md §14): contiguous runs of layers,
-// either balanced by estimated cost or starting at the layers the user names.
+// Cutting a model's ordered layers into pipeline stages (docs/design.md §14): contiguous runs of
+// layers, either balanced by estimated cost or starting at the layers the user names.
 #pragma once
 
 #include <cstdint>
