@@ -185,12 +185,12 @@ void add_eval_command(CLI::App& app, const Invocation& invocation) {
     // that a wrong path is one error line before any process starts.
     std::string path = *checkpoint;
     if (path == "latest") {
-      const std::filesystem::path dir = checkpoints_folder(config.dump_folder);
-      VS_USER_CHECK(!committed_step_folders(dir).empty(),
+      const std::optional<std::string> newest = newest_checkpoint(config.dump_folder);
+      VS_USER_CHECK(newest.has_value(),
                     "eval --checkpoint=latest: {} holds no committed checkpoint (job.dump_folder "
                     "of {})",
-                    dir.string(), config.source);
-      path = dir.string();
+                    checkpoints_folder(config.dump_folder).string(), config.source);
+      path = *newest;
     }
     CheckpointReader{path};
     const int code = run_on_ranks(static_cast<int>(config.world_size()), mesh_of(config),

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/write_fully.h"
 
 namespace vescale {
 namespace fs = std::filesystem;
@@ -53,13 +54,7 @@ void write_text_atomically(const fs::path& path, const std::string& text) {
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                         kCheckpointFileMode);
   VS_USER_CHECK(fd >= 0, "[checkpoint] cannot create {}: {}", tmp.string(), std::strerror(errno));
-  bool ok = true;
-  for (size_t done = 0; ok && done < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    ok = n > 0;
-    if (ok) done += static_cast<size_t>(n);
-  }
-  ok = ok && ::fsync(fd) == 0;
+  const bool ok = write_fully(fd, text) && ::fsync(fd) == 0;
   ::close(fd);
   VS_CHECK(ok, "[checkpoint] cannot write {} (disk full?)", tmp.string());
   fs::rename(tmp, path);

@@ -89,14 +89,16 @@ Store Store::tcp(const std::string& host, int port, int rank, int world,
                       "listening on port {}? Pick a free MASTER_PORT",
                       where, timeout.count() / 1000, port));
   }
+  const auto failed = [&](const char* why) {
+    return Error(
+        fmt::format("[comm] {} failed within {}s: {}", where, timeout.count() / 1000, why));
+  };
   try {
     return Store(std::make_shared<Impl>(Impl{made.get()}));
   } catch (const c10::Error& e) {  // LibTorch 2.x appends a backtrace to what()
-    throw Error(fmt::format("[comm] {} failed within {}s: {}", where, timeout.count() / 1000,
-                            e.what_without_backtrace()));
+    throw failed(e.what_without_backtrace());
   } catch (const std::exception& e) {
-    throw Error(
-        fmt::format("[comm] {} failed within {}s: {}", where, timeout.count() / 1000, e.what()));
+    throw failed(e.what());
   }
 }
 

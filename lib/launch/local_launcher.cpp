@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "core/stop_signals.h"
 #include "core/thread_budget.h"
+#include "core/write_fully.h"
 #include "launch/liveness.h"
 
 extern char** environ;
@@ -50,14 +51,9 @@ struct Worker {
   int status = 0;
 };
 
+/// The launcher's own output: a failed write (a closed terminal) is not worth failing for.
 void write_all(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
+  (void)write_fully(fd, text);
 }
 
 /// Environment of a worker: ours, plus its rank variables, minus stale ones.

@@ -49,11 +49,8 @@ JobMesh JobMesh::layout(int64_t pp, int64_t dp, const std::vector<int64_t>& tp_d
 }
 
 int64_t JobMesh::tp_rank() const {
-  int64_t rank = 0;
-  const std::vector<int64_t> at = param_mesh_.coordinate();
-  for (int i = 0; i < param_mesh_.ndim(); ++i)
-    rank = rank * param_mesh_.size(i) + at[static_cast<size_t>(i)];
-  return rank;
+  // A piece split over none of the tp dims has one replica per tp rank, numbered row-major.
+  return param_mesh_.replica({}).index;
 }
 
 int64_t JobMesh::coordinate(const std::string& dim) const {

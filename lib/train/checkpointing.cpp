@@ -264,19 +264,24 @@ int64_t load_job(Job& job, const CheckpointReader& reader, LoadParts parts) {
   return reader.meta().step;
 }
 
+std::optional<std::string> newest_checkpoint(const std::string& dump_folder) {
+  const std::filesystem::path dir = checkpoints_folder(dump_folder);
+  if (committed_step_folders(dir).empty()) return std::nullopt;
+  return (dir / "latest").string();
+}
+
 std::optional<std::string> resolve_load_path(const JobConfig& c) {
   if (c.checkpoint_load != "latest") {
     if (c.checkpoint_load.empty()) return std::nullopt;
     return c.checkpoint_load;
   }
-  const std::filesystem::path dir = checkpoints_folder(c.dump_folder);
-  if (committed_step_folders(dir).empty()) {
+  std::optional<std::string> newest = newest_checkpoint(c.dump_folder);
+  if (!newest) {
     log_rank0(
         "checkpoint.load = \"latest\": {} holds no committed checkpoint yet; starting from step 0",
-        dir.string());
-    return std::nullopt;
+        checkpoints_folder(c.dump_folder).string());
   }
-  return (dir / "latest").string();
+  return newest;
 }
 
 }  // namespace vescale

@@ -57,6 +57,9 @@ enum class LoadParts { kModelAndOptimizer, kModel };
 int64_t load_job(Job& job, const CheckpointReader& reader,
                  LoadParts parts = LoadParts::kModelAndOptimizer);
 
+/// <dump_folder>/checkpoints/latest when a step there is committed, else nullopt.
+std::optional<std::string> newest_checkpoint(const std::string& dump_folder);
+
 /// checkpoint.load as a path ("latest": the newest committed step of this job's dump folder);
 /// nullopt when the job starts from step 0: no checkpoint.load, or "latest" where no step is
 /// committed yet (said in the log). An explicit path is returned as it is, there or not.

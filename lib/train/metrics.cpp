@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "core/write_fully.h"
 
 namespace vescale {
 namespace {
@@ -128,15 +129,7 @@ void MetricsWriter::write(const StepMetrics& m) {
     std::filesystem::create_directories(std::filesystem::path(path_).parent_path());
     fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   }
-  const std::string line = metrics_json(m, run_id_) + "\n";
-  bool ok = fd_ >= 0;
-  for (size_t done = 0; ok && done < line.size();) {
-    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) done += static_cast<size_t>(n);
-  }
-  if (!ok) {
+  if (fd_ < 0 || !write_fully(fd_, metrics_json(m, run_id_) + "\n")) {
     // Training goes on (its checkpoints say for themselves whether they could be written), but
     // not silently.
     failed_ = true;

@@ -49,15 +49,14 @@ void claim_checkpoints_folder(const std::filesystem::path& dir, const std::strin
                 "or set checkpoint.overwrite = true to delete them now",
                 dir.string(), newer.size(), newer.size() == 1 ? "" : "s", start_step,
                 newer.empty() ? "" : newer.back().path.filename().string());
-  for (const StepFolder& s : foreign) {
-    spdlog::warn("[checkpoint] checkpoint.overwrite: deleting {} of another run", s.path.string());
-    remove_step_folder(s.path);
-  }
-  for (const StepFolder& s : newer) {
-    spdlog::warn("[checkpoint] checkpoint.overwrite: deleting {}, newer than step {} (a rollback)",
-                 s.path.string(), start_step);
-    remove_step_folder(s.path);
-  }
+  const auto remove_all = [](const std::vector<StepFolder>& steps, const std::string& why) {
+    for (const StepFolder& s : steps) {
+      spdlog::warn("[checkpoint] checkpoint.overwrite: deleting {}{}", s.path.string(), why);
+      remove_step_folder(s.path);
+    }
+  };
+  remove_all(foreign, " of another run");
+  remove_all(newer, fmt::format(", newer than step {} (a rollback)", start_step));
 }
 
 }  // namespace vescale
