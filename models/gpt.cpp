@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "dmodule/registry.h"
 #include "dtensor/ops.h"
+#include "family/lm_loss.h"
 
 namespace vescale::models {
 namespace {
@@ -148,15 +149,23 @@ GPT::GPT(const GPTConfig& config, int64_t tp)
 }
 
 Tensors GPT::forward(const Tensors& inputs) {
-  const Tensors logits = run_layers(0, layer_count(), {inputs.at(0)});
-  if (inputs.size() < 2) return logits;
-  return {lm_loss(logits.at(0), inputs[1])};
+  const DTensor logits = run_range(0, layer_count(), inputs.at(0));
+  if (inputs.size() < 2) return {logits};
+  return {lm_loss(logits, inputs[1])};
 }
 
-Tensors GPT::run_layers(int64_t first, int64_t end, const Tensors& inputs) {
+Tensors GPT::run_layers(int64_t first, int64_t end, const Tensors& inputs,
+                        const ForwardContext& context) {
+  dropout_->training = context.training;
+  dropout_->counter = context.step;
+  dropout_->row_offset = context.row_offset;
+  dropout_->global_rows = context.global_rows;
+  return {run_range(first, end, inputs.at(0))};
+}
+
+DTensor GPT::run_range(int64_t first, int64_t end, DTensor x) {
   VS_CHECK(0 <= first && first < end && end <= layer_count(), "[model] GPT layers [{}, {}) of {}",
            first, end, layer_count());
-  DTensor x = inputs.at(0);
   for (int64_t layer = first; layer < end; ++layer) {
     if (layer == 0) {
       x = embed(x);
@@ -166,7 +175,7 @@ Tensors GPT::run_layers(int64_t first, int64_t end, const Tensors& inputs) {
       x = head(x);
     }
   }
-  return {x};
+  return x;
 }
 
 DTensor GPT::embed(const DTensor& idx) {
@@ -187,15 +196,6 @@ DTensor GPT::head(const DTensor& x) {
     logits = ops::add(logits, vocab_mask(wte.spec(), config_.vocab_size, wte.dtype()));
   }
   return logits;
-}
-
-DTensor lm_loss(const DTensor& logits, const DTensor& targets) {
-  const int64_t rows = logits.size(0) * logits.size(1);
-  // Mixed precision: the loss in float32 (bf16 logits lose the softmax's small terms).
-  const DTensor scores =
-      logits.to_local().scalar_type() == at::kBFloat16 ? ops::to_dtype(logits, at::kFloat) : logits;
-  return ops::cross_entropy(ops::reshape(scores, {rows, logits.size(2)}),
-                            ops::reshape(targets, {rows}));
 }
 
 }  // namespace vescale::models

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "dmodule/module.h"
-#include "models/layered_model.h"
+#include "family/layered_model.h"
 #include "models/layers.h"
 
 namespace vescale::models {
@@ -70,19 +70,22 @@ class GPT : public Module, public LayeredModel {
   GPT(const GPTConfig& config, int64_t tp = 1);
   const GPTConfig& config() const { return config_; }
   int64_t padded_vocab() const { return padded_vocab_; }
-  /// Dropout masks follow this state's seed and counter (advance it once per micro-batch).
-  DropoutState& dropout_state() { return *dropout_; }
+  /// The seed of the dropout masks (their counter and rows come with each run's context).
+  void set_dropout_seed(uint64_t seed) { dropout_->seed = seed; }
 
   /// 0: the embeddings (idx [B, T] -> x [B, T, C]); 1..n_layer: the blocks; n_layer + 1: the
   /// head (x -> logits [B, T, V_padded]).
   int64_t layer_count() const override { return config_.n_layer + 2; }
-  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs) override;
+  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
+                     const ForwardContext& context) override;
 
  protected:
-  /// inputs: {idx [B, T]} -> {logits [B, T, V_padded]}; {idx, targets [B, T]} -> {loss}.
+  /// inputs: {idx [B, T]} -> {logits [B, T, V_padded]}; {idx, targets [B, T]} -> {loss}. Dropout
+  /// as the last run's context left it (a fresh model: training, step 0).
   Tensors forward(const Tensors& inputs) override;
 
  private:
+  DTensor run_range(int64_t first, int64_t end, DTensor x);
   DTensor embed(const DTensor& idx);
   DTensor head(const DTensor& x);
 
@@ -92,9 +95,6 @@ class GPT : public Module, public LayeredModel {
   std::shared_ptr<Module> transformer_, wte_, wpe_, drop_, ln_f_, lm_head_;
   std::vector<std::shared_ptr<Module>> blocks_;
 };
-
-/// The mean next-token cross entropy of logits [B, T, V] against targets [B, T] (GPT's loss).
-DTensor lm_loss(const DTensor& logits, const DTensor& targets);
 
 /// Registers the built-in GPT blocks ("CausalSelfAttention", "GPTMLP") as module types.
 void register_gpt_modules();

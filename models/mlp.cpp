@@ -26,10 +26,11 @@ std::vector<std::string> MLP::layer_names() const {
 }
 
 Tensors MLP::forward(const Tensors& inputs) {
-  return run_layers(0, layer_count(), inputs);
+  return run_layers(0, layer_count(), inputs, ForwardContext{});
 }
 
-Tensors MLP::run_layers(int64_t first, int64_t end, const Tensors& inputs) {
+Tensors MLP::run_layers(int64_t first, int64_t end, const Tensors& inputs,
+                        const ForwardContext& /*context: no dropout*/) {
   VS_CHECK(0 <= first && first < end && end <= layer_count(), "[model] MLP layers [{}, {}) of {}",
            first, end, layer_count());
   DTensor x = inputs.at(0);

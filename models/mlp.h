@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "dmodule/module.h"
-#include "models/layered_model.h"
+#include "family/layered_model.h"
 
 namespace vescale::models {
 
@@ -28,7 +28,8 @@ class MLP : public Module, public LayeredModel {
 
   /// Layer i: linear i, followed by GELU except for the last.
   int64_t layer_count() const override { return static_cast<int64_t>(layers_.size()); }
-  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs) override;
+  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
+                     const ForwardContext& context) override;
 
  protected:
   /// inputs: {x [N, d_in]} -> {y [N, d_out]}.

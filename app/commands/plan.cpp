@@ -11,6 +11,7 @@
 #include "train/job.h"
 #include "train/lm_task.h"
 #include "train/model_factory.h"
+#include "train/preflight.h"
 #include "train/task.h"
 
 namespace vescale::app {
@@ -24,12 +25,10 @@ struct PlanOptions {
 
 /// The resolved plan table of `config`'s model on rank 0 of a layout-only job mesh (the plan
 /// applies to its parameter mesh).
-std::string resolved_table(const JobConfig& config, const Plan& plan,
-                           std::vector<std::string>* warnings) {
+std::string resolved_table(const JobConfig& config, const Plan& plan) {
   auto model = build_model(config);
-  const JobMesh job = JobMesh::layout(config.pp, config.dp, config.tp_dims());
+  const JobMesh job = JobMesh::layout(config.mesh_dims());
   const ResolvedPlan resolved = resolve_plan(plan, *model, job.param_mesh());
-  if (warnings) *warnings = resolved.warnings;
   return describe_plan(resolved, job.param_mesh(), job_dtype(config));
 }
 
@@ -114,11 +113,12 @@ void add_plan_command(CLI::App& app, const Invocation&) {
     if (options->tp > 0) {
       std::vector<std::string> overrides = {
           fmt::format("parallel.tp={}", options->tp),
-          fmt::format("model.name=\"{}\"", p.model.empty() ? "gpt" : p.model)};
+          fmt::format("model.name=\"{}\"",
+                      p.model.empty() ? model_family_names().front() : p.model)};
       const JobConfig config = options->config.empty()
                                    ? JobConfig::parse("", "(defaults)", overrides)
                                    : JobConfig::load(options->config, overrides);
-      print("\n" + resolved_table(config, p, nullptr));
+      print("\n" + resolved_table(config, p));
     }
   });
 
@@ -129,17 +129,18 @@ void add_plan_command(CLI::App& app, const Invocation&) {
   lint->allow_extras();
   lint->callback([options, lint] {
     const JobConfig config = JobConfig::load(options->config, collect_overrides(lint->remaining()));
-    const Plan p = job_plan(config);
+    // What train would refuse, before anything is printed.
+    const Preflight checked = preflight(config, PreflightOptions{});
     std::string data_line;
-    if (config.model == "gpt") {  // the data source too, before anything is printed
-      const TokenData data = load_job_tokens(config);
+    if (checked.tokens) {
+      const TokenData& data = *checked.tokens;
       data_line = fmt::format("data: {}: {} validation windows of {} tokens (eval.windows = {})\n",
                               data.description, val_windows_available(*data.val, config.seq_len),
                               config.seq_len, config.eval_windows);
     }
-    std::vector<std::string> warnings;
-    const std::string table = resolved_table(config, p, &warnings);
-    print(table);
+    const std::vector<std::string>& warnings = checked.plan.warnings;
+    print(describe_plan(checked.plan, JobMesh::layout(config.mesh_dims()).param_mesh(),
+                        job_dtype(config)));
     for (const auto& w : warnings)
       print("warning: " + w + "\n");
     print(data_line);

@@ -230,7 +230,7 @@ void verify(const AutoOptions& o, const JobConfig& base, const std::vector<Predi
 
 void run_auto(const AutoOptions& o, const std::vector<std::string>& extra) {
   const JobConfig base = JobConfig::load(o.config, collect_overrides(extra));
-  VS_USER_CHECK(base.model == "gpt",
+  VS_USER_CHECK(base.family().transformer_shape(base.model_spec()).has_value(),
                 "plan auto: {} trains model.name = '{}'; plan auto models "
                 "GPT jobs only",
                 base.source, base.model);

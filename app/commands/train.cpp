@@ -14,11 +14,13 @@
 #include "core/memory_meter.h"
 #include "core/torch_features.h"
 #include "dmodule/plan.h"
+#include "test_faults.h"
 #include "train/checkpointing.h"
 #include "train/job.h"
 #include "train/lm_task.h"
 #include "train/model_factory.h"
 #include "train/preemption.h"
+#include "train/preflight.h"
 #include "train/trainer.h"
 
 namespace vescale::app {
@@ -33,35 +35,14 @@ struct TrainOptions {
 
 /// "the mesh of job.toml (parallel.pp x dp x tp = 1 x 2 x 2)", for run_on_ranks.
 std::string mesh_of(const JobConfig& c) {
-  return fmt::format("the mesh of {} (parallel.pp x dp x tp = {} x {} x {})", c.source, c.pp, c.dp,
-                     c.tp);
+  return fmt::format("the mesh of {} ({})", c.source, c.mesh_text());
 }
 
-/// Checks what can be checked before any process starts, so a mistake writes nothing.
+/// The preflight (train/preflight.h) as train runs it: a single process, or a worker under an
+/// outside launcher, scans the data as it builds its task, so it is not scanned twice.
 void precheck(const JobConfig& c) {
-  namespace fs = std::filesystem;
-  check_pipeline(c);
-  const std::string data_key = fmt::format("config {}: data.path", c.source);
-  if (c.data_source == "text") require_regular_file(c.data_path, data_key);
-  if (c.data_source == "tokens") {
-    VS_USER_CHECK(fs::is_directory(c.data_path),
-                  "{} {}: no such folder (data.source = \"tokens\" reads train.bin and val.bin "
-                  "there)",
-                  data_key, c.data_path);
-    for (const char* name : {"train.bin", "val.bin"})
-      require_regular_file((fs::path(c.data_path) / name).string(), data_key);
-  }
-  job_plan(c);
-  if (!detect_launch_env()) {
-    // The local launcher checks the data before it starts any worker (mapped and scanned
-    // boundedly: sizes, vocabulary); a worker, or a single process, checks it as it builds its
-    // task, so it is not scanned twice there.
-    if (c.model == "gpt" && c.world_size() > 1) load_job_tokens(c);
-    // Workers this machine's launcher would start (outside launchers place their own).
-    check_local_workers_fit(c, physical_memory_bytes());
-  }
-  // As local rank 0 would resolve them: "cuda" without a GPU, or NCCL without it, fails here.
-  comm::resolve_backend(comm::parse_backend(c.backend), parse_device(c.device, 0));
+  const bool local = !detect_launch_env();
+  preflight(c, PreflightOptions{local && c.world_size() > 1, local});
 }
 
 /// This rank's device (training.device for LOCAL_RANK), made current, with TF32 matmuls when it
@@ -143,10 +124,9 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
       std::fwrite(config.annotated_text.data(), 1, config.annotated_text.size(), stdout);
       return;
     }
-    VS_USER_CHECK(
-        options->nproc == 0 || options->nproc == config.world_size(),
-        "--nproc {} does not match the mesh of {}: parallel.pp x dp x tp = {} x {} x {} = {}",
-        options->nproc, options->config, config.pp, config.dp, config.tp, config.world_size());
+    VS_USER_CHECK(options->nproc == 0 || options->nproc == config.world_size(),
+                  "--nproc {} does not match the mesh of {}: {} = {}", options->nproc,
+                  options->config, config.mesh_text(), config.world_size());
     precheck(config);
     const auto body = [&](const LaunchEnv& env) {
       PreemptionHandler preemption;  // NOTE [Preemption]: from before the rendezvous on
@@ -156,7 +136,8 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
           "(torchrun --max-restarts, Slurm --requeue) with --checkpoint.load=latest",
           env.source);
       install_memory_meter();  // for the activation bytes of the metrics
-      const TrainSummary summary = run_training(config, connect_job(config, env));
+      const TrainSummary summary =
+          run_training(config, connect_job(config, env), test_fault_hooks());
       return summary.preempted ? kPreemptedExitCode : 0;
     };
     const int code =

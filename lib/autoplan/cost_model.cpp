@@ -55,11 +55,12 @@ struct LayoutModel {
   ResolvedPlan plan;
   std::vector<Layer> layers;
   PipelinePlan pipe;
+  std::string vocab_weight;  ///< the weight a transformer's embedding and head share, if any
 };
 
 LayoutModel layout_model(const JobConfig& c) {
   auto model = build_model(c);
-  JobMesh job = JobMesh::layout(c.pp, c.dp, c.tp_dims());
+  JobMesh job = JobMesh::layout(c.mesh_dims());
   ResolvedPlan plan = resolve_plan(job_plan(c), *model, job.param_mesh());
   std::vector<Layer> layers = model_layers(c, *model);
   // Without a pipeline the whole model is one stage, whatever the pipeline keys say.
@@ -70,7 +71,9 @@ LayoutModel layout_model(const JobConfig& c) {
     one.pp_split = {"balanced"};
   }
   PipelinePlan pipe = plan_pipeline(one, layers);
-  return {std::move(model), std::move(job), std::move(plan), std::move(layers), std::move(pipe)};
+  const std::optional<TransformerShape> shape = c.family().transformer_shape(c.model_spec());
+  return {std::move(model),  std::move(job),  std::move(plan),
+          std::move(layers), std::move(pipe), shape ? shape->vocab_weight : ""};
 }
 
 /// The state each pp rank holds (rank 0 of its tp and dp groups): every stage placed on it.
@@ -85,12 +88,12 @@ std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm
   for (size_t s = 0; s < lm.pipe.stages.size(); ++s) {
     bool has_embedding = false, has_head = false;
     for (int i = lm.pipe.stages[s].begin; i < lm.pipe.stages[s].end; ++i) {
-      has_embedding = has_embedding || lm.layers[i].name == "embedding";
-      has_head = has_head || lm.layers[i].name == "head";
+      has_embedding = has_embedding || lm.layers[i].kind == LayerKind::kEmbedding;
+      has_head = has_head || lm.layers[i].kind == LayerKind::kHead;
     }
     double elements = 0;
     for (const auto& p : lm.plan.parameters) {
-      const bool tied_head = has_head && !has_embedding && p.fqn == "transformer.wte.weight";
+      const bool tied_head = has_head && !has_embedding && p.fqn == lm.vocab_weight;
       if (!under_modules(p.fqn, lm.pipe.modules[s]) && !tied_head) continue;
       const Box box = Box::local(DTensorSpec(lm.job.param_mesh(), p.placements, p.shape));
       elements += static_cast<double>(c10::multiply_integers(box.sizes));
@@ -118,119 +121,159 @@ double schedule_bubble(const JobConfig& c) {
   return pipeline::simulate(schedule).bubble;
 }
 
-Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts& facts) {
-  VS_USER_CHECK(c.model == "gpt", "plan auto models GPT jobs; {} has model.name = '{}'", c.source,
+namespace {
+
+/// What every step of the prediction reads: the layout's config, model and sizes.
+struct Shape {
+  const JobConfig& c;
+  const LayoutModel& lm;
+  TransformerShape model;
+  double vocab;  ///< padded for the layout's tp
+  double tp, dp, m, b, t, C, heads;
+  double tokens;  ///< per micro-batch
+  bool sp;
+  double size;  ///< bytes of a compute-dtype element
+};
+
+Shape shape_of(const JobConfig& c, const Layout& layout, const LayoutModel& lm) {
+  const std::optional<TransformerShape> model = c.family().transformer_shape(c.model_spec());
+  VS_USER_CHECK(model.has_value(), "plan auto models GPT jobs; {} has model.name = '{}'", c.source,
                 c.model);
-  const LayoutModel lm = layout_model(c);
-  const PipelinePlan& pipe = lm.pipe;
-  double vocab = static_cast<double>(c.vocab_size);  // padded for the layout's tp
+  double vocab = static_cast<double>(model->vocab_size);
   for (const auto& p : lm.plan.parameters)
-    if (p.fqn == "transformer.wte.weight") vocab = static_cast<double>(p.shape[0]);
-  const ComputeFacts& f = facts.compute;
-  const double tp = static_cast<double>(c.tp), dp = static_cast<double>(c.dp);
-  const double m = static_cast<double>(c.microbatches);
+    if (p.fqn == model->vocab_weight) vocab = static_cast<double>(p.shape[0]);
   const double b = static_cast<double>(c.micro_batch_size());
   const double t = static_cast<double>(c.seq_len);
-  const double C = static_cast<double>(c.n_embd), heads = static_cast<double>(c.n_head);
-  const double tokens = b * t;  // per micro-batch
-  const bool sp = layout.sp && c.tp > 1;
-  const double size = bytes_of(job_dtype(c));
+  return {c,
+          lm,
+          *model,
+          vocab,
+          static_cast<double>(c.tp),
+          static_cast<double>(c.dp),
+          static_cast<double>(c.microbatches),
+          b,
+          t,
+          static_cast<double>(model->n_embd),
+          static_cast<double>(model->n_head),
+          b * t,
+          layout.sp && c.tp > 1,
+          bytes_of(job_dtype(c))};
+}
 
-  Prediction out;
-  out.layout = layout;
+/// A block's forward + backward of one micro-batch, analytically: its parameter matmuls at the
+/// rate of the MLP's first matmul, its attention matmuls (12 C T per token, MFU's count) at the
+/// rate of one T x T x C/heads matmul, and its elementwise work (per token, forward: layer
+/// norms, residual adds and the attention output on C, or C/tp with sp; GELU on 4C/tp; the
+/// scaled, masked softmax on heads/tp x T scores; backward twice that) at the bandwidth.
+double analytic_block(const ComputeFacts& f, double size, double b, double t, double c,
+                      double heads, double tp, bool sp) {
+  const double tokens = b * t;
+  const double param_flops = 6.0 * (12.0 * c * c + 13.0 * c) * tokens / tp;
+  const double attention_flops = 12.0 * c * t * tokens / tp;
+  const double elems =
+      3.0 * tokens * (14.0 * (sp ? c / tp : c) + 12.0 * c / tp + 8.0 * heads / tp * t);
+  return param_flops / f.gemm_rate(2.0 * tokens * c * 4.0 * c / tp) +
+         attention_flops / f.gemm_rate(2.0 * t * t * c / heads) +
+         elems * size / f.stream_bytes_per_s;
+}
 
-  // A block's forward + backward of one micro-batch, analytically: its parameter matmuls at the
-  // rate of the MLP's first matmul, its attention matmuls (12 C T per token, MFU's count) at the
-  // rate of one T x T x C/heads matmul, and its elementwise work (per token, forward: layer
-  // norms, residual adds and the attention output on C, or C/tp with sp; GELU on 4C/tp; the
-  // scaled, masked softmax on heads/tp x T scores; backward twice that) at the bandwidth.
-  auto analytic_block = [&f, size](double b_, double t_, double c_, double heads_, double tp_,
-                                   bool sp_) {
-    const double tokens_ = b_ * t_;
-    const double param_flops = 6.0 * (12.0 * c_ * c_ + 13.0 * c_) * tokens_ / tp_;
-    const double attention_flops = 12.0 * c_ * t_ * tokens_ / tp_;
-    const double elems =
-        3.0 * tokens_ * (14.0 * (sp_ ? c_ / tp_ : c_) + 12.0 * c_ / tp_ + 8.0 * heads_ / tp_ * t_);
-    return param_flops / f.gemm_rate(2.0 * tokens_ * c_ * 4.0 * c_ / tp_) +
-           attention_flops / f.gemm_rate(2.0 * t_ * t_ * c_ / heads_) +
-           elems * size / f.stream_bytes_per_s;
-  };
+/// Each pipeline stage's forward + backward of one micro-batch, and its blocks.
+struct StageTimes {
+  std::vector<double> seconds, blocks;
+};
+
+StageTimes stage_times(const Shape& s, const MachineFacts& facts) {
+  const ComputeFacts& f = facts.compute;
   // The analytic time leaves out copies, autograd and what the counts miss: the calibration's
   // block at kBlockProbe's size measures how much, and its ratio scales every block. The
   // framework's own time per block and for the rest was measured at this tp degree under this
   // plan, with the latency of tp's collectives in it.
-  const FrameworkTime framework = facts.framework(c.tp, sp);
+  const FrameworkTime framework = facts.framework(s.c.tp, s.sp);
   const GptProbe& probe = kBlockProbe;
   const double probe_analytic =
-      analytic_block(probe.batch, probe.seq_len, probe.n_embd, probe.n_head, 1.0, false);
+      analytic_block(f, s.size, probe.batch, probe.seq_len, probe.n_embd, probe.n_head, 1.0, false);
   const double measured_over_analytic =
       std::max(1.0, (f.block_probe_s - f.block_overhead_s) / probe_analytic);
   const double block_s =
-      measured_over_analytic * analytic_block(b, t, C, heads, tp, sp) + framework.block_s;
-  const double gemm_rate = f.gemm_rate(2.0 * tokens * C * 4.0 * C / tp);
-  std::vector<double> stage_s(pipe.stages.size(), 0.0);
-  std::vector<double> stage_blocks(pipe.stages.size(), 0.0);
-  for (size_t s = 0; s < pipe.stages.size(); ++s) {
-    for (int i = pipe.stages[s].begin; i < pipe.stages[s].end; ++i) {
-      const Layer& layer = lm.layers[i];
-      const bool block = layer.name.rfind("transformer.h.", 0) == 0;
-      double seconds = block ? block_s : layer.flops_per_sample * b / tp / gemm_rate;
+      measured_over_analytic * analytic_block(f, s.size, s.b, s.t, s.C, s.heads, s.tp, s.sp) +
+      framework.block_s;
+  const double gemm_rate = f.gemm_rate(2.0 * s.tokens * s.C * 4.0 * s.C / s.tp);
+  const PipelinePlan& pipe = s.lm.pipe;
+  StageTimes out{std::vector<double>(pipe.stages.size(), 0.0),
+                 std::vector<double>(pipe.stages.size(), 0.0)};
+  for (size_t k = 0; k < pipe.stages.size(); ++k) {
+    for (int i = pipe.stages[k].begin; i < pipe.stages[k].end; ++i) {
+      const Layer& layer = s.lm.layers[i];
+      const bool block = layer.kind == LayerKind::kBlock;
+      double seconds = block ? block_s : layer.flops_per_sample * s.b / s.tp / gemm_rate;
       if (block) {
-        stage_blocks[s] += 1;
-      } else if (layer.name == "head") {
+        out.blocks[k] += 1;
+      } else if (layer.kind == LayerKind::kHead) {
         // Cross entropy over the vocabulary shard: ~6 passes over the logits, forward and back.
-        seconds += 6.0 * tokens * vocab / tp * size / f.stream_bytes_per_s;
+        seconds += 6.0 * s.tokens * s.vocab / s.tp * s.size / f.stream_bytes_per_s;
         seconds += framework.model_s / 2.0;
       } else {
-        seconds += 3.0 * 2.0 * tokens * C * size / f.stream_bytes_per_s;
+        seconds += 3.0 * 2.0 * s.tokens * s.C * s.size / f.stream_bytes_per_s;
         seconds += framework.model_s / 2.0;
       }
-      stage_s[s] += seconds;
+      out.seconds[k] += seconds;
     }
   }
+  return out;
+}
 
-  // Pipeline: the simulator with forward = 1/3 and backward = 2/3 of each stage's time. The
-  // simulator takes one cost for all stages: the slowest stage's.
-  const double slowest = *std::max_element(stage_s.begin(), stage_s.end());
-  std::vector<double> rank_busy(c.pp, 0.0);
-  for (size_t s = 0; s < pipe.stages.size(); ++s)
-    rank_busy[pipe.schedule.stage_rank[s]] += stage_s[s] * m;
-  const double busiest = *std::max_element(rank_busy.begin(), rank_busy.end());
-  double pipeline_s = busiest;
-  pipeline::Simulation sim;
-  if (c.pp > 1) {
-    sim = pipeline::simulate(pipe.schedule, 1000, 2000);
-    out.bubble = sim.bubble;
-    const double unit = slowest / 3000.0;
-    pipeline_s = std::max(busiest, static_cast<double>(sim.makespan) * unit);
-  }
-
-  // The optimizer: elementwise passes over this rank's state (AdamW reads parameter, gradient
-  // and two moments and writes three: 7 passes, plus the clip's one over the gradients).
-  const std::vector<StateMemory> state = state_by_rank(c, lm);
-  int busiest_rank = 0;
-  for (int r = 0; r < static_cast<int>(state.size()); ++r)
-    if (state[r].total() > state[busiest_rank].total()) busiest_rank = r;
-  const StateMemory& mine = state[busiest_rank];
+/// The optimizer: elementwise passes over the busiest rank's state (AdamW reads parameter,
+/// gradient and two moments and writes three: 7 passes, plus the clip's one over the gradients).
+double optimizer_time(const Shape& s, const StateMemory& mine, const ComputeFacts& f) {
+  const JobConfig& c = s.c;
   // The stage's parameter elements on this rank before ZeRO-3 divides them; ZeRO 1-3 update
   // 1/dp of them.
-  const double param_elems = mine.params / size * (c.zero >= 3 ? dp : 1.0);
-  const double update_elems = c.zero >= 1 ? param_elems / dp : param_elems;
-  const double n_tensors = 12.0 * static_cast<double>(c.n_layer) / c.pp + 4.0;
-  const double optimizer_s = 8.0 * update_elems * bytes_of(state_dtype(c)) / f.stream_bytes_per_s +
-                             12.0 * n_tensors * f.op_overhead_s;
-  out.compute_s = busiest + optimizer_s;
-  out.bubble_s = pipeline_s - busiest;
+  const double param_elems = mine.params / s.size * (c.zero >= 3 ? s.dp : 1.0);
+  const double update_elems = c.zero >= 1 ? param_elems / s.dp : param_elems;
+  const double n_tensors = 12.0 * static_cast<double>(s.model.n_layer) / c.pp + 4.0;
+  return 8.0 * update_elems * bytes_of(state_dtype(c)) / f.stream_bytes_per_s +
+         12.0 * n_tensors * f.op_overhead_s;
+}
 
-  // Communication on the busiest rank.
+/// dp's gradient reduction (and parameter gathers) per step, as the ZeRO stage does it.
+double dp_comm_time(const Shape& s, const StateMemory& mine, double blocks,
+                    const MachineFacts& facts) {
+  const JobConfig& c = s.c;
+  const double grad_bytes = mine.grads * (c.zero >= 2 ? s.dp : 1.0);  // the whole stage's
+  const double bucket = std::max(1.0, c.bucket_mb * 1024 * 1024);
+  const double buckets = std::ceil(grad_bytes / bucket);
+  auto per_bucket = [&](const std::string& op) {
+    return buckets * facts.fit(op, c.dp).time(grad_bytes / buckets);
+  };
+  switch (c.zero) {
+    case 0:
+      return per_bucket("all_reduce");
+    case 1:
+      return per_bucket("all_reduce") + per_bucket("all_gather");
+    case 2:
+      return per_bucket("reduce_scatter") + per_bucket("all_gather");
+    default: {
+      // Each block's parameters gathered before its forward and its backward, gradients
+      // reduce-scattered after its backward, per micro-batch.
+      const double per_block = grad_bytes / std::max(1.0, blocks + 1.0);
+      return s.m * (blocks + 1.0) *
+             (2.0 * facts.fit("all_gather", c.dp).time(per_block) +
+              facts.fit("reduce_scatter", c.dp).time(per_block));
+    }
+  }
+}
+
+/// Communication on the busiest rank per step: tp's activations, dp's gradients, pp's transfers
+/// and the few small all-reduces every step makes.
+double comm_time(const Shape& s, const StateMemory& mine, double blocks,
+                 const MachineFacts& facts) {
+  const JobConfig& c = s.c;
   double comm = 0;
-  const double act_bytes = tokens * C * size;
-  const double blocks = *std::max_element(stage_blocks.begin(), stage_blocks.end()) *
-                        (c.pp > 1 ? static_cast<double>(c.pp_virtual) : 1.0);
+  const double act_bytes = s.tokens * s.C * s.size;
   if (c.tp > 1) {
     // Their latency is in the framework time measured at this tp; here, their bytes.
-    const double calls = m * (4.0 * blocks + 2.0);  // two per block forward, two back; head
-    if (sp) {
+    const double calls = s.m * (4.0 * blocks + 2.0);  // two per block forward, two back; head
+    if (s.sp) {
       comm += calls * act_bytes *
               (1.0 / facts.fit("all_gather", c.tp).bytes_per_s +
                1.0 / facts.fit("reduce_scatter", c.tp).bytes_per_s);
@@ -238,59 +281,76 @@ Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts&
       comm += calls * act_bytes / facts.fit("all_reduce", c.tp).bytes_per_s;
     }
   }
-  if (c.dp > 1) {
-    const double grad_bytes = mine.grads * (c.zero >= 2 ? dp : 1.0);  // the whole stage's
-    const double bucket = std::max(1.0, c.bucket_mb * 1024 * 1024);
-    const double buckets = std::ceil(grad_bytes / bucket);
-    auto per_bucket = [&](const std::string& op) {
-      return buckets * facts.fit(op, c.dp).time(grad_bytes / buckets);
-    };
-    switch (c.zero) {
-      case 0:
-        comm += per_bucket("all_reduce");
-        break;
-      case 1:
-        comm += per_bucket("all_reduce") + per_bucket("all_gather");
-        break;
-      case 2:
-        comm += per_bucket("reduce_scatter") + per_bucket("all_gather");
-        break;
-      default: {
-        // Each block's parameters gathered before its forward and its backward, gradients
-        // reduce-scattered after its backward, per micro-batch.
-        const double per_block = grad_bytes / std::max(1.0, blocks + 1.0);
-        comm += m * (blocks + 1.0) *
-                (2.0 * facts.fit("all_gather", c.dp).time(per_block) +
-                 facts.fit("reduce_scatter", c.dp).time(per_block));
-      }
-    }
-  }
+  if (c.dp > 1) comm += dp_comm_time(s, mine, blocks, facts);
   if (c.pp > 1) {
-    const double crossing = sp ? act_bytes / tp : act_bytes;
+    const double crossing = s.sp ? act_bytes / s.tp : act_bytes;
     // Each of the rank's stages sends its output (or receives its input) and the gradient back.
     const double transfers = 2.0 * static_cast<double>(c.pp_virtual);
-    comm += m * transfers * facts.fit("send_recv", c.pp).time(crossing);
+    comm += s.m * transfers * facts.fit("send_recv", c.pp).time(crossing);
   }
   // Every step: the loss, the gradient norm and the stop flag, each one small all-reduce.
   const int64_t world = c.world_size();
   if (world > 1) comm += 3.0 * facts.fit("all_reduce", world).alpha_s;
-  out.comm_s = comm;
+  return comm;
+}
 
-  // Memory.
+/// Activations saved for backward at the schedule's peak of micro-batches in flight.
+/// Korthikanti et al.: bytes per token and block at 2 bytes an element are 34 C + 5 heads T
+/// (no TP), 10 C + 24 C/tp + 5 heads T/tp (TP), 34 C/tp + 5 heads T/tp (TP + SP); float32
+/// doubles them.
+double activation_bytes(const Shape& s, double blocks, double in_flight) {
+  const double C = s.C, tp = s.tp;
+  const double per_token_block = (s.sp         ? 34.0 * C / tp
+                                  : s.c.tp > 1 ? 10.0 * C + 24.0 * C / tp
+                                               : 34.0 * C) +
+                                 5.0 * s.heads * s.t / tp;
+  return in_flight * (s.tokens * per_token_block * s.size / 2.0 * blocks +
+                      2.0 * s.tokens * s.vocab / tp * s.size);
+}
+
+}  // namespace
+
+Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts& facts) {
+  const LayoutModel lm = layout_model(c);
+  const Shape s = shape_of(c, layout, lm);
+  Prediction out;
+  out.layout = layout;
+  const StageTimes stages = stage_times(s, facts);
+
+  // Pipeline: the simulator with forward = 1/3 and backward = 2/3 of each stage's time. The
+  // simulator takes one cost for all stages: the slowest stage's.
+  const double slowest = *std::max_element(stages.seconds.begin(), stages.seconds.end());
+  std::vector<double> rank_busy(c.pp, 0.0);
+  for (size_t k = 0; k < lm.pipe.stages.size(); ++k)
+    rank_busy[lm.pipe.schedule.stage_rank[k]] += stages.seconds[k] * s.m;
+  const double busiest = *std::max_element(rank_busy.begin(), rank_busy.end());
+  double pipeline_s = busiest;
+  pipeline::Simulation sim;
+  if (c.pp > 1) {
+    sim = pipeline::simulate(lm.pipe.schedule, 1000, 2000);
+    out.bubble = sim.bubble;
+    const double unit = slowest / 3000.0;
+    pipeline_s = std::max(busiest, static_cast<double>(sim.makespan) * unit);
+  }
+
+  const std::vector<StateMemory> state = state_by_rank(c, lm);
+  int busiest_rank = 0;
+  for (int r = 0; r < static_cast<int>(state.size()); ++r)
+    if (state[r].total() > state[busiest_rank].total()) busiest_rank = r;
+  const StateMemory& mine = state[busiest_rank];
+  out.compute_s = busiest + optimizer_time(s, mine, facts.compute);
+  out.bubble_s = pipeline_s - busiest;
+
+  const double blocks = *std::max_element(stages.blocks.begin(), stages.blocks.end()) *
+                        (c.pp > 1 ? static_cast<double>(c.pp_virtual) : 1.0);
+  out.comm_s = comm_time(s, mine, blocks, facts);
+
   out.state = mine;
   const double in_flight =
       c.pp > 1
           ? static_cast<double>(*std::max_element(sim.peak_stashed.begin(), sim.peak_stashed.end()))
           : 1.0;
-  // Korthikanti et al.: bytes per token and block at 2 bytes an element are 34 C + 5 heads T
-  // (no TP), 10 C + 24 C/tp + 5 heads T/tp (TP), 34 C/tp + 5 heads T/tp (TP + SP); float32
-  // doubles them.
-  const double per_token_block = (sp         ? 34.0 * C / tp
-                                  : c.tp > 1 ? 10.0 * C + 24.0 * C / tp
-                                             : 34.0 * C) +
-                                 5.0 * heads * t / tp;
-  out.activations = in_flight * (tokens * per_token_block * size / 2.0 * blocks +
-                                 2.0 * tokens * vocab / tp * size);
+  out.activations = activation_bytes(s, blocks, in_flight);
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include "parallel/pipeline/schedule.h"
 #include "train/job.h"
 #include "train/model_factory.h"
+#include "train/preflight.h"
 #include "train/task.h"
 
 namespace vescale::autoplan {
@@ -35,13 +36,6 @@ std::string Layout::str() const {
 
 JobConfig layout_config(const JobConfig& base, const Layout& layout) {
   return JobConfig::parse(base.text, base.source, layout.overrides());
-}
-
-void lint_layout(const JobConfig& config) {
-  auto model = build_model(config);
-  const JobMesh job = JobMesh::layout(config.pp, config.dp, config.tp_dims());
-  resolve_plan(job_plan(config), *model, job.param_mesh());
-  if (config.pp > 1) plan_pipeline(config, model_layers(config, *model));
 }
 
 namespace {
@@ -109,7 +103,7 @@ Enumeration enumerate_layouts(const JobConfig& base, int64_t nproc) {
               Layout l{pp, dp, tp, sp, zero, mb, schedule, v, plan};
               ++out.considered;
               try {
-                lint_layout(layout_config(base, l));
+                check_layout(layout_config(base, l));
                 out.valid.push_back(l);
               } catch (const UserError& e) {
                 out.rejected.push_back(l.str() + ": " + e.what());

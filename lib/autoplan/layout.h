@@ -40,9 +40,4 @@ Enumeration enumerate_layouts(const JobConfig& base, int64_t nproc);
 /// `base` with `layout`'s overrides applied, checked as `train` checks a config.
 JobConfig layout_config(const JobConfig& base, const Layout& layout);
 
-/// What `plan lint` and `plan schedule` check before any compute: the plan resolves on the
-/// model over the layout's parameter mesh, and for pp > 1 the schedule exists and the model
-/// splits into its stages. Throws UserError saying what fails.
-void lint_layout(const JobConfig& config);
-
 }  // namespace vescale::autoplan

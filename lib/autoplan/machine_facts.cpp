@@ -12,8 +12,8 @@
 #include "dmodule/parallelize.h"
 #include "dmodule/plan.h"
 #include "dtensor/dtensor.h"
+#include "family/model_family.h"
 #include "mesh/device_mesh.h"
-#include "models/gpt.h"
 #include "train/metrics.h"
 
 namespace vescale::autoplan {
@@ -150,16 +150,21 @@ double seconds_per_calls(F&& fn, int calls) {
 /// (empty: replicate); a 1-rank mesh runs for a time budget, a larger one a fixed count.
 double gpt_seconds(const DeviceMesh& mesh, const GptProbe& probe, int64_t n_layer,
                    const std::string& plan = "") {
-  models::GPTConfig config;
-  config.vocab_size = 64;
-  config.block_size = probe.seq_len;
-  config.n_layer = n_layer;
-  config.n_head = probe.n_head;
-  config.n_embd = probe.n_embd;
-  config.dropout = 0.0;
-  config.vocab_multiple = 1;
-  const int64_t tp = mesh.numel();
-  auto pm = parallelize_module(std::make_shared<models::GPT>(config, tp), mesh,
+  const ModelFamily& gpt = model_family("gpt");
+  ModelSpec spec;
+  for (const FamilyKey& k : gpt.keys())
+    spec.keys.set(k.name, k.default_value);
+  spec.keys.set("vocab_size", int64_t{64});
+  spec.keys.set("block_size", probe.seq_len);
+  spec.keys.set("n_layer", n_layer);
+  spec.keys.set("n_head", probe.n_head);
+  spec.keys.set("n_embd", probe.n_embd);
+  spec.keys.set("dropout", 0.0);
+  spec.keys.set("vocab_multiple", int64_t{1});
+  spec.tp = mesh.numel();
+  spec.seq_len = probe.seq_len;
+  const int64_t tp = spec.tp;
+  auto pm = parallelize_module(gpt.build(spec), mesh,
                                plan.empty() ? replicate_plan("gpt") : Plan::load("gpt/" + plan),
                                ParallelizeOptions{});
   const Placements r{Placement::replicate()};

@@ -1,33 +1,29 @@
 // The job config: a TOML file with torchtitan-like sections, overridable on the command line as
-// --section.key=value. Every key is declared once in a schema (name, default, help and the
-// JobConfig field it fills) that drives parsing, type checks, overrides, "did you mean"
-// suggestions, the effective config text and so the README table.
+// --section.key=value. Every key is declared once in the schema (config/config_schema.h) that
+// drives parsing, type checks, overrides, "did you mean" suggestions, the effective config text
+// and so the README table.
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <map>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
-namespace vescale {
+#include "core/config_value.h"
+#include "family/model_family.h"
+#include "mesh/mesh_dims.h"
 
-/// A key's value. A list of strings is written as a TOML array (`["a", "b"]`, also on the
-/// command line); a plain string is accepted as a list of one and a list of one prints as a string.
-using ConfigValue = std::variant<int64_t, double, bool, std::string, std::vector<std::string>,
-                                 std::vector<int64_t>>;
+namespace vescale {
 
 struct JobConfig {
   // [job]
   std::string name;
   std::string dump_folder;
   // [model]
-  std::string model;  ///< "gpt" or "mlp"
-  int64_t vocab_size, block_size, n_layer, n_head, n_embd, vocab_multiple;
-  double dropout;
-  int64_t d_in, d_hidden, d_out, n_layers;
+  std::string model;     ///< the family: "gpt", "mlp"
+  ModelKeys model_keys;  ///< every family's [model] keys, by name without "model."
   // [parallel]
   int64_t pp, dp, tp, microbatches, pp_virtual;
   std::vector<int64_t> tp_shape;  ///< {} (a 1-D tp mesh) or {tp_a, tp_b}, tp_a x tp_b = tp
@@ -78,46 +74,24 @@ struct JobConfig {
   static JobConfig parse(const std::string& toml_text, const std::string& source,
                          const std::vector<std::string>& overrides = {});
 
-  int64_t world_size() const { return pp * dp * tp; }
+  /// The parallel degrees as the [parallel] keys name them, outer to inner: pp, dp, tp.
+  MeshDims parallel_dims() const { return job_mesh_dims(pp, dp, {tp}); }
+  /// The job mesh's dims: parallel_dims() with tp as the tp mesh (tp_a, tp_b under tp_shape).
+  MeshDims mesh_dims() const { return job_mesh_dims(pp, dp, tp_dims()); }
+  /// "parallel.pp x dp x tp = 1 x 2 x 2": the mesh as messages name it.
+  std::string mesh_text() const;
+  int64_t world_size() const { return ranks_of(parallel_dims()); }
   /// The tp mesh's sizes: tp_shape, or {tp} for a 1-D tp mesh.
   std::vector<int64_t> tp_dims() const {
     return tp_shape.empty() ? std::vector<int64_t>{tp} : tp_shape;
   }
+  /// The model's family (model.name).
+  const ModelFamily& family() const { return model_family(model); }
+  /// What the family builds the model from: its keys, tp, seq_len and the seed.
+  ModelSpec model_spec() const;
   /// Sequences per micro-batch on one dp rank.
   int64_t micro_batch_size() const { return global_batch_size / dp / microbatches; }
 };
-
-/// The JobConfig field a key is stored in, of the type of its value.
-using ConfigField = std::variant<int64_t JobConfig::*, double JobConfig::*, bool JobConfig::*,
-                                 std::string JobConfig::*, std::vector<std::string> JobConfig::*,
-                                 std::vector<int64_t> JobConfig::*>;
-
-/// The numbers a numeric key accepts: from lo to hi, either end open or unbounded.
-struct ConfigRange {
-  double lo = -std::numeric_limits<double>::infinity();
-  double hi = std::numeric_limits<double>::infinity();
-  bool lo_open = false, hi_open = false;
-
-  bool contains(double v) const;
-  /// ">= 1", "> 0", "in [0, 1)".
-  std::string str() const;
-};
-
-/// One config key, declared once: everything else (parsing, overrides, the effective text and
-/// the README table) iterates config_schema().
-struct ConfigKey {
-  std::string name;  ///< "training.steps"
-  ConfigValue default_value;
-  std::string help;
-  ConfigField field;                                ///< &JobConfig::steps
-  std::optional<ConfigRange> range = std::nullopt;  ///< numeric keys: the values that make sense
-};
-
-/// Every key a job config may have, in README order.
-const std::vector<ConfigKey>& config_schema();
-
-/// Key `k`'s value in `c` as TOML: `4`, `"adamw"`, `0.1` (numbers in their shortest exact form).
-std::string value_text(const JobConfig& c, const ConfigKey& k);
 
 /// Every schema key's value in `toml_text` (a config as a checkpoint recorded it), as value_text,
 /// keyed by name: the default where the text lacks the key (a version before it), nothing for keys

@@ -3,37 +3,16 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "core/error.h"
 #include "core/units.h"
 
 namespace vescale {
-namespace {
-
-double parameters_of(const JobConfig& c) {
-  if (c.model == "mlp") {
-    const double in = static_cast<double>(c.d_in), h = static_cast<double>(c.d_hidden),
-                 out = static_cast<double>(c.d_out);
-    const double middle = std::max(0.0, static_cast<double>(c.n_layers) - 2.0);
-    return in * h + h + middle * (h * h + h) + h * out + out;
-  }
-  const double multiple =
-      static_cast<double>(std::max<int64_t>(1, c.vocab_multiple)) * static_cast<double>(c.tp);
-  const double vocab = std::ceil(static_cast<double>(c.vocab_size) / multiple) * multiple;
-  const double e = static_cast<double>(c.n_embd);
-  // wte, wpe, per block q/k/v/c_proj + c_fc/c_proj + two LayerNorms, ln_f.
-  return vocab * e + static_cast<double>(c.block_size) * e +
-         static_cast<double>(c.n_layer) * (12.0 * e * e + 13.0 * e) + 2.0 * e;
-}
-
-}  // namespace
-
 MemoryEstimate estimate_memory(const JobConfig& c) {
   MemoryEstimate m;
-  m.parameters = parameters_of(c);
+  const ModelSpec spec = c.model_spec();
+  m.parameters = c.family().parameter_count(spec);
   // Bytes per parameter: the value and its gradient in the compute dtype, float32 masters under
   // bf16, and the optimizer's states (AdamW 2, SGD 1) in the state dtype.
   const double element = c.dtype == "float64" ? 8.0 : c.dtype == "bfloat16" ? 2.0 : 4.0;
@@ -45,11 +24,8 @@ MemoryEstimate estimate_memory(const JobConfig& c) {
       static_cast<double>(c.pp) * static_cast<double>(c.dp) * static_cast<double>(c.tp);
   const double rows = static_cast<double>(c.global_batch_size) /
                       (static_cast<double>(c.dp) * static_cast<double>(c.microbatches));
-  const double width = c.model == "mlp"
-                           ? static_cast<double>(c.d_out)
-                           : static_cast<double>(c.vocab_size) / static_cast<double>(c.tp);
-  const double positions = c.model == "mlp" ? 1.0 : static_cast<double>(c.seq_len);
-  m.per_rank_floor_bytes = m.state_bytes / ranks + 2.0 * rows * positions * width * state_element;
+  const double outputs = c.family().output_elements_per_sample(spec);
+  m.per_rank_floor_bytes = m.state_bytes / ranks + 2.0 * rows * outputs * state_element;
   return m;
 }
 
@@ -63,23 +39,16 @@ void check_fits_memory(const JobConfig& c, double memory_bytes) {
   if (memory_bytes <= 0) return;
   const MemoryEstimate m = estimate_memory(c);
   if (m.per_rank_floor_bytes <= memory_bytes) return;
-  const std::string sizes =
-      c.model == "mlp"
-          ? fmt::format(
-                "model.d_in = {}, model.d_hidden = {}, model.d_out = {}, model.n_layers = {}",
-                c.d_in, c.d_hidden, c.d_out, c.n_layers)
-          : fmt::format(
-                "model.n_layer = {}, model.n_embd = {}, model.vocab_size = {}, "
-                "model.block_size = {}",
-                c.n_layer, c.n_embd, c.vocab_size, c.block_size);
+  const std::string sizes = describe_keys(c.model_spec(), c.family().size_keys());
   throw UserError(fmt::format(
       "config {}: this model cannot fit: {:.3g} parameters need {} for parameters, gradients and "
-      "{} state in {}, so at least {} per rank over the {} x {} x {} (pp x dp x tp) ranks with "
+      "{} state in {}, so at least {} per rank over the {} ({}) ranks with "
       "one micro-batch's logits, and this machine has {} of memory. Check the model sizes ({}) "
       "and the batch (training.global_batch_size = {}, training.seq_len = {})",
       c.source, m.parameters, format_bytes(m.state_bytes), c.optimizer, c.dtype,
-      format_bytes(m.per_rank_floor_bytes), c.pp, c.dp, c.tp, format_bytes(memory_bytes), sizes,
-      c.global_batch_size, c.seq_len));
+      format_bytes(m.per_rank_floor_bytes), dim_sizes_text(c.parallel_dims()),
+      dim_names_text(c.parallel_dims()), format_bytes(memory_bytes), sizes, c.global_batch_size,
+      c.seq_len));
 }
 
 void check_local_workers_fit(const JobConfig& c, double memory_bytes) {
@@ -88,11 +57,11 @@ void check_local_workers_fit(const JobConfig& c, double memory_bytes) {
   const double need = workers * (kWorkerBaseBytes + estimate_memory(c).per_rank_floor_bytes);
   if (need <= memory_bytes) return;
   throw UserError(fmt::format(
-      "config {}: parallel.pp x dp x tp = {} x {} x {} needs {} local worker processes, at least "
+      "config {}: {} needs {} local worker processes, at least "
       "{} in all ({} each before any model state), and this machine has {} of memory; use fewer "
       "ranks, or launch on several machines (torchrun, Slurm)",
-      c.source, c.pp, c.dp, c.tp, c.world_size(), format_bytes(need),
-      format_bytes(kWorkerBaseBytes), format_bytes(memory_bytes)));
+      c.source, c.mesh_text(), c.world_size(), format_bytes(need), format_bytes(kWorkerBaseBytes),
+      format_bytes(memory_bytes)));
 }
 
 }  // namespace vescale

@@ -8,44 +8,43 @@ namespace vescale {
 
 namespace {
 
-std::vector<std::string> tp_dim_names(size_t tp_ndim) {
-  VS_CHECK(tp_ndim == 1 || tp_ndim == 2, "[mesh] a tp mesh has 1 or 2 dims, not {}", tp_ndim);
-  return tp_ndim == 1 ? std::vector<std::string>{"tp"} : std::vector<std::string>{"tp_a", "tp_b"};
-}
-
-MeshSpec job_mesh_spec(int64_t pp, int64_t dp, const std::vector<int64_t>& tp_dims) {
-  std::vector<int64_t> shape{pp, dp};
-  shape.insert(shape.end(), tp_dims.begin(), tp_dims.end());
-  return MeshSpec{shape, JobMesh::dim_names(tp_dims.size())};
+MeshSpec spec_of(const MeshDims& dims) {
+  MeshSpec spec;
+  for (const MeshDim& d : dims) {
+    spec.shape.push_back(d.size);
+    spec.dim_names.push_back(d.name);
+  }
+  return spec;
 }
 
 }  // namespace
 
-std::vector<std::string> JobMesh::dim_names(size_t tp_ndim) {
-  std::vector<std::string> names{"pp", "dp"};
-  for (auto& name : tp_dim_names(tp_ndim))
-    names.push_back(std::move(name));
-  return names;
+JobMesh::JobMesh(DeviceMesh mesh, MeshDims dims)
+    : dims_(std::move(dims)),
+      mesh_(std::move(mesh)),
+      param_mesh_(mesh_.sub(dims_with_role(dims_, DimRole::kTensor))) {}
+
+JobMesh::JobMesh(const comm::Group& world, const MeshDims& dims)
+    : JobMesh(DeviceMesh(world, spec_of(dims)), dims) {}
+
+JobMesh JobMesh::layout(const MeshDims& dims, int world_rank) {
+  return JobMesh(DeviceMesh::layout(spec_of(dims), world_rank), dims);
 }
 
-JobMesh::JobMesh(DeviceMesh mesh)
-    : mesh_(std::move(mesh)),
-      param_mesh_(mesh_.sub(tp_dim_names(static_cast<size_t>(mesh_.ndim() - 2)))) {}
-
 JobMesh::JobMesh(const comm::Group& world, int64_t pp, int64_t dp, int64_t tp)
-    : JobMesh(world, pp, dp, std::vector<int64_t>{tp}) {}
+    : JobMesh(world, job_mesh_dims(pp, dp, {tp})) {}
 
 JobMesh::JobMesh(const comm::Group& world, int64_t pp, int64_t dp,
                  const std::vector<int64_t>& tp_dims)
-    : JobMesh(DeviceMesh(world, job_mesh_spec(pp, dp, tp_dims))) {}
+    : JobMesh(world, job_mesh_dims(pp, dp, tp_dims)) {}
 
 JobMesh JobMesh::layout(int64_t pp, int64_t dp, int64_t tp, int world_rank) {
-  return layout(pp, dp, std::vector<int64_t>{tp}, world_rank);
+  return layout(job_mesh_dims(pp, dp, {tp}), world_rank);
 }
 
 JobMesh JobMesh::layout(int64_t pp, int64_t dp, const std::vector<int64_t>& tp_dims,
                         int world_rank) {
-  return JobMesh(DeviceMesh::layout(job_mesh_spec(pp, dp, tp_dims), world_rank));
+  return layout(job_mesh_dims(pp, dp, tp_dims), world_rank);
 }
 
 int64_t JobMesh::tp_rank() const {

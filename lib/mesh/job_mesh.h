@@ -1,7 +1,7 @@
-// JobMesh: the job's pp x dp x tp layout, and the one place that answers questions about it —
-// which dp or pp rank this is, which sub-mesh parameters live on, which mesh dims split a piece
-// of state, and which replica of a piece this rank holds. The trainer, plan lint, checkpoints
-// and gradient clipping ask it rather than indexing coordinates themselves.
+// JobMesh: the job's mesh (its dims as data: mesh_dims.h), and the one place that answers questions
+// about it — which dp or pp rank this is, which sub-mesh parameters live on, which mesh dims split
+// a piece of state, and which replica of a piece this rank holds. The trainer, plan lint,
+// checkpoints and gradient clipping ask it rather than indexing coordinates themselves.
 #pragma once
 
 #include <cstdint>
@@ -9,28 +9,32 @@
 #include <vector>
 
 #include "mesh/device_mesh.h"
+#include "mesh/mesh_dims.h"
 
 namespace vescale {
 
 class JobMesh {
  public:
-  /// The dims of a job mesh, outer to inner: pp, dp, then the tp mesh, "tp" or (a 2-D tp mesh,
-  /// `tp_dims` of two sizes) "tp_a", "tp_b". TP groups are neighbouring ranks.
-  static std::vector<std::string> dim_names(size_t tp_ndim = 1);
+  /// Builds the mesh of `dims` (outer to inner) and its groups. *Collective* over `world` (of
+  /// ranks_of(dims) ranks).
+  JobMesh(const comm::Group& world, const MeshDims& dims);
+  /// A layout-only job mesh as seen from `world_rank` (no groups): for plan lint and dumps.
+  static JobMesh layout(const MeshDims& dims, int world_rank = 0);
 
-  /// Builds the pp x dp x tp mesh and its groups. *Collective* over `world` (size pp*dp*tp).
+  /// The pp x dp x tp mesh (job_mesh_dims) and its groups. *Collective* over `world`.
   JobMesh(const comm::Group& world, int64_t pp, int64_t dp, int64_t tp);
   /// The same with a tp mesh of the sizes `tp_dims`: {tp} (1-D) or {tp_a, tp_b}.
   JobMesh(const comm::Group& world, int64_t pp, int64_t dp, const std::vector<int64_t>& tp_dims);
-  /// A layout-only job mesh as seen from `world_rank` (no groups): for plan lint and dumps.
   static JobMesh layout(int64_t pp, int64_t dp, int64_t tp, int world_rank = 0);
   static JobMesh layout(int64_t pp, int64_t dp, const std::vector<int64_t>& tp_dims,
                         int world_rank = 0);
 
-  /// The whole pp x dp x tp mesh.
+  /// The whole mesh.
   const DeviceMesh& mesh() const { return mesh_; }
+  /// Its dims, outer to inner, with their roles.
+  const MeshDims& dims() const { return dims_; }
   /// The sub-mesh parameters and activations are sharded on (plans are written for it, one
-  /// placement per dim): the tp dims.
+  /// placement per dim): the dims of role kTensor.
   const DeviceMesh& param_mesh() const { return param_mesh_; }
 
   int64_t pp() const { return mesh_.size("pp"); }
@@ -64,9 +68,10 @@ class JobMesh {
   std::string str() const { return mesh_.str(); }
 
  private:
-  explicit JobMesh(DeviceMesh mesh);
+  JobMesh(DeviceMesh mesh, MeshDims dims);
   int64_t coordinate(const std::string& dim) const;
 
+  MeshDims dims_;
   DeviceMesh mesh_;
   DeviceMesh param_mesh_;
 };

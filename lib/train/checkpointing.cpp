@@ -10,11 +10,13 @@
 #include <set>
 
 #include "checkpoint/step_folders.h"
+#include "config/config_schema.h"
 #include "config/job_config.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/units.h"
+#include "train/model_factory.h"
 #include "train/nonfinite.h"
 
 namespace vescale {
@@ -106,14 +108,17 @@ void check_no_strangers(const Job& job, const CheckpointReader& reader) {
   }
 }
 
-/// The config keys a checkpoint must agree with: the model's, which change the function it
-/// computes (not model.vocab_multiple: padding is masked, and a padded vocabulary of the same rows
-/// under another tp degree is the way to reshard across it), and for a resumed run the optimizer
-/// (its state) and the dropout (the training function).
-bool must_match(const std::string& key, LoadParts parts) {
-  const bool model = key.rfind("model.", 0) == 0 && key != "model.vocab_multiple";
-  if (parts == LoadParts::kModel) return model && key != "model.dropout";
-  return model || key == "optimizer.name";
+/// The config keys a checkpoint must agree with: the family and its architecture keys, which
+/// change the function it computes (not layout keys such as model.vocab_multiple: padding is
+/// masked, and a padded vocabulary of the same rows under another tp degree is the way to reshard
+/// across it), and for a resumed run the optimizer (its state) and the training keys such as
+/// dropout (the training function).
+bool must_match(const ConfigKey& key, const std::string& model, LoadParts parts) {
+  if (key.name == "model.name") return true;
+  if (key.name == "optimizer.name") return parts != LoadParts::kModel;
+  if (key.families.empty() || !key.applies_to(model)) return false;
+  if (key.role == KeyRole::kLayout) return false;
+  return key.role == KeyRole::kArchitecture || parts != LoadParts::kModel;
 }
 
 /// Throws, naming the key and both values, when this job's architecture (or, resuming, its
@@ -126,7 +131,7 @@ void check_same_architecture(const Job& job, const CheckpointReader& reader, Loa
     return;
   }
   for (const ConfigKey& k : config_schema()) {
-    if (!must_match(k.name, parts)) continue;
+    if (!must_match(k, job.config.model, parts)) continue;
     const std::string mine = value_text(job.config, k);
     const std::string theirs = recorded.at(k.name);
     VS_USER_CHECK(mine == theirs,
@@ -150,7 +155,17 @@ void check_dtype(const CheckpointReader& reader, const std::string& name, const 
                 reader.path(), name, c10::toString(stored), c10::toString(into.scalar_type()));
 }
 
-void load_parameter(const CheckpointReader& reader, StateTensor target) {
+/// Reads parameter `target` (saved in `state`, the training state's dtype). A bf16 parameter
+/// without float32 master weights (an evaluation job) reads them and rounds, as a training job
+/// rounds its masters into its parameters.
+void load_parameter(const CheckpointReader& reader, StateTensor target, at::ScalarType state) {
+  if (target.local.scalar_type() != state) {
+    const at::Tensor rounded = target.local;
+    target.local = at::empty_like(rounded, rounded.options().dtype(state));
+    load_parameter(reader, target, state);
+    rounded.copy_(target.local);
+    return;
+  }
   const std::string& name = target.name;
   VS_USER_CHECK(reader.has(name),
                 "[checkpoint] {}: no tensor {} (a checkpoint of another model config?)",
@@ -251,11 +266,12 @@ int64_t load_job(Job& job, const CheckpointReader& reader, LoadParts parts) {
   check_same_architecture(job, reader, parts);
   check_no_strangers(job, reader);
   for (size_t k = 0; k < job.params.size(); ++k)
-    load_parameter(reader, parameter_state(job, k));
+    load_parameter(reader, parameter_state(job, k), state_dtype(job.config));
   job.after_update();
   const bool with_optimizer = parts == LoadParts::kModelAndOptimizer;
+  VS_CHECK(job.optimizer || !with_optimizer, "[checkpoint] an evaluation job has no optimizer");
   if (with_optimizer) load_optimizer(job, reader);
-  job.optimizer->set_steps(with_optimizer ? reader.meta().optimizer_steps : 0);
+  if (job.optimizer) job.optimizer->set_steps(with_optimizer ? reader.meta().optimizer_steps : 0);
   job.run_id = reader.meta().run_id;  // a resumed run is the same run
   log_rank0("loaded {} ({}, step {}, written by {} ranks, run {}{}) in {}", reader.path(),
             reader.meta().format, reader.meta().step, reader.meta().world_size,

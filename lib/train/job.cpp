@@ -59,9 +59,9 @@ std::unique_ptr<Optimizer> make_optimizer(const JobConfig& c, Job& job,
 
 void check_world(const JobConfig& c, const comm::Group& world) {
   VS_USER_CHECK(c.world_size() == world.size(),
-                "config {}: the mesh parallel.pp x dp x tp = {} x {} x {} needs {} processes, but "
+                "config {}: the mesh {} needs {} processes, but "
                 "{} are running",
-                c.source, c.pp, c.dp, c.tp, c.world_size(), world.size());
+                c.source, c.mesh_text(), c.world_size(), world.size());
 }
 
 /// The parameters under `modules` (by any of their names), each once, in the model's order.
@@ -197,13 +197,14 @@ Schedule& Job::schedule() {
 
 LayerRunner Job::layer_runner() {
   Task* t = task.get();
-  LayerRunner run = [t](int64_t first, int64_t end, const Tensors& in) {
-    return t->run_layers(first, end, in);
+  LayerRunner run = [t](int64_t first, int64_t end, const Tensors& in,
+                        const ForwardContext& context) {
+    return t->run_layers(first, end, in, context);
   };
   if (!zero) return run;
   Zero* z = zero.get();
-  return [z, run](int64_t first, int64_t end, const Tensors& in) {
-    return z->run_layers(first, end, in, run);
+  return [z, run](int64_t first, int64_t end, const Tensors& in, const ForwardContext& context) {
+    return z->run_layers(first, end, in, context, run);
   };
 }
 
@@ -212,80 +213,120 @@ double Job::forward_loss(const Batch& batch) {
   return task->forward_loss(batch, mesh.param_mesh(), layer_runner()).to_local().item<double>();
 }
 
-std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
-  check_world(c, world);
-  auto job = std::make_unique<Job>(c, JobMesh(world, c.pp, c.dp, c.tp_dims()));
-  job->task = make_task(c);
-  for (const auto& [fqn, p] : job->task->model()->named_parameters())
-    job->n_params += c10::multiply_integers(p->shape);
+namespace {
 
-  std::optional<PipelinePlan> pipeline;
+/// How parallelize_module initialises this rank's shards: in the state dtype, from the seed, and
+/// under a pipeline only the modules of this rank's stages.
+ParallelizeOptions init_options(const Job& job, const std::optional<PipelinePlan>& pipeline) {
+  const JobConfig& c = job.config;
   ParallelizeOptions options;
   options.dtype = state_dtype(c);  // bfloat16 runs initialise in float32, then round
   options.seed = static_cast<uint64_t>(c.seed);
-  if (c.pp > 1) {
-    // Deferred init materialises only this rank's stages.
-    pipeline = plan_pipeline(c, job->task->layers());
+  if (pipeline) {
     std::vector<std::string> mine;
     for (size_t s = 0; s < pipeline->modules.size(); ++s) {
-      if (pipeline->schedule.stage_rank[s] != job->mesh.pp_rank()) continue;
+      if (pipeline->schedule.stage_rank[s] != job.mesh.pp_rank()) continue;
       mine.insert(mine.end(), pipeline->modules[s].begin(), pipeline->modules[s].end());
     }
     options.materialize = [mine](const std::string& fqn) { return under_modules(fqn, mine); };
   }
-  job->model = parallelize_module(job->task->model(), job->mesh.param_mesh(), job_plan(c), options);
-  const bool mixed = job_dtype(c) != state_dtype(c);
-  std::map<std::string, at::Tensor> initial;
-  if (mixed) initial = to_compute_dtype(*job->model, job_dtype(c));
-  std::vector<DTensor*> params;
-  std::vector<StepParam> step_params;
+  return options;
+}
+
+/// job.params from the parallelized model, and each one as the train step sees it: the mesh dims
+/// that split it for the gradient norm.
+std::vector<StepParam> list_params(Job& job) {
+  const JobConfig& c = job.config;
   // Pieces on different pp ranks are different parameters: disjoint over pp too; under ZeRO each
   // dp rank clips its own rows.
   std::vector<std::string> across;
   if (c.pp > 1) across.push_back("pp");
   if (c.zero > 0) across.push_back("dp");
-  for (auto& [fqn, p] : job->model->parameters()) {
+  std::vector<StepParam> step_params;
+  for (auto& [fqn, p] : job.model->parameters()) {
     DTensor* value = &p->get();
-    job->params.emplace_back(fqn, value);
-    params.push_back(value);
+    job.params.emplace_back(fqn, value);
     std::vector<bool> sharded;
     for (const Placement& pl : value->placements())
       sharded.push_back(pl.is_shard());
-    step_params.push_back({value, job->mesh.split_dims(sharded, across), true});
+    step_params.push_back({value, job.mesh.split_dims(sharded, across), true});
   }
+  return step_params;
+}
 
+/// Gradient reduction over dp, and ZeRO's sharding of the state over it.
+void setup_grad_sync(Job& job, bool mixed) {
+  const JobConfig& c = job.config;
+  std::vector<DTensor*> params;
+  for (const auto& [fqn, p] : job.params)
+    params.push_back(p);
   const auto bucket_bytes = static_cast<int64_t>(c.bucket_mb * (1 << 20));
-  job->grad_sync = std::make_unique<GradSync>(params, job->mesh.group("dp"), bucket_bytes,
-                                              Zero::dp_grads(static_cast<int>(c.zero)),
-                                              mixed ? std::optional(state_dtype(c)) : std::nullopt);
+  job.grad_sync = std::make_unique<GradSync>(params, job.mesh.group("dp"), bucket_bytes,
+                                             Zero::dp_grads(static_cast<int>(c.zero)),
+                                             mixed ? std::optional(state_dtype(c)) : std::nullopt);
   if (c.zero > 0) {
-    job->zero = std::make_unique<Zero>(static_cast<int>(c.zero), job->params, job->mesh,
-                                       *job->grad_sync, bucket_bytes);
-    job->zero->set_layers(layer_params(*job));
+    job.zero = std::make_unique<Zero>(static_cast<int>(c.zero), job.params, job.mesh,
+                                      *job.grad_sync, bucket_bytes);
+    job.zero->set_layers(layer_params(job));
   }
-  job->optimizer = make_optimizer(c, *job, initial);
-  initial.clear();
+}
+
+/// The schedule of a step's micro-batches: the pipeline, or gradient accumulation without one.
+void setup_schedule(Job& job, const std::optional<PipelinePlan>& pipeline,
+                    std::vector<StepParam>& step_params) {
   if (pipeline) {
-    setup_pipeline(*job, *pipeline, step_params);
-  } else {
-    Task& task = *job->task;
-    const DeviceMesh& param_mesh = job->mesh.param_mesh();
-    job->accumulation = std::make_unique<GradientAccumulation>(
-        c.microbatches, [&task, param_mesh, run = job->layer_runner()](const Batch& b) {
-          return task.forward_loss(b, param_mesh, run);
-        });
+    setup_pipeline(job, *pipeline, step_params);
+    return;
   }
-  Schedule& schedule = job->schedule();
-  std::vector<int> norm_dims = job->mesh.param_mesh_dims();
-  if (c.pp > 1) norm_dims.push_back(job->mesh.mesh().dim_index("pp"));
-  if (c.zero > 0) norm_dims.push_back(job->mesh.mesh().dim_index("dp"));
-  Job* self = job.get();
-  job->train_step =
-      std::make_unique<TrainStep>(job->mesh, step_params, norm_dims, schedule, *job->grad_sync,
-                                  *job->optimizer, c.grad_clip, [self] { self->after_update(); });
-  log_rank0("{}: {} with {} parameters on {} ({} plan), {}, {}", c.name, job->task->model()->type(),
-            job->n_params, job->mesh.str(), c.plan.empty() ? "replicate" : c.plan, c.dtype,
-            job->task->data_description());
+  Task& task = *job.task;
+  const DeviceMesh& param_mesh = job.mesh.param_mesh();
+  job.accumulation = std::make_unique<GradientAccumulation>(
+      job.config.microbatches, [&task, param_mesh, run = job.layer_runner()](const Batch& b) {
+        return task.forward_loss(b, param_mesh, run);
+      });
+}
+
+/// The train step: the schedule, grad sync, clipping over every dim that splits the
+/// parameters, and the optimizer.
+void setup_train_step(Job& job, const std::vector<StepParam>& step_params) {
+  const JobConfig& c = job.config;
+  std::vector<int> norm_dims = job.mesh.param_mesh_dims();
+  if (c.pp > 1) norm_dims.push_back(job.mesh.mesh().dim_index("pp"));
+  if (c.zero > 0) norm_dims.push_back(job.mesh.mesh().dim_index("dp"));
+  Job* self = &job;
+  job.train_step =
+      std::make_unique<TrainStep>(job.mesh, step_params, norm_dims, job.schedule(), *job.grad_sync,
+                                  *job.optimizer, c.grad_clip, [self] { self->after_update(); });
+}
+
+}  // namespace
+
+std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world, JobPurpose purpose) {
+  const bool train = purpose == JobPurpose::kTrain;
+  check_world(c, world);
+  auto job = std::make_unique<Job>(c, JobMesh(world, c.mesh_dims()));
+  job->task = make_task(c);
+  for (const auto& [fqn, p] : job->task->model()->named_parameters())
+    job->n_params += c10::multiply_integers(p->shape);
+
+  // Deferred init materialises only this rank's stages.
+  std::optional<PipelinePlan> pipeline;
+  if (c.pp > 1) pipeline = plan_pipeline(c, job->task->layers());
+  job->model = parallelize_module(job->task->model(), job->mesh.param_mesh(), job_plan(c),
+                                  init_options(*job, pipeline));
+  const bool mixed = job_dtype(c) != state_dtype(c);
+  std::map<std::string, at::Tensor> initial;
+  if (mixed) initial = to_compute_dtype(*job->model, job_dtype(c));
+  std::vector<StepParam> step_params = list_params(*job);
+  setup_grad_sync(*job, mixed);
+  if (train) job->optimizer = make_optimizer(c, *job, initial);
+  initial.clear();
+  setup_schedule(*job, pipeline, step_params);
+  if (train) setup_train_step(*job, step_params);
+  log_rank0("{}: {} with {} parameters on {} ({} plan), {}, {}{}", c.name,
+            job->task->model()->type(), job->n_params, job->mesh.str(),
+            c.plan.empty() ? "replicate" : c.plan, c.dtype, job->task->data_description(),
+            train ? "" : "; evaluation only (no optimizer)");
   return job;
 }
 

@@ -37,10 +37,10 @@ struct Job {
   std::unique_ptr<GradSync> grad_sync;
   std::unique_ptr<Zero> zero;             ///< ZeRO over dp (parallel.zero >= 1)
   std::unique_ptr<MasterWeights> master;  ///< float32 copies of bf16 parameters (mixed precision)
-  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<Optimizer> optimizer;   ///< null in an evaluation job
   std::unique_ptr<GradientAccumulation> accumulation;  ///< the schedule without a pipeline
   std::unique_ptr<PipelineRunner> pipeline;            ///< the schedule with one (pp > 1)
-  std::unique_ptr<TrainStep> train_step;
+  std::unique_ptr<TrainStep> train_step;               ///< null in an evaluation job
   /// Parameters this rank holds but does not save: copies of a weight tied across pipeline
   /// stages whose first stage is on another rank (that rank saves it).
   std::set<std::string> not_saved;
@@ -81,9 +81,16 @@ PipelinePlan plan_pipeline(const JobConfig& config, const std::vector<Layer>& la
 /// the model without allocating it. Not collective: for checks before any process starts.
 void check_pipeline(const JobConfig& config);
 
+/// What a job is built for.
+enum class JobPurpose {
+  kTrain,     ///< the model and everything a step needs: optimizer, master weights, train step
+  kEvaluate,  ///< the model on its mesh and its forward only: no optimizer or master weights
+};
+
 /// Builds the job of `config` on the ranks of `world` (its size must be the config's mesh
-/// size): mesh, task, plan, deferred init of this rank's shards, grad sync, optimizer, schedule.
-/// *Collective* over `world`.
-std::unique_ptr<Job> build_job(const JobConfig& config, const comm::Group& world);
+/// size): mesh, task, plan, deferred init of this rank's shards, grad sync, schedule and, to
+/// train, the optimizer and train step. *Collective* over `world`.
+std::unique_ptr<Job> build_job(const JobConfig& config, const comm::Group& world,
+                               JobPurpose purpose = JobPurpose::kTrain);
 
 }  // namespace vescale

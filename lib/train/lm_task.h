@@ -1,9 +1,8 @@
-// Language modelling for the GPT: next-token cross entropy on a token stream (text bytes, a
-// nanoGPT .bin, or a synthetic sequence), windows of seq_len tokens at offsets drawn from
+// Language modelling for next-token families: next-token cross entropy on a token stream (text
+// bytes, a nanoGPT .bin, or a synthetic sequence), windows of seq_len tokens at offsets drawn from
 // (seed, step, row).
 #pragma once
 
-#include "models/gpt.h"
 #include "train/task.h"
 
 namespace vescale {
@@ -15,7 +14,7 @@ TokenData load_job_tokens(const JobConfig& config);
 
 class LMTask : public Task {
  public:
-  /// Builds the GPT of `config` and loads its token data.
+  /// Builds the model of `config` and loads its token data.
   explicit LMTask(const JobConfig& config);
 
   std::shared_ptr<Module> model() const override { return model_; }
@@ -26,20 +25,19 @@ class LMTask : public Task {
   Tensors inputs(const Batch& batch, const DeviceMesh& mesh) const override;
   DTensor loss(const Tensors& outputs, const Batch& batch, const DeviceMesh& mesh) const override;
   double tokens_per_sample() const override { return static_cast<double>(seq_len_); }
-  std::vector<Layer> layers() const override;
-  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs) const override {
-    return model_->run_layers(first, end, inputs);
+  std::vector<Layer> layers() const override { return layers_; }
+  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
+                     const ForwardContext& context) const override {
+    return layered_.run_layers(first, end, inputs, context);
   }
 
  private:
-  std::shared_ptr<models::GPT> model_;
+  std::shared_ptr<Module> model_;
+  LayeredModel& layered_;
+  std::vector<Layer> layers_;
   TokenData tokens_;
   uint64_t seed_;
   int64_t seq_len_;
 };
-
-/// The GPT's layers for sequences of `seq_len` tokens: the embeddings, each block, the head with
-/// the loss (LMTask::layers(), also without a task).
-std::vector<Layer> gpt_layers(models::GPT& model, int64_t seq_len);
 
 }  // namespace vescale

@@ -13,12 +13,8 @@
 
 namespace vescale {
 
-/// GPT or MLP from the [model] section; GPT's vocabulary is padded for parallel.tp.
+/// The model of the [model] section's family (a vocabulary is padded for parallel.tp).
 std::shared_ptr<Module> build_model(const JobConfig& config);
-/// Whether `fqn` names something inside one of `modules` (module FQNs).
-bool under_modules(const std::string& fqn, const std::vector<std::string>& modules);
-/// Elements of the parameters (each once) of the modules named by `modules` and their children.
-int64_t parameters_under(Module& model, const std::vector<std::string>& modules);
 /// training.dtype as the scalar type the model computes in (bfloat16: bf16).
 at::ScalarType job_dtype(const JobConfig& config);
 /// The scalar type of the training state: parameters as initialised and saved, master weights,

@@ -57,8 +57,9 @@ PipelineRunner::PipelineRunner(Task& task, const JobMesh& mesh, pipeline::Pipeli
     : task_(task),
       run_layers_(run_layers
                       ? std::move(run_layers)
-                      : [&task](int64_t first, int64_t end,
-                                const Tensors& in) { return task.run_layers(first, end, in); }),
+                      : [&task](int64_t first, int64_t end, const Tensors& in,
+                                const ForwardContext&
+                                    context) { return task.run_layers(first, end, in, context); }),
       mesh_(mesh),
       schedule_(std::move(schedule)),
       stages_(std::move(stages)),
@@ -104,7 +105,7 @@ void PipelineRunner::boundaries(const Batch& sample) {
             at::zeros(spec.local_shape(), at::TensorOptions(dtypes_[s - 1]).device(mesh.device())),
             spec)};
       }
-      const DTensor out = run_layers_(stages_[s].first, stages_[s].end, in).at(0);
+      const DTensor out = run_layers_(stages_[s].first, stages_[s].end, in, sample.context).at(0);
       boundary_[s] = out.spec();
       dtypes_[s] = out.dtype();
       if (next != rank_) pp.send(encode_boundary(out.spec(), out.dtype()).to(mesh.device()), next);
@@ -187,11 +188,11 @@ Tensors PipelineRunner::stage_inputs(int stage, int micro) {
 void PipelineRunner::forward(int stage, int micro, const MicroBatches& batches,
                              std::vector<double>& losses) {
   Slot& s = slot(stage, micro);
-  // Every stage asks for its batch: that also sets the task's per-micro-batch state (dropout
-  // rows) for this forward, whatever ran in between.
+  // Every stage asks for its batch: its forward context (the dropout masks' step and rows) comes
+  // with it.
   s.batch = batches(micro);
   const Tensors in = stage_inputs(stage, micro);
-  const Tensors out = run_layers_(stages_[stage].first, stages_[stage].end, in);
+  const Tensors out = run_layers_(stages_[stage].first, stages_[stage].end, in, s.batch.context);
   int& in_flight = in_flight_[stage];
   stats_.peak_in_flight[stage] = std::max(stats_.peak_in_flight[stage], ++in_flight);
   if (is_last(stage)) {
@@ -308,7 +309,7 @@ double PipelineRunner::forward_loss(const Batch& batch) {
       global[0] = local_shape[0];
       in = {DTensor(data, spec.with_shape(global))};
     }
-    const DTensor out = run_layers_(stages_[s].first, stages_[s].end, in).at(0);
+    const DTensor out = run_layers_(stages_[s].first, stages_[s].end, in, batch.context).at(0);
     if (is_last(s)) {
       loss = task_.loss({out}, batch, mesh).to_local().item<double>();
     } else if (local(s + 1)) {

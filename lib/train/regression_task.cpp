@@ -6,20 +6,24 @@
 namespace vescale {
 
 RegressionTask::RegressionTask(const JobConfig& c)
-    : model_(std::static_pointer_cast<models::MLP>(build_model(c))),
-      teacher_(c.d_in, c.d_out, static_cast<uint64_t>(c.seed)),
+    : model_(build_model(c)),
+      layered_(as_layered(*model_)),
+      layers_(model_layers(c, *model_)),
+      teacher_(c.family().features(c.model_spec()).first,
+               c.family().features(c.model_spec()).second, static_cast<uint64_t>(c.seed)),
       dtype_(job_dtype(c)),
       loss_dtype_(state_dtype(c)),
       val_rows_(c.micro_batch_size()) {}
 
 Batch RegressionTask::train_batch(int64_t step, const BatchSlice& slice) {
   auto [x, y] = teacher_.batch(step, slice);
-  return {x, y};
+  return {x, y,
+          ForwardContext{true, static_cast<uint64_t>(step), slice.row_offset, slice.global_rows}};
 }
 
 Batch RegressionTask::val_batch(int64_t index) {
   auto [x, y] = teacher_.val_batch(index, val_rows_);
-  return {x, y};
+  return {x, y, ForwardContext::eval()};
 }
 
 Tensors RegressionTask::inputs(const Batch& batch, const DeviceMesh& mesh) const {
@@ -33,17 +37,6 @@ DTensor RegressionTask::loss(const Tensors& outputs, const Batch& batch,
   DTensor d = ops::sub(ops::to_dtype(outputs.at(0), loss_dtype_),
                        distribute_tensor(batch.targets.to(mesh.device(), loss_dtype_), mesh, r));
   return ops::mean(ops::mul(d, d)).redistribute(r);
-}
-
-std::vector<Layer> RegressionTask::layers() const {
-  return mlp_layers(*model_);
-}
-
-std::vector<Layer> mlp_layers(models::MLP& model) {
-  std::vector<Layer> out;
-  for (const auto& fqn : model.layer_names())
-    out.push_back({fqn, {fqn}, 6.0 * static_cast<double>(parameters_under(model, {fqn}))});
-  return out;
 }
 
 }  // namespace vescale

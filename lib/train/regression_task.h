@@ -1,15 +1,15 @@
-// Teacher-student regression for the MLP: mean squared error against a fixed random teacher.
+// Teacher-student regression for regression families (the MLP): mean squared error against a
+// fixed random teacher.
 #pragma once
 
 #include "data/regression_data.h"
-#include "models/mlp.h"
 #include "train/task.h"
 
 namespace vescale {
 
 class RegressionTask : public Task {
  public:
-  /// Builds the MLP of `config` and its teacher.
+  /// Builds the model of `config` and its teacher.
   explicit RegressionTask(const JobConfig& config);
 
   std::shared_ptr<Module> model() const override { return model_; }
@@ -20,20 +20,20 @@ class RegressionTask : public Task {
   Tensors inputs(const Batch& batch, const DeviceMesh& mesh) const override;
   DTensor loss(const Tensors& outputs, const Batch& batch, const DeviceMesh& mesh) const override;
   double tokens_per_sample() const override { return 1.0; }
-  std::vector<Layer> layers() const override;
-  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs) const override {
-    return model_->run_layers(first, end, inputs);
+  std::vector<Layer> layers() const override { return layers_; }
+  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
+                     const ForwardContext& context) const override {
+    return layered_.run_layers(first, end, inputs, context);
   }
 
  private:
-  std::shared_ptr<models::MLP> model_;
+  std::shared_ptr<Module> model_;
+  LayeredModel& layered_;
+  std::vector<Layer> layers_;
   TeacherRegression teacher_;
   at::ScalarType dtype_;       ///< the model's inputs (bfloat16 runs: bf16)
   at::ScalarType loss_dtype_;  ///< the loss and targets (bfloat16 runs: float32)
   int64_t val_rows_;
 };
-
-/// The MLP's layers: each linear (RegressionTask::layers(), also without a task).
-std::vector<Layer> mlp_layers(models::MLP& model);
 
 }  // namespace vescale

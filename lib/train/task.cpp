@@ -16,19 +16,28 @@ double Task::flops_per_sample() const {
 DTensor Task::forward_loss(const Batch& batch, const DeviceMesh& mesh,
                            const LayerRunner& run) const {
   const auto n = static_cast<int64_t>(layers().size());
-  return loss(run(0, n, inputs(batch, mesh)), batch, mesh);
+  return loss(run(0, n, inputs(batch, mesh), batch.context), batch, mesh);
 }
 
 std::unique_ptr<Task> make_task(const JobConfig& config) {
-  if (config.model == "gpt") return std::make_unique<LMTask>(config);
-  return std::make_unique<RegressionTask>(config);
+  switch (config.family().objective()) {
+    case Objective::kNextToken:
+      return std::make_unique<LMTask>(config);
+    case Objective::kRegression:
+      return std::make_unique<RegressionTask>(config);
+  }
+  VS_CHECK(false, "[train] no task for model.name = {}", config.model);
+  return nullptr;
 }
 
 std::vector<Layer> model_layers(const JobConfig& config, Module& model) {
-  if (auto* gpt = dynamic_cast<models::GPT*>(&model)) return gpt_layers(*gpt, config.seq_len);
-  auto* mlp = dynamic_cast<models::MLP*>(&model);
-  VS_CHECK(mlp != nullptr, "[train] no layer list for a {} model", model.type());
-  return mlp_layers(*mlp);
+  return config.family().layers(config.model_spec(), model);
+}
+
+LayeredModel& as_layered(Module& model) {
+  auto* layered = dynamic_cast<LayeredModel*>(&model);
+  VS_CHECK(layered != nullptr, "[train] a {} model has no layers to run", model.type());
+  return *layered;
 }
 
 std::vector<pipeline::StageLayer> stage_layers(const std::vector<Layer>& layers) {

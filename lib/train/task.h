@@ -14,27 +14,19 @@
 #include "config/job_config.h"
 #include "data/token_data.h"
 #include "dmodule/module.h"
+#include "family/layered_model.h"
+#include "family/model_family.h"
 #include "parallel/pipeline/stage_split.h"
 
 namespace vescale {
 
-/// One micro-batch as plain tensors, the same on every rank of the parameter mesh.
+/// One micro-batch as plain tensors, the same on every rank of the parameter mesh, and what its
+/// forward is for (training with its dropout key, or evaluation).
 struct Batch {
   at::Tensor inputs;
   at::Tensor targets;
+  ForwardContext context;
 };
-
-/// A layer of the model in forward order (GPT: the embeddings, each block, the head with the
-/// loss), what a pipeline stage is cut from.
-struct Layer {
-  std::string name;                  ///< "embedding", "transformer.h.3", "head"
-  std::vector<std::string> modules;  ///< FQNs of the modules it runs
-  double flops_per_sample = 0;       ///< forward + backward
-};
-
-/// Runs layers [first, end) of a task's layers() on `inputs`: the task's own run_layers, or a
-/// wrapper around it (ZeRO-3 gathers each layer's parameters around it).
-using LayerRunner = std::function<Tensors(int64_t first, int64_t end, const Tensors& inputs)>;
 
 class Task {
  public:
@@ -64,22 +56,27 @@ class Task {
   double flops_per_sample() const;
   /// The model's layers in forward order.
   virtual std::vector<Layer> layers() const = 0;
-  /// Runs layers [first, end) of layers() on `inputs`: layer 0 takes inputs(), the last one's
-  /// outputs go to loss(). What a pipeline stage runs. *Collective* over the parameter mesh.
-  virtual Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs) const = 0;
+  /// Runs layers [first, end) of layers() on `inputs` under `context`: layer 0 takes inputs(),
+  /// the last one's outputs go to loss(). What a pipeline stage runs. *Collective* over the
+  /// parameter mesh.
+  virtual Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
+                             const ForwardContext& context) const = 0;
 
   /// The mean loss of the model on `batch`: inputs, the layers run by `run` (all of them, in one
   /// call), loss. *Collective* over `mesh`.
   DTensor forward_loss(const Batch& batch, const DeviceMesh& mesh, const LayerRunner& run) const;
 };
 
-/// The task of the job's model: a GPT language model on the job's token data, or the MLP on
-/// teacher-student regression. Loads (or makes) the data; throws UserError on bad data.
+/// The task of the job's model family's objective: next-token prediction on the job's token data,
+/// or teacher-student regression. Loads (or makes) the data; throws UserError on bad data.
 std::unique_ptr<Task> make_task(const JobConfig& config);
 
 /// The layers of `model`, the model build_model(config) made: the list make_task(config)->layers()
 /// gives, without loading any data (and with deferred init, without allocating the model).
+/// `model` must be a LayeredModel.
 std::vector<Layer> model_layers(const JobConfig& config, Module& model);
+/// `model` as the ordered layers it is (every family's model is one).
+LayeredModel& as_layered(Module& model);
 /// The layers as the pipeline's stage split takes them (cost: FLOPs per sample).
 std::vector<pipeline::StageLayer> stage_layers(const std::vector<Layer>& layers);
 

@@ -22,7 +22,6 @@
 #include "train/nonfinite.h"
 #include "train/preemption.h"
 #include "train/run_folder.h"
-#include "train/test_fault.h"
 
 namespace vescale {
 namespace {
@@ -116,119 +115,177 @@ void log_pipeline_stats(const Job& job) {
       format_bytes(static_cast<double>(peak_resident_bytes())));
 }
 
-}  // namespace
+/// The training loop between its steps: the job, what each step reports to, and what the run
+/// has measured so far.
+class TrainingLoop {
+ public:
+  TrainingLoop(Job& job, const comm::Group& world, bool resumed, int64_t start_step,
+               TrainHooks hooks)
+      : job_(job),
+        c_(job.config),
+        world_(world),
+        start_step_(start_step),
+        hooks_(std::move(hooks)),
+        folder_(job, world, resumed, start_step),
+        writer_(folder_.metrics_path(), job.run_id),
+        meter_(job, world),
+        activations_(job),
+        checkpointer_(job, world),
+        nonfinite_(c_.on_nonfinite, c_.max_skipped) {
+    summary_.first_val_loss = evaluate(job_);
+    log_rank0("step {}/{} | val_loss {:.4f}", start_step_, c_.steps, summary_.first_val_loss);
+    meter_.start = Clock::now();
+  }
 
-TrainSummary run_training(const JobConfig& c, const comm::Group& world) {
-  std::unique_ptr<Job> job = build_job(c, world);
-  const bool rank0 = world.rank() == 0;
-  int64_t start_step = 0;
-  const std::optional<std::string> load_path = resolve_load_path(c);
-  if (load_path) start_step = load_job(*job, CheckpointReader(*load_path));
-  VS_USER_CHECK(start_step < c.steps,
-                "config {}: the checkpoint is at step {}, not before training.steps = {}", c.source,
-                start_step, c.steps);
-  const RunFolder folder(*job, world, load_path.has_value(), start_step);
-  MetricsWriter writer(folder.metrics_path(), job->run_id);
-  Meter meter(*job, world);
-  ActivationMeter activations(*job);
-  JobCheckpointer checkpointer(*job, world);
-
-  TrainSummary summary;
-  NonFiniteGuard nonfinite(c.on_nonfinite, c.max_skipped);
-  summary.first_val_loss = evaluate(*job);
-  log_rank0("step {}/{} | val_loss {:.4f}", start_step, c.steps, summary.first_val_loss);
-  meter.start = Clock::now();
-  Clock::time_point timed_start;
-  int64_t end_step = c.steps;
-  for (int64_t step = start_step; step < c.steps; ++step) {
-    maybe_die_for_test(world.rank(), step);
-    maybe_hang_for_test(world.rank(), step);
+  /// Runs step `step` (0-based) with its evaluation, metrics line and checkpoint. Returns true
+  /// when the ranks agreed to stop after it (NOTE [Preemption]); it is saved then.
+  bool run_step(int64_t step) {
+    if (hooks_.before_step) hooks_.before_step(world_.rank(), step);
     const auto step_start = Clock::now();
-    if (step == start_step + 1) timed_start = step_start;
-    const bool last = step + 1 == c.steps;
+    if (step == start_step_ + 1) timed_start_ = step_start;
+    const bool last = step + 1 == c_.steps;
     // NOTE [Preemption]: the ranks agree whether to stop while the step computes (started before
     // the step's byte count, which it is not part of). The last step is not interrupted.
     std::optional<StopAgreement> stop_agreement;
-    if (!last) stop_agreement.emplace(world);
-    const comm::CommSnapshot comm_before = meter.stats.snapshot();
+    if (!last) stop_agreement.emplace(world_);
+    const comm::CommSnapshot comm_before = meter_.stats.snapshot();
     const double lr =
-        lr_at(step, c.steps, c.lr, c.warmup_steps, c.decay == "cosine", c.min_lr_ratio);
-    activations.start_step();
-    const StepResult result = job->train_step->run(
+        lr_at(step, c_.steps, c_.lr, c_.warmup_steps, c_.decay == "cosine", c_.min_lr_ratio);
+    activations_.start_step();
+    const StepResult result = job_.train_step->run(
         [&](int64_t micro) {
-          activations.before_forward();
-          return job->micro_batch(step, micro);
+          activations_.before_forward();
+          return job_.micro_batch(step, micro);
         },
         lr);
     // The step's bytes only: not those of the checkpoint or evaluation that may follow.
-    const comm::CommSnapshot comm_after = meter.stats.snapshot();
-    summary.losses.push_back(result.loss);
-    nonfinite.after_step(step, result);
+    const comm::CommSnapshot comm_after = meter_.stats.snapshot();
+    summary_.losses.push_back(result.loss);
+    nonfinite_.after_step(step, result);
     const auto check_start = Clock::now();
     const bool stop = stop_agreement && stop_agreement->wait();
-    summary.stop_check_s += seconds_since(check_start);
+    summary_.stop_check_s += seconds_since(check_start);
 
-    std::optional<double> val_loss;
-    if (last || (!stop && c.eval_interval > 0 && (step + 1) % c.eval_interval == 0)) {
-      const auto eval_start = Clock::now();
-      val_loss = evaluate(*job);
-      if (step > start_step) summary.timed_eval_s += seconds_since(eval_start);
-    }
-    if (last) summary.final_val_loss = *val_loss;
-    if ((step + 1) % c.log_interval == 0 || last || val_loss || stop) {
+    const std::optional<double> val_loss = evaluate_after(step, last, stop);
+    if ((step + 1) % c_.log_interval == 0 || last || val_loss || stop) {
       const StepMetrics m =
-          step_metrics(meter, step, start_step, c.steps, result, lr, val_loss, step_start,
-                       comm_before, comm_after, activations.with_activations(job->state_bytes()));
+          step_metrics(meter_, step, start_step_, c_.steps, result, lr, val_loss, step_start,
+                       comm_before, comm_after, activations_.with_activations(job_.state_bytes()));
       log_rank0("{}", format_metrics_line(m));
-      if (rank0) writer.write(m);
+      if (world_.rank() == 0) writer_.write(m);
     }
     // After the step's metrics line: a crash between the two repeats the line on resume rather
     // than losing it (evaluation reads the state, so the saved state is the same).
     // With checkpoint.interval > 0 the last step is saved too, whatever the interval.
-    if (stop || (c.checkpoint_interval > 0 && ((step + 1) % c.checkpoint_interval == 0 || last)))
-      checkpointer.save(step + 1);
-    if (stop) {
-      end_step = step + 1;
-      summary.preempted = true;
-      break;
-    }
+    if (stop || (c_.checkpoint_interval > 0 && ((step + 1) % c_.checkpoint_interval == 0 || last)))
+      checkpointer_.save(step + 1);
+    return stop;
   }
-  checkpointer.finish();  // the last save is committed before training reports it is done
-  summary.seconds = seconds_since(meter.start);
-  const int64_t ran = end_step - start_step;
-  if (ran > 1)
-    summary.tokens_per_s = meter.tokens_per_step * static_cast<double>(ran - 1) /
-                           (seconds_since(timed_start) - summary.timed_eval_s);
-  // Every step but the last starts an agreement.
-  const int64_t agreements = end_step < c.steps ? ran : ran - 1;
-  log_rank0(
-      "[preempt] stop agreement: {} all-reduce{} of one flag, each in flight during its step; "
-      "waited {:.1f} us per step for them ({:.3f}% of the step time)",
-      agreements, agreements == 1 ? "" : "s", 1e6 * summary.stop_check_s / static_cast<double>(ran),
-      100.0 * summary.stop_check_s / std::max(summary.seconds, 1e-12));
-  if (summary.preempted) {
+
+  /// After the last step run (`end_step`: the step count then): commits the last checkpoint
+  /// before training reports it is done, and logs the run's figures.
+  TrainSummary finish(int64_t end_step) {
+    checkpointer_.finish();
+    summary_.preempted = end_step < c_.steps;
+    summary_.seconds = seconds_since(meter_.start);
+    const int64_t ran = end_step - start_step_;
+    if (ran > 1)
+      summary_.tokens_per_s = meter_.tokens_per_step * static_cast<double>(ran - 1) /
+                              (seconds_since(timed_start_) - summary_.timed_eval_s);
+    log_stop_agreements(end_step, ran);
+    if (summary_.preempted) {
+      log_preempted(end_step);
+    } else {
+      log_done(ran);
+    }
+    return summary_;
+  }
+
+ private:
+  /// The validation loss after step `step` when it is due (the last step, or every
+  /// eval.interval steps unless the run stops): timed, for tokens/s to leave it out.
+  std::optional<double> evaluate_after(int64_t step, bool last, bool stop) {
+    const bool due = c_.eval_interval > 0 && (step + 1) % c_.eval_interval == 0;
+    if (!last && (stop || !due)) return std::nullopt;
+    const auto eval_start = Clock::now();
+    const double val_loss = evaluate(job_);
+    if (step > start_step_) summary_.timed_eval_s += seconds_since(eval_start);
+    if (last) summary_.final_val_loss = val_loss;
+    return val_loss;
+  }
+
+  void log_stop_agreements(int64_t end_step, int64_t ran) const {
+    // Every step but the last starts an agreement.
+    const int64_t agreements = end_step < c_.steps ? ran : ran - 1;
+    log_rank0(
+        "[preempt] stop agreement: {} all-reduce{} of one flag, each in flight during its step; "
+        "waited {:.1f} us per step for them ({:.3f}% of the step time)",
+        agreements, agreements == 1 ? "" : "s",
+        1e6 * summary_.stop_check_s / static_cast<double>(ran),
+        100.0 * summary_.stop_check_s / std::max(summary_.seconds, 1e-12));
+  }
+
+  void log_preempted(int64_t end_step) const {
     const int sig = preemption_signal();
     log_rank0(
         "preempted by {}: stopped after step {} of {}, its checkpoint is committed in "
         "{}/checkpoints; resume with --checkpoint.load=latest (exit code {})",
         sig != 0 ? fmt::format("signal {} ({})", sig, strsignal(sig))
                  : std::string("a signal to another rank"),
-        end_step, c.steps, c.dump_folder, kPreemptedExitCode);
-    return summary;
+        end_step, c_.steps, c_.dump_folder, kPreemptedExitCode);
   }
-  log_rank0("done: {} steps in {}, val_loss {:.4f} -> {:.4f}, {:.0f} tokens/s, peak RSS {}", ran,
-            format_duration(summary.seconds), summary.first_val_loss, summary.final_val_loss,
-            summary.tokens_per_s, format_bytes(static_cast<double>(peak_resident_bytes())));
-  if (nonfinite.skipped() > 0)
-    log_rank0("{} step{} skipped: the loss or gradient norm was not finite", nonfinite.skipped(),
-              nonfinite.skipped() == 1 ? "" : "s");
-  if (job->pipeline) log_pipeline_stats(*job);
-  return summary;
+
+  void log_done(int64_t ran) const {
+    log_rank0("done: {} steps in {}, val_loss {:.4f} -> {:.4f}, {:.0f} tokens/s, peak RSS {}", ran,
+              format_duration(summary_.seconds), summary_.first_val_loss, summary_.final_val_loss,
+              summary_.tokens_per_s, format_bytes(static_cast<double>(peak_resident_bytes())));
+    if (nonfinite_.skipped() > 0)
+      log_rank0("{} step{} skipped: the loss or gradient norm was not finite", nonfinite_.skipped(),
+                nonfinite_.skipped() == 1 ? "" : "s");
+    if (job_.pipeline) log_pipeline_stats(job_);
+  }
+
+  Job& job_;
+  const JobConfig& c_;
+  const comm::Group& world_;
+  const int64_t start_step_;
+  const TrainHooks hooks_;
+  const RunFolder folder_;
+  MetricsWriter writer_;
+  Meter meter_;
+  ActivationMeter activations_;
+  JobCheckpointer checkpointer_;
+  NonFiniteGuard nonfinite_;
+  TrainSummary summary_;
+  Clock::time_point timed_start_;
+};
+
+/// Loads the checkpoint the config names, if any: the step the run goes on from.
+int64_t resume(Job& job, const std::optional<std::string>& load_path) {
+  const JobConfig& c = job.config;
+  const int64_t start_step = load_path ? load_job(job, CheckpointReader(*load_path)) : 0;
+  VS_USER_CHECK(start_step < c.steps,
+                "config {}: the checkpoint is at step {}, not before training.steps = {}", c.source,
+                start_step, c.steps);
+  return start_step;
+}
+
+}  // namespace
+
+TrainSummary run_training(const JobConfig& c, const comm::Group& world, const TrainHooks& hooks) {
+  std::unique_ptr<Job> job = build_job(c, world);
+  const std::optional<std::string> load_path = resolve_load_path(c);
+  const int64_t start_step = resume(*job, load_path);
+  TrainingLoop loop(*job, world, load_path.has_value(), start_step, hooks);
+  for (int64_t step = start_step; step < c.steps; ++step) {
+    if (loop.run_step(step)) return loop.finish(step + 1);
+  }
+  return loop.finish(c.steps);
 }
 
 double run_evaluation(const JobConfig& config, const comm::Group& world,
                       const std::string& checkpoint) {
-  std::unique_ptr<Job> job = build_job(config, world);
+  std::unique_ptr<Job> job = build_job(config, world, JobPurpose::kEvaluate);
   load_job(*job, CheckpointReader(checkpoint), LoadParts::kModel);
   const double val_loss = evaluate(*job);
   log_rank0("val_loss {:.6f} over {} windows", val_loss, config.eval_windows);

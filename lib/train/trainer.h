@@ -2,6 +2,8 @@
 // steps (train/train_step.h) with evaluation, checkpoints and metrics.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "comm/group.h"
@@ -22,10 +24,17 @@ struct TrainSummary {
   double stop_check_s = 0;  ///< waiting for the per-step stop agreements, in all
 };
 
+/// What the caller runs inside the loop (the app's fault injection for its end-to-end tests).
+struct TrainHooks {
+  /// Called on every rank as it is about to run 0-based step `step`.
+  std::function<void(int rank, int64_t step)> before_step;
+};
+
 /// Trains as `config` says on the ranks of `world` (its size must be the config's mesh size).
 /// Stops early, saved, when a PreemptionHandler saw a signal (NOTE [Preemption]).
 /// *Collective* over `world`.
-TrainSummary run_training(const JobConfig& config, const comm::Group& world);
+TrainSummary run_training(const JobConfig& config, const comm::Group& world,
+                          const TrainHooks& hooks = {});
 
 /// The validation loss of the model in `checkpoint` under `config`'s model, mesh and plan.
 /// *Collective* over `world`.

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <variant>
 
+#include "config/config_schema.h"
 #include "config/job_config.h"
 #include "core/error.h"
 #include "dmodule/parallelize.h"
@@ -40,13 +41,9 @@ std::string broken_promise(const JobConfig& c) {
   for (const auto& k : config_schema()) {
     if (!k.range) continue;
     double value = 0;
-    std::visit(
-        [&](auto field) {
-          using T = std::decay_t<decltype(c.*field)>;
-          if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>)
-            value = static_cast<double>(c.*field);
-        },
-        k.field);
+    const ConfigValue v = config_value(c, k);
+    if (const auto* i = std::get_if<int64_t>(&v)) value = static_cast<double>(*i);
+    if (const auto* d = std::get_if<double>(&v)) value = *d;
     if (!k.range->contains(value))
       return fmt::format("{} = {} outside {}", k.name, value, k.range->str());
   }

@@ -126,6 +126,23 @@ assert worst <= 1e-10, worst
             print(f"eval {name}: val_loss {value:.12f} (training reported {trained:.12f})")
             self.assertLessEqual(abs(value - trained) / trained, 1e-10)
 
+    def test_eval_builds_no_optimizer_and_reads_bf16_and_zero_checkpoints(self):
+        # An evaluation job has no optimizer or float32 master weights: a bf16 run's float32
+        # state is read and rounded into its bf16 parameters, as training rounds its masters.
+        for name, extra in [("bf16", ("--training.dtype=bfloat16",)),
+                            ("zero3", ("--parallel.zero=3", "--training.dtype=float64"))]:
+            ckpt, _ = self.saved(f"eval-{name}", "sharded", *extra, dtype=())
+            with open(os.path.join(self.tmp, f"eval-{name}", "metrics.jsonl")) as f:
+                trained = [json.loads(line) for line in f][-1]["val_loss"]
+            result = run("eval", CONFIG, "--checkpoint", ckpt, *extra)
+            self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+            self.assertIn("evaluation only (no optimizer)", result.stdout + result.stderr)
+            value = float(result.stdout.split()[-1])
+            error = abs(value - trained) / trained
+            print(f"eval {name} (no optimizer): val_loss {value!r}, training {trained!r}, "
+                  f"relative error {error:.2e}")
+            self.assertLessEqual(error, 1e-12)
+
     def test_sizes_and_throughput(self):
         rows = []
         for fmt in ["sharded", "deduped", "merged"]:

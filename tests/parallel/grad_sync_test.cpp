@@ -106,7 +106,7 @@ TEST(GradSync, AccumulatesMicroBatchesThroughTheSchedule) {
     });
     sync.zero_grad();
     const auto losses = schedule.run([&](int64_t micro) {
-      return Batch{sample(world.rank() * 2 + static_cast<int>(micro)), at::Tensor()};
+      return Batch{sample(world.rank() * 2 + static_cast<int>(micro)), at::Tensor(), {}};
     });
     EXPECT_EQ(losses.size(), 2u);
     EXPECT_EQ(notified, 1);

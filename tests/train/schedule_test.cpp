@@ -32,7 +32,7 @@ TEST(GradientAccumulation, GradientOfTheMeanLossAndLastBackwardSignal) {
                                 : 0;
     });
     const auto losses = schedule.run([](int64_t micro) {
-      return Batch{at::full({}, static_cast<double>(micro), at::kDouble), at::Tensor()};
+      return Batch{at::full({}, static_cast<double>(micro), at::kDouble), at::Tensor(), {}};
     });
     EXPECT_EQ(losses, (std::vector<double>{3, 4, 5, 6}));
     EXPECT_EQ(forwards_at_signal, 4);

@@ -226,8 +226,9 @@ void Zero::set_layers(std::vector<std::vector<size_t>> layer_params) {
   layers_ = std::move(layer_params);
 }
 
-Tensors Zero::run_layers(int64_t first, int64_t end, const Tensors& inputs, const LayerFn& run) {
-  if (!shards_params()) return run(first, end, inputs);
+Tensors Zero::run_layers(int64_t first, int64_t end, const Tensors& inputs,
+                         const ForwardContext& context, const LayerRunner& run) {
+  if (!shards_params()) return run(first, end, inputs, context);
   VS_CHECK(end <= static_cast<int64_t>(layers_.size()),
            "[zero] layers [{}, {}) but {} layers were set", first, end, layers_.size());
   Tensors x = inputs;
@@ -238,7 +239,7 @@ Tensors Zero::run_layers(int64_t first, int64_t end, const Tensors& inputs, cons
     gather(layer(i));
     // The next layer's all-gather runs while this one computes.
     if (i + 1 < end) prefetch(layer(i + 1));
-    x = run(i, i + 1, x);
+    x = run(i, i + 1, x, context);
     const at::Tensor& out = x.at(0).to_local();
     if (out.requires_grad()) {
       // Before the layer's backward (the gradient of its output has arrived): gather it, and

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "dmodule/module.h"
+#include "family/layered_model.h"
 #include "mesh/job_mesh.h"
 #include "optim/param_view.h"
 #include "parallel/grad_sync.h"
@@ -57,13 +58,12 @@ class Zero {
 
   /// Stage 3: the parameters each layer of the model uses (indices into `params`).
   void set_layers(std::vector<std::vector<size_t>> layer_params);
-  /// Runs one layer [i, i + 1) on its inputs (a model's or a task's run_layers).
-  using LayerFn = std::function<Tensors(int64_t first, int64_t end, const Tensors& inputs)>;
   /// Runs layers [first, end) one at a time through `run`; at stage 3 each layer's parameters are
   /// gathered before and freed after its forward (a tied weight after its last layer of the
   /// range), gathered again when the gradient of its output arrives (before its backward) and
   /// freed when its gradient has arrived. *Collective* over dp and like `run`.
-  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs, const LayerFn& run);
+  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
+                     const ForwardContext& context, const LayerRunner& run);
 
   /// Bytes of parameter memory held now: rows plus whole tensors (measured from storage sizes).
   int64_t param_bytes() const;

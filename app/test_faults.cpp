@@ -1,4 +1,4 @@
-#include "train/test_fault.h"
+#include "test_faults.h"
 
 #include <signal.h>
 
@@ -42,6 +42,13 @@ void maybe_hang_for_test(int rank, int64_t step) {
   spdlog::default_logger()->flush();
   while (true)
     std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+TrainHooks test_fault_hooks() {
+  return {[](int rank, int64_t step) {
+    maybe_die_for_test(rank, step);
+    maybe_hang_for_test(rank, step);
+  }};
 }
 
 }  // namespace vescale

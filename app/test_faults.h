@@ -1,7 +1,10 @@
-// Faults to inject on purpose, for the restart and liveness tests (tests/e2e/).
+// Faults to inject on purpose, for the restart and liveness tests (tests/e2e/): the app passes
+// them to the training loop as a hook; the library knows nothing of them.
 #pragma once
 
 #include <cstdint>
+
+#include "train/trainer.h"
 
 namespace vescale {
 
@@ -15,5 +18,8 @@ void maybe_die_for_test(int rank, int64_t step);
 /// collective) as it is about to run 0-based step `step`: a deadlock in compute, for the
 /// launcher's heartbeat to find (tests/e2e/test_liveness.py). A no-op when unset.
 void maybe_hang_for_test(int rank, int64_t step);
+
+/// The training loop's hooks that run both before each step.
+TrainHooks test_fault_hooks();
 
 }  // namespace vescale

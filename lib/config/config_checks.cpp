@@ -1,0 +1,73 @@
+#include "config/config_checks.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "config/config_schema.h"
+#include "core/error.h"
+
+namespace vescale {
+
+void check_values(const JobConfig& c) {
+  auto one_of = [&](const std::string& key, const std::string& value,
+                    std::vector<std::string> allowed) {
+    VS_USER_CHECK(std::find(allowed.begin(), allowed.end(), value) != allowed.end(),
+                  "config {}: {} = \"{}\" is not one of {}", c.source, key, value,
+                  fmt::join(allowed, ", "));
+  };
+  VS_USER_CHECK(!c.dump_folder.empty(),
+                "config {}: job.dump_folder is empty; name the folder for metrics.jsonl and "
+                "checkpoints/ (\".\" for the working folder)",
+                c.source);
+  one_of("model.name", c.model, model_family_names());
+  one_of("data.source", c.data_source, {"synthetic", "text", "tokens"});
+  one_of("training.device", c.device, {"auto", "cpu", "cuda"});
+  one_of("training.dtype", c.dtype, {"float32", "float64", "bfloat16"});
+  one_of("optimizer.name", c.optimizer, {"adamw", "sgd"});
+  one_of("lr_scheduler.decay", c.decay, {"cosine", "constant"});
+  one_of("training.on_nonfinite", c.on_nonfinite, {"stop", "skip"});
+  one_of("comm.backend", c.backend, {"auto", "gloo", "nccl"});
+  one_of("checkpoint.format", c.checkpoint_format, {"sharded", "deduped", "merged"});
+  one_of("parallel.pp_schedule", c.pp_schedule,
+         {"gpipe", "1f1b", "interleaved-1f1b", "zbv", "zb-h1"});
+}
+
+void check_combinations(const JobConfig& c) {
+  VS_USER_CHECK(c.world_size() <= kMaxWorld, "config {}: {} = {} ranks, more than {}", c.source,
+                c.mesh_text(), c.world_size(), kMaxWorld);
+  if (!c.tp_shape.empty()) {
+    VS_USER_CHECK(c.tp_shape.size() == 2 && c.tp_shape[0] >= 1 && c.tp_shape[1] >= 1 &&
+                      c.tp_shape[0] <= kMaxMeshDim && c.tp_shape[1] <= kMaxMeshDim,
+                  "config {}: parallel.tp_shape = [{}] must be two positive sizes, tp_a x tp_b "
+                  "(or empty for a 1-D tp mesh)",
+                  c.source, fmt::join(c.tp_shape, ", "));
+    VS_USER_CHECK(c.tp_shape[0] * c.tp_shape[1] == c.tp,
+                  "config {}: parallel.tp_shape = [{}] multiplies to {}, but parallel.tp = {}; "
+                  "set parallel.tp = {}",
+                  c.source, fmt::join(c.tp_shape, ", "), c.tp_shape[0] * c.tp_shape[1], c.tp,
+                  c.tp_shape[0] * c.tp_shape[1]);
+  }
+  VS_USER_CHECK(c.global_batch_size % (c.dp * c.microbatches) == 0,
+                "config {}: training.global_batch_size = {} is not divisible by parallel.dp x "
+                "parallel.microbatches "
+                "= {} x {}",
+                c.source, c.global_batch_size, c.dp, c.microbatches);
+  c.family().check(c.model_spec());
+  VS_USER_CHECK(c.data_source == "synthetic" || !c.data_path.empty(),
+                "config {}: data.source = \"{}\" needs data.path", c.source, c.data_source);
+  VS_USER_CHECK(c.family().objective() == Objective::kNextToken || c.data_source == "synthetic",
+                "config {}: model.name = \"{}\" trains on data.source = \"synthetic\" only",
+                c.source, c.model);
+  VS_USER_CHECK(c.backend != "nccl" || c.device != "cpu",
+                "config {}: comm.backend = \"nccl\" moves CUDA tensors, but training.device = "
+                "\"cpu\": use comm.backend = \"auto\" or \"gloo\", or training.device = \"cuda\"",
+                c.source);
+  VS_USER_CHECK(c.backend != "gloo" || c.device != "cuda",
+                "config {}: comm.backend = \"gloo\" moves CPU tensors only, but training.device = "
+                "\"cuda\": use comm.backend = \"auto\" or \"nccl\"",
+                c.source);
+}
+
+}  // namespace vescale

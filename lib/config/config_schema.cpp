@@ -1,0 +1,226 @@
+#include "config/config_schema.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "config/toml_value.h"
+#include "core/error.h"
+
+namespace vescale {
+namespace {
+
+/// Not deduced from the default, so `int64_t` fields take `64` and string fields `"gpt"`.
+template <typename T>
+struct Exactly {
+  using type = T;
+};
+
+/// A schema entry whose default has its field's type.
+template <typename T>
+ConfigKey key(const char* name, T JobConfig::*field, typename Exactly<T>::type default_value,
+              const std::string& help, std::optional<ConfigRange> range = std::nullopt) {
+  return {name, ConfigValue(std::move(default_value)), help, field, range};
+}
+
+/// "gpt or mlp": the families model.name chooses from.
+std::string family_choice() {
+  const std::vector<std::string> names = model_family_names();
+  std::string out = names.at(0);
+  for (size_t i = 1; i < names.size(); ++i)
+    out += (i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
+/// The [job] keys, and model.name (the families' [model] keys follow it).
+std::vector<ConfigKey> job_and_model_keys() {
+  using C = JobConfig;
+  return {
+      key("job.name", &C::name, "vescale", "Name of the run (used in logs)"),
+      key("job.dump_folder", &C::dump_folder, "outputs", "Where metrics.jsonl and checkpoints/ go"),
+      key("model.name", &C::model, model_family_names().front(), family_choice()),
+  };
+}
+
+/// The [parallel] keys: the mesh, the plan, the pipeline and ZeRO.
+std::vector<ConfigKey> parallel_keys() {
+  using C = JobConfig;
+  return {
+      key("parallel.pp", &C::pp, 1,
+          "Pipeline-parallel ranks (stages are cut from the model's layers)",
+          within(1, kMaxMeshDim)),
+      key("parallel.dp", &C::dp, 1, "Data-parallel replicas", within(1, kMaxMeshDim)),
+      key("parallel.tp", &C::tp, 1, "Tensor-parallel degree", within(1, kMaxMeshDim)),
+      key("parallel.tp_shape", &C::tp_shape, {},
+          "A 2-D tp mesh tp_a x tp_b ([2, 2], multiplying to parallel.tp) for plans with two "
+          "tp placements (gpt/megatron-tp-2d); empty: 1-D"),
+      key("parallel.plan", &C::plan, "",
+          "Sharding plan: a zoo name (gpt/megatron-sp) or a file; empty: replicate"),
+      key("parallel.microbatches", &C::microbatches, 1,
+          "Micro-batches per step (gradient accumulation; the pipeline's micro-batches)",
+          at_least(1)),
+      key("parallel.pp_schedule", &C::pp_schedule, "1f1b",
+          "Pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zbv or zb-h1"),
+      key("parallel.pp_virtual", &C::pp_virtual, 1,
+          "Pipeline stages per pp rank (interleaved-1f1b: 2 or more; zbv: 2)", within(1, 1 << 10)),
+      key("parallel.pp_split", &C::pp_split, {"balanced"},
+          "Stages: balanced (by estimated cost), or the layers that start stages 2, 3, ... "
+          "([\"transformer.h.2\"])"),
+      key("parallel.zero", &C::zero, 0,
+          "ZeRO over dp: 0 off, 1 optimizer state sharded, 2 and gradients, 3 and parameters "
+          "(FSDP)",
+          within(0, 3)),
+  };
+}
+
+/// The [data] and [training] keys.
+std::vector<ConfigKey> data_and_training_keys() {
+  using C = JobConfig;
+  return {
+      key("data.source", &C::data_source, "synthetic",
+          "synthetic, text (UTF-8 bytes) or tokens (nanoGPT uint16 .bin)"),
+      key("data.path", &C::data_path, "",
+          "text: a file; tokens: a folder with train.bin and val.bin"),
+      key("data.val_fraction", &C::val_fraction, 0.1,
+          "text: the last fraction of the file is the validation split", open_unit()),
+      key("training.steps", &C::steps, 100, "Optimizer steps", within(1, 1e12)),
+      key("training.global_batch_size", &C::global_batch_size, 8,
+          "Sequences (or MLP samples) per step, over all dp ranks", at_least(1)),
+      key("training.seq_len", &C::seq_len, 64, "GPT tokens per sequence", at_least(1)),
+      key("training.seed", &C::seed, 0, "Seed of init, data order and dropout"),
+      key("training.device", &C::device, "auto",
+          "auto (cuda:LOCAL_RANK when a GPU is visible, else cpu), cpu or cuda"),
+      key("training.dtype", &C::dtype, "float32",
+          "float32, float64 or bfloat16 (bf16 compute, float32 master weights and state)"),
+      key("training.grad_clip", &C::grad_clip, 1.0,
+          "Clip the global gradient norm to this (0: off)", at_least(0)),
+      key("training.on_nonfinite", &C::on_nonfinite, "stop",
+          "A NaN/inf loss or gradient norm: stop (exit 3, nothing saved) or skip the update"),
+      key("training.max_skipped", &C::max_skipped, 10,
+          "With on_nonfinite = skip: stop after this many skipped steps in a row", within(1, 1e12)),
+  };
+}
+
+/// The [optimizer], [lr_scheduler] and [eval] keys.
+std::vector<ConfigKey> optimizer_keys() {
+  using C = JobConfig;
+  return {
+      key("optimizer.name", &C::optimizer, "adamw", "adamw or sgd"),
+      key("optimizer.lr", &C::lr, 3e-4, "Peak learning rate", at_least(0)),
+      key("optimizer.beta1", &C::beta1, 0.9, "AdamW beta1", half_open(0, 1)),
+      key("optimizer.beta2", &C::beta2, 0.95, "AdamW beta2", half_open(0, 1)),
+      key("optimizer.eps", &C::eps, 1e-8, "AdamW epsilon", above(0)),
+      key("optimizer.weight_decay", &C::weight_decay, 0.1,
+          "Decoupled weight decay (not on biases and norms)", at_least(0)),
+      key("optimizer.momentum", &C::momentum, 0.9, "SGD momentum", half_open(0, 1)),
+      key("lr_scheduler.warmup_steps", &C::warmup_steps, 0, "Linear warmup steps", within(0, 1e12)),
+      key("lr_scheduler.decay", &C::decay, "cosine", "cosine or constant after warmup"),
+      key("lr_scheduler.min_lr_ratio", &C::min_lr_ratio, 0.1,
+          "Cosine floor as a fraction of optimizer.lr", within(0, 1)),
+      key("eval.interval", &C::eval_interval, 0,
+          "Evaluate every this many steps (0: only at the end)", within(0, 1e12)),
+      key("eval.windows", &C::eval_windows, 8,
+          "Validation windows of seq_len tokens (GPT) or batches (MLP)", at_least(1)),
+  };
+}
+
+/// The [checkpoint], [metrics] and [comm] keys.
+std::vector<ConfigKey> checkpoint_and_run_keys() {
+  using C = JobConfig;
+  return {
+      key("checkpoint.format", &C::checkpoint_format, "sharded",
+          "sharded, deduped or merged (HDF5)"),
+      key("checkpoint.interval", &C::checkpoint_interval, 0,
+          "Save every this many steps (0: never)", within(0, 1e12)),
+      key("checkpoint.keep", &C::checkpoint_keep, 3,
+          "Committed checkpoints kept; older ones are pruned (0: all)", within(0, 1 << 20)),
+      key("checkpoint.async", &C::checkpoint_async, false,
+          "Copy the state to host memory and write it in a background thread while training "
+          "goes on"),
+      key("checkpoint.overwrite", &C::checkpoint_overwrite, false,
+          "Delete, before the first step, the committed steps this run would otherwise refuse "
+          "to save beside: another run's, or its own newer than the step it resumes from (a "
+          "rollback)"),
+      key("checkpoint.load", &C::checkpoint_load, "",
+          "Resume from: a step folder, a merged .h5, or \"latest\" (the newest committed step "
+          "of <dump_folder>/checkpoints; none yet: start from step 0)"),
+      key("metrics.log_interval", &C::log_interval, 10,
+          "Print and record metrics every this many steps", within(1, 1e12)),
+      key("metrics.peak_flops", &C::peak_flops, 0.0,
+          "Peak FLOP/s per rank for MFU (0: measured matmul rate)", at_least(0)),
+      key("comm.timeout_s", &C::timeout_s, 300.0, "Seconds any collective may take",
+          within_open_lo(0, 7 * 24 * 3600)),
+      key("comm.backend", &C::backend, "auto", "auto (nccl on CUDA, gloo on cpu), gloo or nccl"),
+      key("comm.bucket_mb", &C::bucket_mb, 25.0, "Gradient all-reduce bucket size in MiB",
+          within_open_lo(0, 1 << 20)),
+  };
+}
+
+/// The families' [model] keys as schema keys; a key that several families read is listed once.
+std::vector<ConfigKey> family_keys() {
+  std::vector<ConfigKey> out;
+  for (const auto& family : model_families()) {
+    for (const FamilyKey& fk : family->keys()) {
+      const std::string name = "model." + fk.name;
+      auto same =
+          std::find_if(out.begin(), out.end(), [&](const ConfigKey& k) { return k.name == name; });
+      if (same == out.end()) {
+        out.push_back({name,
+                       fk.default_value,
+                       fk.help,
+                       ModelKeyField{fk.name},
+                       fk.range,
+                       {family->name()},
+                       fk.role});
+        continue;
+      }
+      VS_CHECK(same->default_value.index() == fk.default_value.index() && same->role == fk.role,
+               "[config] families {} and {} declare {} differently", same->families.at(0),
+               family->name(), name);
+      same->families.push_back(family->name());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool ConfigKey::applies_to(const std::string& model) const {
+  return families.empty() || std::find(families.begin(), families.end(), model) != families.end();
+}
+
+const std::vector<ConfigKey>& config_schema() {
+  static const std::vector<ConfigKey> schema = [] {
+    std::vector<ConfigKey> keys;
+    for (auto section : {job_and_model_keys, parallel_keys, data_and_training_keys, optimizer_keys,
+                         checkpoint_and_run_keys}) {
+      std::vector<ConfigKey> more = section();
+      keys.insert(keys.end(), more.begin(), more.end());
+    }
+    const std::vector<ConfigKey> model_keys = family_keys();
+    auto after_name = std::find_if(keys.begin(), keys.end(),
+                                   [](const ConfigKey& k) { return k.name == "model.name"; });
+    keys.insert(after_name + 1, model_keys.begin(), model_keys.end());
+    return keys;
+  }();
+  return schema;
+}
+
+ConfigValue config_value(const JobConfig& c, const ConfigKey& k) {
+  return std::visit(
+      [&](const auto& field) -> ConfigValue {
+        if constexpr (std::is_same_v<std::decay_t<decltype(field)>, ModelKeyField>) {
+          return c.model_keys.at(field.name);
+        } else {
+          return c.*field;
+        }
+      },
+      k.field);
+}
+
+std::string value_text(const JobConfig& c, const ConfigKey& k) {
+  return short_literal(config_value(c, k));
+}
+
+}  // namespace vescale

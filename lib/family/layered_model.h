@@ -1,0 +1,43 @@
+// LayeredModel: a model as an ordered list of layers that can run a contiguous range of them,
+// so that a pipeline stage runs only its own (docs/design.md §14), with the forward context (train
+// or eval, the dropout masks' key) passed to every run rather than left in the model.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "dmodule/module.h"
+
+namespace vescale {
+
+/// What one forward is for: training (dropout on, masks keyed by the step and the rows of the
+/// global batch this rank's activations are) or evaluation (dropout off).
+struct ForwardContext {
+  bool training = true;
+  /// The dropout masks' counter: the optimizer step a training micro-batch belongs to.
+  uint64_t step = 0;
+  /// The rows this rank's activations are of the whole batch (data parallel, micro-batches).
+  int64_t row_offset = 0;
+  int64_t global_rows = -1;
+
+  /// Evaluation: no dropout.
+  static ForwardContext eval() { return {false, 0, 0, -1}; }
+};
+
+class LayeredModel {
+ public:
+  virtual ~LayeredModel() = default;
+  /// Layers in forward order.
+  virtual int64_t layer_count() const = 0;
+  /// Runs layers [first, end) on `inputs` under `context` (layer 0 takes the model's inputs; the
+  /// last returns its outputs). *Collective* like the forward.
+  virtual Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
+                             const ForwardContext& context) = 0;
+};
+
+/// Runs layers [first, end) of a model on `inputs`: the model's own run_layers, or a wrapper
+/// around it (ZeRO-3 gathers each layer's parameters around it).
+using LayerRunner = std::function<Tensors(int64_t first, int64_t end, const Tensors& inputs,
+                                          const ForwardContext& context)>;
+
+}  // namespace vescale

@@ -1,0 +1,53 @@
+#include "train/preflight.h"
+
+#include <filesystem>
+
+#include "comm/group.h"
+#include "config/memory_estimate.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/input_file.h"
+#include "mesh/job_mesh.h"
+#include "train/job.h"
+#include "train/lm_task.h"
+#include "train/model_factory.h"
+
+namespace vescale {
+namespace {
+
+/// The data's files are there: a text file, or a folder with train.bin and val.bin.
+void check_data_files(const JobConfig& c) {
+  namespace fs = std::filesystem;
+  const std::string data_key = fmt::format("config {}: data.path", c.source);
+  if (c.data_source == "text") require_regular_file(c.data_path, data_key);
+  if (c.data_source == "tokens") {
+    VS_USER_CHECK(fs::is_directory(c.data_path),
+                  "{} {}: no such folder (data.source = \"tokens\" reads train.bin and val.bin "
+                  "there)",
+                  data_key, c.data_path);
+    for (const char* name : {"train.bin", "val.bin"})
+      require_regular_file((fs::path(c.data_path) / name).string(), data_key);
+  }
+}
+
+}  // namespace
+
+ResolvedPlan check_layout(const JobConfig& c) {
+  check_pipeline(c);
+  const Plan plan = job_plan(c);
+  auto model = build_model(c);
+  const JobMesh job = JobMesh::layout(c.mesh_dims());
+  return resolve_plan(plan, *model, job.param_mesh());
+}
+
+Preflight preflight(const JobConfig& c, const PreflightOptions& options) {
+  Preflight out{check_layout(c), std::nullopt};
+  check_data_files(c);
+  if (options.scan_data && c.family().objective() == Objective::kNextToken)
+    out.tokens = load_job_tokens(c);
+  if (options.local_workers) check_local_workers_fit(c, physical_memory_bytes());
+  comm::resolve_backend(comm::parse_backend(c.backend), parse_device(c.device, 0));
+  return out;
+}
+
+}  // namespace vescale

@@ -1,0 +1,120 @@
+// The gpt family: its [model] keys, and what the rest of the program asks of a GPT.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "models/families.h"
+#include "models/gpt.h"
+
+namespace vescale::models {
+namespace {
+
+GPTConfig gpt_config(const ModelSpec& spec) {
+  const ModelKeys& k = spec.keys;
+  GPTConfig g;
+  g.vocab_size = k.integer("vocab_size");
+  g.block_size = k.integer("block_size");
+  g.n_layer = k.integer("n_layer");
+  g.n_head = k.integer("n_head");
+  g.n_embd = k.integer("n_embd");
+  g.dropout = k.number("dropout");
+  g.vocab_multiple = k.integer("vocab_multiple");
+  return g;
+}
+
+class GPTFamily : public ModelFamily {
+ public:
+  std::string name() const override { return "gpt"; }
+
+  std::vector<FamilyKey> keys() const override {
+    return {
+        {"vocab_size", int64_t{256}, "GPT vocabulary (text data: 256 bytes)", at_least(1)},
+        {"block_size", int64_t{64}, "GPT longest sequence (wpe rows)", at_least(1)},
+        {"n_layer", int64_t{2}, "GPT blocks", at_least(1)},
+        {"n_head", int64_t{4}, "GPT attention heads", at_least(1)},
+        {"n_embd", int64_t{64}, "GPT hidden size", at_least(1)},
+        {"dropout", 0.0, "GPT dropout probability", half_open(0, 1), KeyRole::kTraining},
+        {"vocab_multiple", int64_t{64}, "Vocabulary padded to a multiple of this x tp",
+         within(1, 1 << 20), KeyRole::kLayout},
+    };
+  }
+
+  Objective objective() const override { return Objective::kNextToken; }
+  int64_t activation_dims() const override { return 3; }
+
+  void check(const ModelSpec& spec) const override {
+    const int64_t block_size = spec.keys.integer("block_size");
+    VS_USER_CHECK(spec.seq_len <= block_size,
+                  "config {}: training.seq_len = {} is longer than model.block_size = {}",
+                  spec.source, spec.seq_len, block_size);
+  }
+
+  std::shared_ptr<Module> build(const ModelSpec& spec) const override {
+    auto gpt = std::make_shared<GPT>(gpt_config(spec), spec.tp);
+    gpt->set_dropout_seed(spec.seed);
+    return gpt;
+  }
+
+  std::vector<Layer> layers(const ModelSpec& spec, Module& model) const override {
+    // 6 FLOPs per parameter per token for the matmuls forward and backward, plus attention's
+    // 12 C T per token and block. The tied wte/lm_head weight is the head's matmul.
+    const GPTConfig g = gpt_config(spec);
+    const double t = static_cast<double>(spec.seq_len), c = static_cast<double>(g.n_embd);
+    auto params = [&](const std::vector<std::string>& modules) {
+      return static_cast<double>(parameters_under(model, modules));
+    };
+    std::vector<Layer> out;
+    const std::vector<std::string> embedding{"transformer.wte", "transformer.wpe",
+                                             "transformer.drop"};
+    out.push_back(
+        {"embedding", embedding, 6.0 * t * params({"transformer.wpe"}), LayerKind::kEmbedding});
+    for (int64_t i = 0; i < g.n_layer; ++i) {
+      const std::string block = "transformer.h." + std::to_string(i);
+      out.push_back(
+          {block, {block}, t * (6.0 * params({block}) + 12.0 * c * t), LayerKind::kBlock});
+    }
+    const std::vector<std::string> head{"transformer.ln_f", "lm_head"};
+    out.push_back({"head", head, 6.0 * t * params({"transformer.ln_f", "transformer.wte"}),
+                   LayerKind::kHead});
+    return out;
+  }
+
+  double parameter_count(const ModelSpec& spec) const override {
+    const ModelKeys& k = spec.keys;
+    const double multiple = static_cast<double>(std::max<int64_t>(1, k.integer("vocab_multiple"))) *
+                            static_cast<double>(spec.tp);
+    const double vocab = std::ceil(k.number("vocab_size") / multiple) * multiple;
+    const double e = k.number("n_embd");
+    // wte, wpe, per block q/k/v/c_proj + c_fc/c_proj + two LayerNorms, ln_f.
+    return vocab * e + k.number("block_size") * e +
+           k.number("n_layer") * (12.0 * e * e + 13.0 * e) + 2.0 * e;
+  }
+
+  double output_elements_per_sample(const ModelSpec& spec) const override {
+    return static_cast<double>(spec.seq_len) *
+           (spec.keys.number("vocab_size") / static_cast<double>(spec.tp));
+  }
+
+  std::vector<std::string> size_keys() const override {
+    return {"n_layer", "n_embd", "vocab_size", "block_size"};
+  }
+
+  int64_t vocab_size(const ModelSpec& spec) const override {
+    return spec.keys.integer("vocab_size");
+  }
+
+  std::optional<TransformerShape> transformer_shape(const ModelSpec& spec) const override {
+    const ModelKeys& k = spec.keys;
+    return TransformerShape{k.integer("n_layer"), k.integer("n_embd"), k.integer("n_head"),
+                            k.integer("vocab_size"), "transformer.wte.weight"};
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const ModelFamily> gpt_family() {
+  return std::make_shared<GPTFamily>();
+}
+
+}  // namespace vescale::models
