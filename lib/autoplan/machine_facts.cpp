@@ -150,7 +150,8 @@ double seconds_per_calls(F&& fn, int calls) {
 /// (empty: replicate); a 1-rank mesh runs for a time budget, a larger one a fixed count.
 double gpt_seconds(const DeviceMesh& mesh, const GptProbe& probe, int64_t n_layer,
                    const std::string& plan = "") {
-  const ModelFamily& gpt = model_family("gpt");
+  const std::string family = "gpt";  // the calibration's reference model (kBlockProbe)
+  const ModelFamily& gpt = model_family(family);
   ModelSpec spec;
   for (const FamilyKey& k : gpt.keys())
     spec.keys.set(k.name, k.default_value);
