@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,12 @@ struct GroupOptions {
   std::string gloo_host = "127.0.0.1";
   /// Where the group's tensors live: the rank's device (NCCL needs its GPU).
   Device device = kCpu;
+  /// Called on each member after each attempt to connect a group with these options (a split
+  /// inherits them) has made its backend: with the group's label, the member's rank in it and the
+  /// attempt (from 1). An exception it throws fails the attempt on this member as a lost
+  /// connection does, a vescale::Error as our own error does (NOTE [Connect retry]). Tests fail
+  /// connects with it; empty: nothing is called.
+  std::function<void(const std::string& label, int rank, int attempt)> on_connect_attempt;
 };
 
 /// A pending asynchronous collective or transfer. wait() finishes it (and any post-processing).
@@ -150,13 +157,5 @@ class Group {
   explicit Group(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<Impl> impl_;
 };
-
-namespace detail {
-/// For tests: this thread's next `count` connects (Group::create or split) fail as a lost Gloo
-/// connection does: after the exchange, on this rank only (NOTE [Connect retry]).
-void inject_connect_failures(int count);
-/// True, counting one down, when an injected failure is due on this thread.
-bool take_injected_connect_failure();
-}  // namespace detail
 
 }  // namespace vescale::comm

@@ -1,7 +1,11 @@
 // Pipeline schedules as data (docs/design.md §14): for each pp rank, the ordered list of what it
 // does — forwards, backwards (whole, or split into input-grad I and weight-grad W halves) and the
 // point-to-point sends and receives between them. Schedules are generated here, validated and
-// simulated without running a model; the executor only walks the lists.
+// simulated without running a model; the executor only walks the lists. Where each part lives:
+// schedule_action.cpp (actions and their text form), schedule.cpp (placing stages, making a
+// schedule), schedule_generators.cpp (the table of schedules: their needs, compute orders and
+// bubbles), schedule_events.cpp (the data flow between actions), schedule_comm.cpp (sends and
+// receives), schedule_validate.cpp, schedule_simulate.cpp and schedule_timeline.cpp.
 //
 // NOTE [Schedule actions]
 // An action is (kind, stage, micro-batch), written as torch.distributed.pipelining writes it:
@@ -68,7 +72,8 @@ enum class StagePlacement { kLoop, kV };
 /// Stage -> rank for `pp` ranks holding `virtual_stages` stages each (kV needs 2).
 std::vector<int> place_stages(StagePlacement placement, int pp, int virtual_stages);
 
-/// The schedule names make_schedule knows: gpipe, 1f1b, interleaved-1f1b, zbv, zb-h1.
+/// The schedule names make_schedule knows: gpipe, 1f1b, interleaved-1f1b, zbv, zb-h1 (the rows
+/// of the table in schedule_generators.cpp).
 const std::vector<std::string>& schedule_names();
 /// The schedule `name` for `pp` ranks with `virtual_stages` stages each and `microbatches`
 /// micro-batches, with its sends and receives; validated. Throws UserError on a combination the

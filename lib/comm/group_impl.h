@@ -1,0 +1,126 @@
+// What a Group and a Work hold, shared by the files that implement them: group.cpp (creation,
+// splits), group_connect.cpp (connecting, NOTE [Connect retry]), collectives.cpp and p2p.cpp.
+// Internal to comm/.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/c10d_compat.h"
+#include "comm/group.h"
+#include "core/error.h"
+#include "core/heartbeat.h"
+
+namespace vescale::comm {
+namespace detail {
+
+/// Whether a failure's message says it timed out.
+inline bool is_timeout(const std::string& message) {
+  std::string lower = message;
+  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+  return lower.find("timed out") != std::string::npos || lower.find("timeout") != std::string::npos;
+}
+
+}  // namespace detail
+
+using detail::BackendBase;
+using detail::is_timeout;
+
+struct Group::Impl {
+  c10::intrusive_ptr<::c10d::Store> root_store;  // unprefixed: splits derive their own prefixes
+  std::string prefix;
+  c10::intrusive_ptr<BackendBase> pg;  // null for a group of size 1
+  GroupOptions options;
+  Backend backend = Backend::kGloo;
+  int rank = 0;
+  int size = 1;
+  std::vector<int> root_ranks;
+  std::shared_ptr<CommStats> stats;
+  mutable std::atomic<uint64_t> splits{0};  // same count on every rank: split() is collective
+
+  std::string describe() const {
+    return fmt::format("{}[{}/{} of {}] {}", options.label, rank, size, fmt::join(root_ranks, ","),
+                       backend_name(backend));
+  }
+
+  void record(CommKind kind, int64_t bytes) const { stats->record(options.label, kind, bytes); }
+
+  /// Tensors handed to the group must live on its device.
+  void check_device(const at::Tensor& tensor, const char* what) const {
+    VS_CHECK(tensor.device() == options.device,
+             "[comm] {} over {}: the tensor is on {}, but the group works on {}", what, describe(),
+             tensor.device().str(), options.device.str());
+  }
+
+  /// Runs a c10d call and turns its failures into our errors, naming the collective and group.
+  template <typename F>
+  auto guarded(const char* what, F&& f) const {
+    try {
+      return f();
+    } catch (const vescale::Error&) {
+      throw;
+    } catch (const c10::Error& e) {
+      fail(what, e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      fail(what, e.what());
+    }
+  }
+
+  [[noreturn]] void fail(const char* what, const std::string& reason) const {
+    std::string message = fmt::format("[comm] {} over {} failed (timeout {}s): {}", what,
+                                      describe(), options.timeout.count() / 1000.0, reason);
+    if (is_timeout(reason)) throw TimeoutError(message);
+    throw Error(message);
+  }
+
+  /// A tensor as the backend can carry it, contiguous. Gloo has no bfloat16: such tensors
+  /// travel as float32 (byte counts stay those of the bf16 tensor, what NCCL sends).
+  at::Tensor on_wire(const at::Tensor& t) const {
+    if (backend == Backend::kGloo && t.scalar_type() == at::kBFloat16) return t.to(at::kFloat);
+    return t.is_contiguous() ? t : t.contiguous();
+  }
+
+  /// alltoall_base with split counts. c10d takes the counts by reference and moves from them,
+  /// so they are passed as copies.
+  void alltoall(at::Tensor& output, at::Tensor& input, std::vector<int64_t> out_counts,
+                std::vector<int64_t> in_counts, const char* what) const {
+    ::c10d::AllToAllOptions opts;
+    opts.timeout = options.timeout;
+    at::Tensor in = on_wire(input);
+    at::Tensor out = in.is_same(input) ? output : at::empty(output.sizes(), in.options());
+    wait(guarded(what, [&] { return pg->alltoall_base(out, in, out_counts, in_counts, opts); }),
+         what);
+    if (!out.is_same(output)) output.copy_(out);
+  }
+
+  /// Connects the group's backend, agreeing with every member after each attempt whether all
+  /// succeeded and connecting again if not (NOTE [Connect retry]).
+  void connect();
+  /// Adds this member's `outcome` to the attempt's counter in `store` and, unless `fatal`, waits
+  /// for every member's; returns the sum (0: every member connected).
+  int64_t agree(const c10::intrusive_ptr<::c10d::Store>& store, int64_t outcome, bool fatal) const;
+
+  void wait(const c10::intrusive_ptr<::c10d::Work>& work, const char* what) const {
+    heartbeat::WaitScope waiting;  // NOTE [Heartbeat]
+    guarded(what, [&] { return work->wait(options.timeout); });
+  }
+};
+
+struct Work::Impl {
+  std::shared_ptr<const Group::Impl> keep_alive;
+  c10::intrusive_ptr<::c10d::Work> work;
+  std::function<void()> finish;
+  const char* what = "";
+  bool done = false;
+};
+
+}  // namespace vescale::comm
