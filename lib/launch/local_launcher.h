@@ -1,4 +1,6 @@
-// The local launcher: runs N workers of this program on loopback and supervises them.
+// The local launcher: runs N workers of this program on loopback and supervises them. Its parts,
+// internal to launch/: worker_process (spawning, signals), worker_output (forwarding their lines),
+// rendezvous_folder (NOTE [Local rendezvous]) and supervisor (one attempt, until all have ended).
 #pragma once
 
 #include <chrono>

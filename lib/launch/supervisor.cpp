@@ -1,0 +1,171 @@
+#include "launch/supervisor.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+
+#include "core/stop_signals.h"
+#include "launch/rendezvous_folder.h"
+#include "launch/worker_output.h"
+
+namespace vescale::detail {
+namespace {
+
+std::atomic<int> g_signals{0};  ///< stop requests the launcher got so far: 1, then forced
+
+/// NOTE [One stop request, several signals]: a signal within the window of the first is the
+/// same request, not a second one.
+void on_signal(int sig) {
+  if (note_stop_signal(sig) != StopSignal::kSameRequest) g_signals.fetch_add(1);
+}
+
+bool preempted(int status, const LocalLaunchOptions& options) {
+  return options.preempted_exit_code != 0 && WIFEXITED(status) &&
+         WEXITSTATUS(status) == options.preempted_exit_code;
+}
+
+/// A worker failed, perhaps because its collective timed out waiting for another rank: when a
+/// rank has been silent or stuck for half its limit, the outcome names it first (NOTE
+/// [Heartbeat]), with the failed worker as its victim.
+void blame_who_it_waited_for(Supervision& s, const Worker& victim) {
+  const auto suspect = s.liveness->check(LivenessMonitor::Clock::now(), 0.5);
+  if (!suspect || suspect->rank == victim.rank) return;
+  const Worker& w = s.workers[static_cast<size_t>(suspect->rank)];
+  s.outcome.failed_rank = w.rank;
+  s.outcome.failure = fmt::format(
+      "rank {} (pid {}) stopped answering: it {}; rank {} {} waiting "
+      "for it{}",
+      w.rank, w.pid, suspect->why, victim.rank, describe_status(victim.status),
+      victim.last_line.empty() ? "" : fmt::format(" (its last line: {})", victim.last_line));
+  s.described = true;
+}
+
+/// Stops the job at once when a rank stopped answering (NOTE [Heartbeat]): its collectives can
+/// never complete, so nothing could be saved; the report names that rank.
+void stop_the_unresponsive(Supervision& s) {
+  if (s.outcome.failed_rank >= 0 || s.signals_handled > 0 || s.preempted > 0) return;
+  const auto found = s.liveness->check(LivenessMonitor::Clock::now());
+  if (!found) return;
+  const Worker& w = s.workers[static_cast<size_t>(found->rank)];
+  s.outcome.failed_rank = w.rank;
+  s.outcome.exit_code = 1;
+  s.outcome.failure =
+      fmt::format("rank {} (pid {}) stopped answering: it {}", w.rank, w.pid, found->why);
+  s.described = true;
+  write_all(STDERR_FILENO,
+            fmt::format("[launch] {}; stopping every worker (SIGKILL)\n", s.outcome.failure));
+  signal_all(s.workers, SIGKILL);
+}
+
+/// Reaps workers that ended; the first failure is the outcome and stops the rest.
+void reap_ended(Supervision& s, const LocalLaunchOptions& options) {
+  for (auto& w : s.workers) {
+    if (!w.running) continue;
+    int status = 0;
+    if (::waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
+    w.running = false;
+    w.status = status;
+    --s.alive;
+    s.liveness->on_exit(w.rank);
+    if (preempted(status, options)) {
+      // The others agreed to stop too (NOTE [Preemption]) and are saving: no signal for them,
+      // only a deadline in case one hangs.
+      ++s.preempted;
+      if (!s.kill_deadline) s.kill_deadline = Clock::now() + options.stop_grace;
+    } else if (failed(status) && s.outcome.failed_rank < 0) {
+      s.outcome.failed_rank = w.rank;
+      s.outcome.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+      s.outcome.failure =
+          fmt::format("rank {} (pid {}) {}", w.rank, w.pid, describe_status(status));
+      blame_who_it_waited_for(s, w);
+      signal_all(s.workers, SIGTERM);
+      s.kill_deadline = Clock::now() + options.grace;
+    }
+  }
+}
+
+/// Passes a signal the launcher got on to the workers, and SIGKILLs those still running once
+/// the grace time after a stop is over.
+void stop_others(Supervision& s, const LocalLaunchOptions& options) {
+  const int signals = g_signals.load();
+  if (signals == 1 && s.signals_handled == 0) {
+    write_all(STDERR_FILENO,
+              "[launch] asked to stop: passing SIGTERM on to the workers, which save and exit "
+              "(a second signal, 2 s or more after the first, kills them at once)\n");
+    signal_all(s.workers, SIGTERM);
+    s.kill_deadline = Clock::now() + options.stop_grace;
+  } else if (signals > s.signals_handled) {
+    write_all(STDERR_FILENO, "[launch] asked to stop again: killing the workers (SIGKILL)\n");
+    signal_all(s.workers, SIGKILL);
+    s.kill_deadline.reset();
+  }
+  s.signals_handled = signals;
+  if (s.kill_deadline && Clock::now() > *s.kill_deadline) {
+    signal_all(s.workers, SIGKILL);
+    s.kill_deadline.reset();
+  }
+}
+
+/// The failure with the failed worker's last line and how many others were stopped.
+void report_failure(Supervision& s) {
+  if (s.outcome.failed_rank < 0) return;
+  const Worker& w = s.workers[s.outcome.failed_rank];
+  if (!w.last_line.empty() && !s.described)
+    s.outcome.failure += fmt::format("; its last line: {}", w.last_line);
+  int stopped = 0;
+  for (const auto& other : s.workers)
+    stopped += other.rank != w.rank && failed(other.status);
+  if (stopped > 0) s.outcome.failure += fmt::format(" ({} other workers were stopped)", stopped);
+}
+
+}  // namespace
+
+SignalForwarding::SignalForwarding() {
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, &old_int_);
+  ::sigaction(SIGTERM, &action, &old_term_);
+  g_signals = 0;
+  reset_stop_signals();
+}
+
+SignalForwarding::~SignalForwarding() {
+  ::sigaction(SIGINT, &old_int_, nullptr);
+  ::sigaction(SIGTERM, &old_term_, nullptr);
+}
+
+Supervision supervise(const LocalLaunchOptions& options, const std::vector<std::string>& argv,
+                      int attempt) {
+  const RendezvousFolder rendezvous;
+  Supervision s;
+  s.liveness.emplace(options.nproc, LivenessMonitor::Clock::now());
+  s.workers = spawn_all(options, argv, rendezvous.store_file(), attempt);
+  s.alive = options.nproc;
+  while (forward_output(s, options)) {
+    reap_ended(s, options);
+    stop_others(s, options);
+    stop_the_unresponsive(s);
+  }
+  if (s.outcome.failed_rank < 0 && s.preempted > 0) {
+    s.outcome.preempted = true;
+    s.outcome.exit_code = options.preempted_exit_code;
+  }
+  report_failure(s);
+  return s;
+}
+
+bool restartable(const Supervision& s, const LocalLaunchOptions& options, int attempt) {
+  if (s.outcome.failed_rank < 0 || g_signals.load() > 0 || attempt >= options.max_restarts)
+    return false;
+  const int status = s.workers[s.outcome.failed_rank].status;
+  if (WIFSIGNALED(status)) return true;
+  for (int code : options.final_exit_codes)
+    if (WEXITSTATUS(status) == code) return false;
+  return true;
+}
+
+}  // namespace vescale::detail
