@@ -198,38 +198,43 @@ ResolvedPlan resolve_plan(const Plan& plan, Module& module, const DeviceMesh& me
   return out;
 }
 
-std::unique_ptr<ParallelizedModule> parallelize_module(std::shared_ptr<Module> module,
-                                                       const DeviceMesh& mesh, const Plan& plan,
-                                                       const ParallelizeOptions& options) {
-  std::unique_ptr<ParallelizedModule> pm(new ParallelizedModule(module, mesh));
-  pm->options_ = options;
-  pm->plan_ = resolve_plan(plan, *module, mesh);
-  if (mesh.world_rank() == mesh.rank_at(std::vector<int64_t>(mesh.ndim(), 0))) {
-    for (const auto& w : pm->plan_.warnings)
-      spdlog::warn("{}", w);
-  }
-  // This rank's parameters: all, or those the caller's predicate picks by any of their names.
+namespace {
+
+using NamedParameter = std::pair<std::string, ParameterPtr>;
+
+/// This rank's parameters, each once with its placement: all, or those the caller's predicate
+/// picks by any of their names.
+std::vector<std::pair<NamedParameter, const ParamPlacement*>> pick_parameters(
+    Module& module, const ResolvedPlan& plan, const ParallelizeOptions& options) {
   std::map<const Parameter*, bool> picked;
-  for (const auto& [fqn, param] : module->all_parameter_names()) {
+  for (const auto& [fqn, param] : module.all_parameter_names()) {
     picked[param.get()] = picked[param.get()] || !options.materialize || options.materialize(fqn);
   }
-  std::vector<const ParamPlacement*> placements;
+  std::vector<std::pair<NamedParameter, const ParamPlacement*>> out;
   size_t index = 0;
-  for (auto& named : module->named_parameters()) {
-    const ParamPlacement& placement = pm->plan_.parameters[index++];
-    if (!picked.at(named.second.get())) continue;
-    pm->params_.push_back(named);
-    placements.push_back(&placement);
+  for (auto& named : module.named_parameters()) {
+    const ParamPlacement& placement = plan.parameters[index++];
+    if (picked.at(named.second.get())) out.emplace_back(named, &placement);
   }
+  return out;
+}
 
-  // Deferred init: each rank makes only its shard, from the layout-free generator.
-  size_t k = 0;
-  for (auto& [fqn, param] : pm->params_) {
-    const ParamPlacement& placement = *placements[k++];
-    DTensorSpec spec(mesh, placement.placements, param->shape);
+/// Bytes of the parameters made, and the most held at once while making them.
+struct InitBytes {
+  int64_t bytes = 0, peak = 0;
+};
+
+/// Deferred init: each rank makes only its shard of each parameter, from the layout-free
+/// generator (a parameter already made is redistributed).
+InitBytes materialize(const std::vector<std::pair<NamedParameter, const ParamPlacement*>>& params,
+                      const DeviceMesh& mesh, const ParallelizeOptions& options) {
+  InitBytes out;
+  for (const auto& [named, placement] : params) {
+    const auto& [fqn, param] = named;
+    DTensorSpec spec(mesh, placement->placements, param->shape);
     if (param->materialized()) {
       at::Tensor full = param->get().full_tensor().detach();
-      param->value = distribute_tensor(full, mesh, placement.placements);
+      param->value = distribute_tensor(full, mesh, placement->placements);
       param->value = DTensor(param->get().to_local().clone(), param->get().spec());
     } else {
       const int64_t local_bytes =
@@ -238,21 +243,23 @@ std::unique_ptr<ParallelizedModule> parallelize_module(std::shared_ptr<Module> m
       const int64_t scratch = param->init.kind == ParamInit::Kind::kNormal
                                   ? c10::multiply_integers(spec.local_shape()) * int64_t{8}
                                   : 0;
-      pm->init_peak_bytes_ =
-          std::max(pm->init_peak_bytes_, pm->param_bytes_ + local_bytes + scratch);
+      out.peak = std::max(out.peak, out.bytes + local_bytes + scratch);
       param->value =
           DTensor(param->init.make({options.seed, stream_id(fqn)}, spec, options.dtype), spec);
     }
     param->get().requires_grad_(true);
-    pm->param_bytes_ += static_cast<int64_t>(param->get().to_local().nbytes());
+    out.bytes += static_cast<int64_t>(param->get().to_local().nbytes());
   }
-  pm->init_peak_bytes_ = std::max(pm->init_peak_bytes_, pm->param_bytes_);
+  out.peak = std::max(out.peak, out.bytes);
+  return out;
+}
 
-  // Forward resharding on module inputs and outputs.
+/// Forward resharding on module inputs and outputs, as the plan's hooks say.
+void install_forward_hooks(Module& module, const ResolvedPlan& plan) {
   std::map<std::string, Module*> modules;
-  for (auto& [fqn, m] : module->named_modules())
+  for (auto& [fqn, m] : module.named_modules())
     modules[fqn] = m;
-  for (const auto& hook : pm->plan_.hooks) {
+  for (const auto& hook : plan.hooks) {
     Module* target = modules.at(hook.module);
     const auto placements = hook.placements;
     const bool input = hook.input;
@@ -275,6 +282,27 @@ std::unique_ptr<ParallelizedModule> parallelize_module(std::shared_ptr<Module> m
       target->set_output_hook(fn);
     }
   }
+}
+
+}  // namespace
+
+std::unique_ptr<ParallelizedModule> parallelize_module(std::shared_ptr<Module> module,
+                                                       const DeviceMesh& mesh, const Plan& plan,
+                                                       const ParallelizeOptions& options) {
+  std::unique_ptr<ParallelizedModule> pm(new ParallelizedModule(module, mesh));
+  pm->options_ = options;
+  pm->plan_ = resolve_plan(plan, *module, mesh);
+  if (mesh.world_rank() == mesh.rank_at(std::vector<int64_t>(mesh.ndim(), 0))) {
+    for (const auto& w : pm->plan_.warnings)
+      spdlog::warn("{}", w);
+  }
+  const auto mine = pick_parameters(*module, pm->plan_, options);
+  for (const auto& [named, placement] : mine)
+    pm->params_.push_back(named);
+  const InitBytes init = materialize(mine, mesh, options);
+  pm->param_bytes_ = init.bytes;
+  pm->init_peak_bytes_ = init.peak;
+  install_forward_hooks(*module, pm->plan_);
   apply_patches(*module, options.patches);
   return pm;
 }
