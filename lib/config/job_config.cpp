@@ -208,15 +208,14 @@ std::map<std::string, std::string> recorded_values(const std::string& toml_text)
     return {};
   }
   const std::string model = doc["model"]["name"].value_or(model_family_names().front());
-  const std::vector<std::string> names = model_family_names();
-  const bool known = std::find(names.begin(), names.end(), model) != names.end();
   std::map<std::string, std::string> out;
   for (const auto& k : config_schema()) {
     const size_t dot = k.name.find('.');
     const toml::table* section = doc[k.name.substr(0, dot)].as_table();
     const toml::node* node = section ? section->get(k.name.substr(dot + 1)) : nullptr;
     std::optional<ConfigValue> value = node ? from_node(*node, k.default_value) : std::nullopt;
-    out[k.name] = short_literal(value.value_or(known ? default_for(k, model) : k.default_value));
+    // default_for gives the schema's default for a model.name no family has.
+    out[k.name] = short_literal(value.value_or(default_for(k, model)));
   }
   return out;
 }

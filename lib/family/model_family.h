@@ -37,7 +37,6 @@ struct FamilyKey {
 class ModelKeys {
  public:
   void set(const std::string& name, ConfigValue value);
-  bool has(const std::string& name) const { return values_.count(name) != 0; }
   const ConfigValue& at(const std::string& name) const;
   /// The value of an integer key; throws naming the key when it is absent or not an integer.
   int64_t integer(const std::string& name) const;

@@ -159,12 +159,6 @@ std::vector<std::vector<size_t>> layer_params(const Job& job) {
 
 }  // namespace
 
-void check_pipeline(const JobConfig& config) {
-  if (config.pp == 1) return;
-  const auto model = build_model(config);
-  plan_pipeline(config, model_layers(config, *model));
-}
-
 Batch Job::micro_batch(int64_t step, int64_t micro) {
   const BatchSlice slice =
       batch_slice(config.global_batch_size, config.dp, mesh.dp_rank(), config.microbatches, micro);

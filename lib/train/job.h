@@ -77,10 +77,6 @@ struct PipelinePlan {
 /// `layers` (parallel.pp_split). Throws UserError saying what would work.
 PipelinePlan plan_pipeline(const JobConfig& config, const std::vector<Layer>& layers);
 
-/// Checks a pipeline job's schedule and stage split (UserError saying what would work); builds
-/// the model without allocating it. Not collective: for checks before any process starts.
-void check_pipeline(const JobConfig& config);
-
 /// What a job is built for.
 enum class JobPurpose {
   kTrain,     ///< the model and everything a step needs: optimizer, master weights, train step

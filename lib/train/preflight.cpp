@@ -33,9 +33,9 @@ void check_data_files(const JobConfig& c) {
 }  // namespace
 
 ResolvedPlan check_layout(const JobConfig& c) {
-  check_pipeline(c);
-  const Plan plan = job_plan(c);
   auto model = build_model(c);
+  if (c.pp > 1) plan_pipeline(c, model_layers(c, *model));
+  const Plan plan = job_plan(c);
   const JobMesh job = JobMesh::layout(c.mesh_dims());
   return resolve_plan(plan, *model, job.param_mesh());
 }

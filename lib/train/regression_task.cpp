@@ -4,13 +4,21 @@
 #include "train/model_factory.h"
 
 namespace vescale {
+namespace {
+
+/// The fixed random teacher of the family's feature sizes.
+TeacherRegression make_teacher(const JobConfig& c) {
+  const auto [in, out] = c.family().features(c.model_spec());
+  return TeacherRegression(in, out, static_cast<uint64_t>(c.seed));
+}
+
+}  // namespace
 
 RegressionTask::RegressionTask(const JobConfig& c)
     : model_(build_model(c)),
       layered_(as_layered(*model_)),
       layers_(model_layers(c, *model_)),
-      teacher_(c.family().features(c.model_spec()).first,
-               c.family().features(c.model_spec()).second, static_cast<uint64_t>(c.seed)),
+      teacher_(make_teacher(c)),
       dtype_(job_dtype(c)),
       loss_dtype_(state_dtype(c)),
       val_rows_(c.micro_batch_size()) {}
