@@ -8,9 +8,9 @@
 #include "mesh/job_mesh.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/stage_split.h"
-#include "train/job.h"
 #include "train/lm_task.h"
 #include "train/model_factory.h"
+#include "train/parallel_model.h"
 #include "train/preflight.h"
 #include "train/task.h"
 

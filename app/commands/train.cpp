@@ -16,7 +16,6 @@
 #include "dmodule/plan.h"
 #include "test_faults.h"
 #include "train/checkpointing.h"
-#include "train/job.h"
 #include "train/lm_task.h"
 #include "train/model_factory.h"
 #include "train/preemption.h"

@@ -11,8 +11,8 @@
 #include "dtensor/dtensor_spec.h"
 #include "mesh/job_mesh.h"
 #include "parallel/pipeline/schedule.h"
-#include "train/job.h"
 #include "train/model_factory.h"
+#include "train/parallel_model.h"
 #include "train/task.h"
 
 namespace vescale::autoplan {

@@ -26,28 +26,18 @@ std::string state_name(const OptimizerStateTensor& s) {
   return "optimizer/" + s.param + "/" + s.state;
 }
 
-/// Parameter k as saved and loaded: its local shard, or under ZeRO-3 this rank's rows of it
-/// (NOTE [ZeRO pieces]), in either case with its place in the global tensor.
-StateTensor parameter_state(const Job& job, size_t k) {
-  const auto& [fqn, param] = job.params[k];
-  if (job.master) {
-    // Mixed precision: the float32 copies are the state (bf16 parameters are their rounding).
-    const ParamView& view = job.master->views()[k];
-    return {"model/" + fqn, view.flat.view(view.spec.local_shape()), view.spec};
-  }
-  if (job.zero && job.zero->stage() == 3) {
-    const DTensorSpec& spec = job.zero->piece_spec(k);
-    return {"model/" + fqn, job.zero->piece(k).view(spec.local_shape()), spec};
-  }
-  return {"model/" + fqn, param->to_local().detach(), param->spec().on_mesh(job.mesh.mesh())};
+/// Parameter k as saved and loaded: where its state lives (ParallelModel::state), by name.
+StateTensor parameter_state(const ParallelModel& model, size_t k) {
+  ParameterState state = model.state(k);
+  return {"model/" + model.params()[k].first, std::move(state.local), std::move(state.spec)};
 }
 
 /// The mesh dims along which ranks hold different tensors besides their shards: under a pipeline
 /// each stage holds its own, so ranks along pp are not replicas.
-std::vector<int> held_along(const Job& job) {
+std::vector<int> held_along(const JobMesh& mesh) {
   // A new vector for each tensor: GCC 14 at -O2 misreads copies of this one-element vector as
   // out of bounds (-Warray-bounds, a false positive inside std::copy).
-  if (job.mesh.pp() > 1) return {job.mesh.mesh().dim_index("pp")};
+  if (mesh.pp() > 1) return {mesh.mesh().dim_index("pp")};
   return {};
 }
 
@@ -56,14 +46,15 @@ std::vector<StateTensor> job_state(Job& job) {
   std::map<std::string, std::vector<OptimizerStateTensor>> by_param;
   for (auto& s : job.optimizer->state_tensors())
     by_param[s.param].push_back(s);
+  const ParallelModel& model = *job.model;
   std::vector<StateTensor> state;
-  for (size_t k = 0; k < job.params.size(); ++k) {
-    const auto& [fqn, param] = job.params[k];
-    if (job.not_saved.count(fqn)) continue;
-    state.push_back(parameter_state(job, k));
-    state.back().held_along = held_along(job);
+  for (size_t k = 0; k < model.params().size(); ++k) {
+    const std::string& fqn = model.params()[k].first;
+    if (!model.saves(fqn)) continue;
+    state.push_back(parameter_state(model, k));
+    state.back().held_along = held_along(model.mesh());
     for (const auto& s : by_param[fqn])
-      state.push_back({state_name(s), s.local, s.spec, held_along(job)});
+      state.push_back({state_name(s), s.local, s.spec, held_along(model.mesh())});
   }
   return state;
 }
@@ -83,20 +74,20 @@ CheckpointMeta job_meta(const Job& job, int64_t step, const comm::Group& world) 
   CheckpointMeta meta;
   meta.run_id = job.run_id;
   meta.step = step;
-  meta.seed = job.config.seed;
+  meta.seed = job.config().seed;
   meta.optimizer_steps = job.optimizer->steps();
-  meta.config = job.config.text;
-  meta.plan = job.config.plan;
+  meta.config = job.config().text;
+  meta.plan = job.config().plan;
   meta.world_size = world.size();
-  meta.mesh_shape = job.mesh.mesh().shape();
-  meta.mesh_dims = job.mesh.mesh().dim_names();
+  meta.mesh_shape = job.model->mesh().mesh().shape();
+  meta.mesh_dims = job.model->mesh().mesh().dim_names();
   return meta;
 }
 
 /// Every model/ tensor of the checkpoint must be a parameter of this model.
-void check_no_strangers(const Job& job, const CheckpointReader& reader) {
+void check_no_strangers(const ParallelModel& model, const CheckpointReader& reader) {
   std::set<std::string> names;  // every parameter of the model, on any pipeline stage
-  for (const auto& [fqn, p] : job.task->model()->named_parameters())
+  for (const auto& [fqn, p] : model.task().model()->named_parameters())
     names.insert(fqn);
   for (const auto& name : reader.names()) {
     if (name.rfind("model/", 0) != 0) continue;
@@ -107,6 +98,9 @@ void check_no_strangers(const Job& job, const CheckpointReader& reader) {
         reader.path(), name);
   }
 }
+
+/// What a load reads: a resumed run its model and optimizer, an evaluation its model only.
+enum class LoadParts { kModelAndOptimizer, kModel };
 
 /// The config keys a checkpoint must agree with: the family and its architecture keys, which
 /// change the function it computes (not layout keys such as model.vocab_multiple: padding is
@@ -123,7 +117,8 @@ bool must_match(const ConfigKey& key, const std::string& model, LoadParts parts)
 
 /// Throws, naming the key and both values, when this job's architecture (or, resuming, its
 /// optimizer) is not the one the checkpoint's run recorded in its config.
-void check_same_architecture(const Job& job, const CheckpointReader& reader, LoadParts parts) {
+void check_same_architecture(const JobConfig& config, const CheckpointReader& reader,
+                             LoadParts parts) {
   const auto recorded = recorded_values(reader.meta().config);
   if (recorded.empty()) {
     log_rank0("warning: {}: its recorded config is not TOML; the model keys are not compared",
@@ -131,8 +126,8 @@ void check_same_architecture(const Job& job, const CheckpointReader& reader, Loa
     return;
   }
   for (const ConfigKey& k : config_schema()) {
-    if (!must_match(k, job.config.model, parts)) continue;
-    const std::string mine = value_text(job.config, k);
+    if (!must_match(k, config.model, parts)) continue;
+    const std::string mine = value_text(config, k);
     const std::string theirs = recorded.at(k.name);
     VS_USER_CHECK(mine == theirs,
                   "[checkpoint] {}: {} = {} in this job's config, but the checkpoint's run was "
@@ -200,6 +195,23 @@ void load_optimizer(Job& job, const CheckpointReader& reader) {
   }
 }
 
+/// Reads the parameters into where their state lives, after checking that the checkpoint is
+/// of this model (and, resuming, of this run's optimizer and training keys).
+void read_parameters(ParallelModel& model, const CheckpointReader& reader, LoadParts parts) {
+  torch::autograd::AutoGradMode no_grad(false);
+  check_same_architecture(model.config(), reader, parts);
+  check_no_strangers(model, reader);
+  for (size_t k = 0; k < model.params().size(); ++k)
+    load_parameter(reader, parameter_state(model, k), state_dtype(model.config()));
+}
+
+void log_loaded(const CheckpointReader& reader, LoadParts parts, double seconds) {
+  const CheckpointMeta& meta = reader.meta();
+  log_rank0("loaded {} ({}, step {}, written by {} ranks, run {}{}) in {}", reader.path(),
+            meta.format, meta.step, meta.world_size, meta.run_id.empty() ? "unknown" : meta.run_id,
+            parts == LoadParts::kModel ? "; model only" : "", format_duration(seconds));
+}
+
 /// Rank 0's line for a committed save: the step folder's bytes over the time from the first
 /// file opened to COMMIT written (files synced to disk included), and the training thread's stall.
 void log_saved(const std::string& folder, const std::string& how, double write_s, double stall_s) {
@@ -215,7 +227,7 @@ void log_saved(const std::string& folder, const std::string& how, double write_s
 JobCheckpointer::JobCheckpointer(Job& job, const comm::Group& world) : job_(job), world_(world) {}
 
 void JobCheckpointer::save(int64_t step) {
-  const JobConfig& c = job_.config;
+  const JobConfig& c = job_.config();
   const auto start = Clock::now();
   const std::vector<StateTensor> state = job_state(job_);
   // NOTE [Non-finite steps]: never a checkpoint of a state with a NaN or inf.
@@ -230,7 +242,7 @@ void JobCheckpointer::save(int64_t step) {
   }
   const std::string dir = checkpoints_folder(c.dump_folder).string();
   const CheckpointFormat format = parse_checkpoint_format(c.checkpoint_format);
-  const auto aliases = tied_names(job_.model->module());
+  const auto aliases = tied_names(job_.model->module().module());
   const CheckpointMeta meta = job_meta(job_, step, world_);
   if (!c.checkpoint_async) {
     const auto write_start = Clock::now();
@@ -260,23 +272,21 @@ void JobCheckpointer::finish() {
   writer_.wait();
 }
 
-int64_t load_job(Job& job, const CheckpointReader& reader, LoadParts parts) {
+void load_model(ParallelModel& model, const CheckpointReader& reader) {
+  const auto start = Clock::now();
+  read_parameters(model, reader, LoadParts::kModel);
+  log_loaded(reader, LoadParts::kModel, seconds_since(start));
+}
+
+int64_t load_job(Job& job, const CheckpointReader& reader) {
   torch::autograd::AutoGradMode no_grad(false);
   const auto start = Clock::now();
-  check_same_architecture(job, reader, parts);
-  check_no_strangers(job, reader);
-  for (size_t k = 0; k < job.params.size(); ++k)
-    load_parameter(reader, parameter_state(job, k), state_dtype(job.config));
+  read_parameters(*job.model, reader, LoadParts::kModelAndOptimizer);
   job.after_update();
-  const bool with_optimizer = parts == LoadParts::kModelAndOptimizer;
-  VS_CHECK(job.optimizer || !with_optimizer, "[checkpoint] an evaluation job has no optimizer");
-  if (with_optimizer) load_optimizer(job, reader);
-  if (job.optimizer) job.optimizer->set_steps(with_optimizer ? reader.meta().optimizer_steps : 0);
+  load_optimizer(job, reader);
+  job.optimizer->set_steps(reader.meta().optimizer_steps);
   job.run_id = reader.meta().run_id;  // a resumed run is the same run
-  log_rank0("loaded {} ({}, step {}, written by {} ranks, run {}{}) in {}", reader.path(),
-            reader.meta().format, reader.meta().step, reader.meta().world_size,
-            reader.meta().run_id.empty() ? "unknown" : reader.meta().run_id,
-            with_optimizer ? "" : "; model only", format_duration(seconds_since(start)));
+  log_loaded(reader, LoadParts::kModelAndOptimizer, seconds_since(start));
   return reader.meta().step;
 }
 

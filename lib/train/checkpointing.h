@@ -48,14 +48,15 @@ class JobCheckpointer {
   AsyncWriter writer_;                       ///< last: destroyed (waited for) first
 };
 
-enum class LoadParts { kModelAndOptimizer, kModel };
+/// Loads the parameters into where their state lives on this rank (ParallelModel::state),
+/// reading only the hyperslabs it holds; each tensor's stored dtype must be the state's (an
+/// evaluation of a bf16 model rounds the float32 state). The checkpoint must be of this model.
+void load_model(ParallelModel& model, const CheckpointReader& reader);
 
-/// Loads parameters (and, for kModelAndOptimizer, the optimizer state, which must be there when
-/// the optimizer has state) into this rank's shards, reading only the hyperslabs it holds; each
-/// tensor's stored dtype must be the model's. Keeps the checkpoint's run id (job.run_id). Returns
-/// the step to continue from.
-int64_t load_job(Job& job, const CheckpointReader& reader,
-                 LoadParts parts = LoadParts::kModelAndOptimizer);
+/// Resumes `job` from a checkpoint saved by train: its parameters (load_model) and optimizer
+/// state, which must be there; the checkpoint's run must have this job's optimizer and training
+/// keys. Keeps the checkpoint's run id (job.run_id). Returns the step to continue from.
+int64_t load_job(Job& job, const CheckpointReader& reader);
 
 /// <dump_folder>/checkpoints/latest when a step there is committed, else nullopt.
 std::optional<std::string> newest_checkpoint(const std::string& dump_folder);

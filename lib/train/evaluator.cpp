@@ -7,21 +7,21 @@
 
 namespace vescale {
 
-double evaluate(Job& job) {
+double evaluate(ParallelModel& model) {
   torch::autograd::AutoGradMode no_grad(false);
-  const JobMesh& mesh = job.mesh;
+  const JobMesh& mesh = model.mesh();
   double sum = 0, count = 0;
-  const int64_t batches = job.task->val_batches(job.config.eval_windows);
+  const int64_t batches = model.task().val_batches(model.config().eval_windows);
   // Under ZeRO-3 a forward all-gathers over dp: every dp rank runs as many, a rank past the
   // last window repeating one without counting it.
-  const bool lockstep = job.zero && job.zero->stage() == 3;
+  const bool lockstep = model.forward_collective_over_dp();
   for (int64_t first = 0; first < batches; first += mesh.dp()) {
     const int64_t w = first + mesh.dp_rank();
     if (w < batches) {
-      sum += job.forward_loss(job.task->val_batch(w));
+      sum += model.forward_loss(model.task().val_batch(w));
       count += 1;
     } else if (lockstep) {
-      job.forward_loss(job.task->val_batch(first));
+      model.forward_loss(model.task().val_batch(first));
     }
   }
   at::Tensor totals =

@@ -8,9 +8,9 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "mesh/job_mesh.h"
-#include "train/job.h"
 #include "train/lm_task.h"
 #include "train/model_factory.h"
+#include "train/parallel_model.h"
 
 namespace vescale {
 namespace {

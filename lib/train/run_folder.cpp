@@ -50,7 +50,7 @@ void claim_metrics_file(const fs::path& path, const std::string& run_id) {
 }  // namespace
 
 RunFolder::RunFolder(Job& job, const comm::Group& world, bool resumed, int64_t start_step) {
-  const JobConfig& c = job.config;
+  const JobConfig& c = job.config();
   const fs::path folder = c.dump_folder;
   // Rank 0 decides; every rank learns the run id and whether rank 0 failed (and then throws too,
   // rather than wait in a collective rank 0 never joins).

@@ -31,10 +31,10 @@ struct Meter {
   Meter(const Job& job, const comm::Group& world)
       : stats(world.stats()),
         world_size(static_cast<double>(world.size())),
-        samples_per_step(static_cast<double>(job.config.global_batch_size)),
-        tokens_per_step(samples_per_step * job.task->tokens_per_sample()),
-        flops_per_sample(job.task->flops_per_sample()),
-        peak(job.config.peak_flops > 0 ? job.config.peak_flops : measured_peak_flops()) {}
+        samples_per_step(static_cast<double>(job.config().global_batch_size)),
+        tokens_per_step(samples_per_step * job.model->task().tokens_per_sample()),
+        flops_per_sample(job.model->task().flops_per_sample()),
+        peak(job.config().peak_flops > 0 ? job.config().peak_flops : measured_peak_flops()) {}
 
   comm::CommStats& stats;
   double world_size, samples_per_step, tokens_per_step, flops_per_sample, peak;
@@ -102,16 +102,16 @@ StepMetrics step_metrics(const Meter& meter, int64_t step, int64_t start_step, i
 }
 
 /// Every pipeline rank's measured bubble and stash (each rank prints its own line).
-void log_pipeline_stats(const Job& job) {
-  const PipelineRunner::Stats& s = job.pipeline->stats();
+void log_pipeline_stats(const ParallelModel& model) {
+  const PipelineRunner::Stats& s = model.pipeline()->stats();
   std::vector<std::string> stash;
   for (const auto& [stage, peak] : s.peak_in_flight)
     stash.push_back(fmt::format("stage {}: {}", stage, peak));
   spdlog::info(
       "pipeline pp rank {}: bubble {:.1f}% ({} waiting of {} over {} steps); peak micro-batches "
       "in flight {}; peak resident memory {}",
-      job.mesh.pp_rank(), 100.0 * s.idle_s / std::max(s.step_s, 1e-12), format_duration(s.idle_s),
-      format_duration(s.step_s), s.steps, fmt::join(stash, ", "),
+      model.mesh().pp_rank(), 100.0 * s.idle_s / std::max(s.step_s, 1e-12),
+      format_duration(s.idle_s), format_duration(s.step_s), s.steps, fmt::join(stash, ", "),
       format_bytes(static_cast<double>(peak_resident_bytes())));
 }
 
@@ -122,7 +122,7 @@ class TrainingLoop {
   TrainingLoop(Job& job, const comm::Group& world, bool resumed, int64_t start_step,
                TrainHooks hooks)
       : job_(job),
-        c_(job.config),
+        c_(job.config()),
         world_(world),
         start_step_(start_step),
         hooks_(std::move(hooks)),
@@ -132,7 +132,7 @@ class TrainingLoop {
         activations_(job),
         checkpointer_(job, world),
         nonfinite_(c_.on_nonfinite, c_.max_skipped) {
-    summary_.first_val_loss = evaluate(job_);
+    summary_.first_val_loss = evaluate(*job_.model);
     log_rank0("step {}/{} | val_loss {:.4f}", start_step_, c_.steps, summary_.first_val_loss);
     meter_.start = Clock::now();
   }
@@ -155,7 +155,7 @@ class TrainingLoop {
     const StepResult result = job_.train_step->run(
         [&](int64_t micro) {
           activations_.before_forward();
-          return job_.micro_batch(step, micro);
+          return job_.model->micro_batch(step, micro);
         },
         lr);
     // The step's bytes only: not those of the checkpoint or evaluation that may follow.
@@ -208,7 +208,7 @@ class TrainingLoop {
     const bool due = c_.eval_interval > 0 && (step + 1) % c_.eval_interval == 0;
     if (!last && (stop || !due)) return std::nullopt;
     const auto eval_start = Clock::now();
-    const double val_loss = evaluate(job_);
+    const double val_loss = evaluate(*job_.model);
     if (step > start_step_) summary_.timed_eval_s += seconds_since(eval_start);
     if (last) summary_.final_val_loss = val_loss;
     return val_loss;
@@ -242,7 +242,7 @@ class TrainingLoop {
     if (nonfinite_.skipped() > 0)
       log_rank0("{} step{} skipped: the loss or gradient norm was not finite", nonfinite_.skipped(),
                 nonfinite_.skipped() == 1 ? "" : "s");
-    if (job_.pipeline) log_pipeline_stats(job_);
+    if (job_.model->pipeline()) log_pipeline_stats(*job_.model);
   }
 
   Job& job_;
@@ -262,7 +262,7 @@ class TrainingLoop {
 
 /// Loads the checkpoint the config names, if any: the step the run goes on from.
 int64_t resume(Job& job, const std::optional<std::string>& load_path) {
-  const JobConfig& c = job.config;
+  const JobConfig& c = job.config();
   const int64_t start_step = load_path ? load_job(job, CheckpointReader(*load_path)) : 0;
   VS_USER_CHECK(start_step < c.steps,
                 "config {}: the checkpoint is at step {}, not before training.steps = {}", c.source,
@@ -285,9 +285,10 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world, const Tr
 
 double run_evaluation(const JobConfig& config, const comm::Group& world,
                       const std::string& checkpoint) {
-  std::unique_ptr<Job> job = build_job(config, world, JobPurpose::kEvaluate);
-  load_job(*job, CheckpointReader(checkpoint), LoadParts::kModel);
-  const double val_loss = evaluate(*job);
+  ParallelModel model(config, world, JobPurpose::kEvaluate);
+  log_rank0("{}; evaluation only (no optimizer)", model.description());
+  load_model(model, CheckpointReader(checkpoint));
+  const double val_loss = evaluate(model);
   log_rank0("val_loss {:.6f} over {} windows", val_loss, config.eval_windows);
   return val_loss;
 }

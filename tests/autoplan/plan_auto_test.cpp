@@ -98,7 +98,7 @@ TEST(PlanAuto, StateMemoryMatchesTheTrainersTensorBytes) {
     std::map<std::string, int64_t> measured;
     testing::run_ranks(static_cast<int>(c.world_size()), [&](const comm::Group& world) {
       auto job = build_job(c, world);
-      job->train_step->run([&](int64_t micro) { return job->micro_batch(0, micro); }, 1e-3);
+      job->train_step->run([&](int64_t micro) { return job->model->micro_batch(0, micro); }, 1e-3);
       if (world.rank() != 0) return;
       for (const auto& [kind, bytes] : job->state_bytes())
         measured[kind] = bytes;

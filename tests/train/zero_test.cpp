@@ -178,7 +178,7 @@ StepFigures measure_step(std::vector<std::string> overrides) {
   testing::run_ranks(static_cast<int>(config.world_size()), [&](const comm::Group& world) {
     auto job = build_job(config, world);
     auto step = [&](int64_t s) {
-      job->train_step->run([&](int64_t micro) { return job->micro_batch(s, micro); }, 1e-3);
+      job->train_step->run([&](int64_t micro) { return job->model->micro_batch(s, micro); }, 1e-3);
     };
     step(0);
     if (job->zero) job->zero->take_peak_gathered_bytes();

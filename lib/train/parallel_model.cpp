@@ -1,0 +1,209 @@
+#include "train/parallel_model.h"
+
+#include <c10/util/accumulate.h>
+
+#include "core/error.h"
+#include "train/model_factory.h"
+
+namespace vescale {
+namespace {
+
+/// The job mesh of `c` on `world`, whose size must be the mesh's.
+JobMesh job_mesh(const JobConfig& c, const comm::Group& world) {
+  VS_USER_CHECK(c.world_size() == world.size(),
+                "config {}: the mesh {} needs {} processes, but "
+                "{} are running",
+                c.source, c.mesh_text(), c.world_size(), world.size());
+  return JobMesh(world, c.mesh_dims());
+}
+
+/// How parallelize_module initialises this rank's shards: in the state dtype, from the seed, and
+/// under a pipeline only the modules of this rank's stages.
+ParallelizeOptions init_options(const JobConfig& c, int64_t pp_rank,
+                                const std::optional<PipelinePlan>& pipeline) {
+  ParallelizeOptions options;
+  options.dtype = state_dtype(c);  // bfloat16 runs initialise in float32, then round
+  options.seed = static_cast<uint64_t>(c.seed);
+  if (pipeline) {
+    std::vector<std::string> mine;
+    for (size_t s = 0; s < pipeline->modules.size(); ++s) {
+      if (pipeline->schedule.stage_rank[s] != pp_rank) continue;
+      mine.insert(mine.end(), pipeline->modules[s].begin(), pipeline->modules[s].end());
+    }
+    options.materialize = [mine](const std::string& fqn) { return under_modules(fqn, mine); };
+  }
+  return options;
+}
+
+/// Mixed precision: the parameters become bf16 (`dtype`); returns their float32 values by FQN.
+std::map<std::string, at::Tensor> to_compute_dtype(ParallelizedModule& model,
+                                                   at::ScalarType dtype) {
+  std::map<std::string, at::Tensor> initial;
+  for (auto& [fqn, p] : model.parameters()) {
+    const at::Tensor state = p->get().to_local().detach();
+    p->value = DTensor(state.to(dtype), p->get().spec());
+    p->get().requires_grad_(true);
+    initial[fqn] = state;
+  }
+  return initial;
+}
+
+/// The parameters under `modules` (by any of their names), each once, in the model's order.
+std::vector<const Parameter*> parameters_in(Module& model,
+                                            const std::vector<std::string>& modules) {
+  std::vector<const Parameter*> out;
+  std::set<const Parameter*> seen;
+  for (const auto& [fqn, p] : model.all_parameter_names()) {
+    if (under_modules(fqn, modules) && seen.insert(p.get()).second) out.push_back(p.get());
+  }
+  return out;
+}
+
+}  // namespace
+
+PipelinePlan plan_pipeline(const JobConfig& c, const std::vector<Layer>& layers) {
+  PipelinePlan plan;
+  plan.schedule =
+      pipeline::make_schedule(c.pp_schedule, static_cast<int>(c.pp), static_cast<int>(c.pp_virtual),
+                              static_cast<int>(c.microbatches));
+  plan.stages = pipeline::split_stages(stage_layers(layers), plan.schedule.stages(), c.pp_split);
+  for (const pipeline::Stage& stage : plan.stages) {
+    std::vector<std::string> modules;
+    for (int i = stage.begin; i < stage.end; ++i) {
+      const auto& m = layers[static_cast<size_t>(i)].modules;
+      modules.insert(modules.end(), m.begin(), m.end());
+    }
+    plan.modules.push_back(modules);
+  }
+  return plan;
+}
+
+ParallelModel::ParallelModel(const JobConfig& c, const comm::Group& world, JobPurpose purpose)
+    : config_(c), mesh_(job_mesh(c, world)) {
+  task_ = make_task(c);
+  for (const auto& [fqn, p] : task_->model()->named_parameters())
+    n_params_ += c10::multiply_integers(p->shape);
+  // Deferred init materialises only this rank's stages.
+  std::optional<PipelinePlan> pipeline;
+  if (c.pp > 1) pipeline = plan_pipeline(c, task_->layers());
+  module_ = parallelize_module(task_->model(), mesh_.param_mesh(), job_plan(c),
+                               init_options(c, mesh_.pp_rank(), pipeline));
+  if (job_dtype(c) != state_dtype(c)) {
+    float32_init_ = to_compute_dtype(*module_, job_dtype(c));
+    if (purpose == JobPurpose::kEvaluate) float32_init_.clear();
+  }
+  for (auto& [fqn, p] : module_->parameters())
+    params_.emplace_back(fqn, &p->get());
+  moved_.resize(params_.size());
+  if (pipeline) {
+    find_tied(*pipeline);
+    make_pipeline(*pipeline);
+  }
+}
+
+void ParallelModel::find_tied(const PipelinePlan& plan) {
+  const int rank = static_cast<int>(mesh_.pp_rank());
+  Module& model = *task_->model();
+  // Which pp ranks hold each parameter (by any of its names), and its first stage.
+  std::map<const Parameter*, std::set<int>> holders;
+  std::map<const Parameter*, int> first_stage;
+  for (const auto& [fqn, p] : model.all_parameter_names()) {
+    for (int s = 0; s < plan.schedule.stages(); ++s) {
+      if (!under_modules(fqn, plan.modules[static_cast<size_t>(s)])) continue;
+      holders[p.get()].insert(plan.schedule.stage_rank[static_cast<size_t>(s)]);
+      first_stage.emplace(p.get(), s);  // stages in order: the first one wins
+    }
+  }
+  const std::map<const Parameter*, size_t> index = param_index();
+  for (const auto& [fqn, p] : model.named_parameters()) {
+    const std::set<int>& ranks = holders[p.get()];
+    if (ranks.size() < 2) continue;
+    // Collective over the pp group: every pp rank makes the same groups in the same order.
+    comm::Group group = mesh_.pp_subgroup(std::vector<int>(ranks.begin(), ranks.end()), "pp");
+    if (!ranks.count(rank)) continue;
+    const int owner = plan.schedule.stage_rank[static_cast<size_t>(first_stage.at(p.get()))];
+    tied_.push_back({index.at(p.get()), group, owner == rank});
+    if (owner != rank) not_saved_.insert(fqn);
+  }
+}
+
+void ParallelModel::make_pipeline(const PipelinePlan& plan) {
+  const int rank = static_cast<int>(mesh_.pp_rank());
+  const std::map<const Parameter*, size_t> index = param_index();
+  std::vector<StageLayers> stages;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    StageLayers stage{plan.stages[s].begin, plan.stages[s].end, {}};
+    if (plan.schedule.stage_rank[s] == rank) {
+      for (const Parameter* p : parameters_in(*task_->model(), plan.modules[s]))
+        stage.params.push_back(params_[index.at(p)].second->to_local());
+    }
+    stages.push_back(stage);
+  }
+  pipeline_ = std::make_unique<PipelineRunner>(*task_, mesh_, plan.schedule, stages,
+                                               micro_batch(0, 0), layer_runner());
+}
+
+std::map<const Parameter*, size_t> ParallelModel::param_index() const {
+  std::map<const Parameter*, size_t> index;  // params_ lists module_'s, in its order
+  for (const auto& [fqn, p] : module_->parameters())
+    index.emplace(p.get(), index.size());
+  return index;
+}
+
+std::vector<std::vector<size_t>> ParallelModel::layer_params() const {
+  const std::map<const Parameter*, size_t> index = param_index();
+  std::vector<std::vector<size_t>> out;
+  for (const Layer& layer : task_->layers()) {
+    out.emplace_back();
+    for (const Parameter* p : parameters_in(*task_->model(), layer.modules)) {
+      if (index.count(p)) out.back().push_back(index.at(p));  // on this rank's stages
+    }
+  }
+  return out;
+}
+
+std::string ParallelModel::description() const {
+  const JobConfig& c = config_;
+  return fmt::format("{}: {} with {} parameters on {} ({} plan), {}, {}", c.name,
+                     task_->model()->type(), n_params_, mesh_.str(),
+                     c.plan.empty() ? "replicate" : c.plan, c.dtype, task_->data_description());
+}
+
+ParameterState ParallelModel::state(size_t k) const {
+  if (moved_[k]) return *moved_[k];
+  const DTensor& param = *params_[k].second;
+  return {param.to_local().detach(), param.spec().on_mesh(mesh_.mesh())};
+}
+
+void ParallelModel::move_state(size_t k, ParameterState state) {
+  moved_[k] = std::move(state);
+}
+
+Batch ParallelModel::micro_batch(int64_t step, int64_t micro) const {
+  const BatchSlice slice = batch_slice(config_.global_batch_size, config_.dp, mesh_.dp_rank(),
+                                       config_.microbatches, micro);
+  return task_->train_batch(step, slice);
+}
+
+LayerRunner ParallelModel::layer_runner() {
+  return [this](int64_t first, int64_t end, const Tensors& in, const ForwardContext& context) {
+    const Task* task = task_.get();
+    LayerRunner run = [task](int64_t f, int64_t e, const Tensors& i, const ForwardContext& ctx) {
+      return task->run_layers(f, e, i, ctx);
+    };
+    if (!wrapper_) return run(first, end, in, context);
+    return wrapper_(first, end, in, context, run);
+  };
+}
+
+void ParallelModel::wrap_layers(LayerWrapper wrapper, bool collective_over_dp) {
+  wrapper_ = std::move(wrapper);
+  collective_over_dp_ = collective_over_dp;
+}
+
+double ParallelModel::forward_loss(const Batch& batch) {
+  if (pipeline_) return pipeline_->forward_loss(batch);
+  return task_->forward_loss(batch, mesh_.param_mesh(), layer_runner()).to_local().item<double>();
+}
+
+}  // namespace vescale
