@@ -33,7 +33,7 @@ namespace {
 
 namespace nn = torch::nn;
 
-/// Config keys this loop reads, with vescale-train's defaults (README.md, config reference).
+/// Config keys this loop reads, with vescale-train's defaults (docs/configuration.md).
 const std::map<std::string, std::string> kDefaults = {
     {"model.vocab_size", "256"},
     {"model.block_size", "64"},

@@ -159,7 +159,7 @@ for spec in sys.argv[2:]:
         if not r:
             continue
         # Rows of one round run back to back, so the machine's state is shared within a round and
-        # not across rounds (NOTE in README: with OpenBLAS on both cores this VM switches between
+        # not across rounds (docs/benchmarks.md: with OpenBLAS on both cores this VM switches between
         # two speeds): the ratio is the median of the per-round ratios, not a ratio of medians.
         ratio = statistics.median(a / b for a, b in zip(v, r[1])) if len(v) == len(r[1]) else m / r[0]
         if kind == "overhead":

@@ -39,7 +39,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-# The config keys the peer reads, with vescale-train's defaults (README.md, config reference).
+# The config keys the peer reads, with vescale-train's defaults (docs/configuration.md).
 DEFAULTS = {
     "model.vocab_size": 256, "model.block_size": 64, "model.n_layer": 2, "model.n_head": 4,
     "model.n_embd": 64, "model.dropout": 0.0, "model.vocab_multiple": 64,

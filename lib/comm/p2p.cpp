@@ -43,7 +43,7 @@ Work Group::irecv(at::Tensor& tensor, int src, int tag) const {
 std::vector<Work> Group::batch_isend_irecv(const std::vector<P2POp>& ops) const {
   // Gloo posts each transfer without blocking, so any order of posts is safe. NCCL needs them in
   // one ncclGroupStart/End (c10d's coalescing API, which changes across LibTorch 2.x releases) to
-  // be safe when a pair both sends and receives; that is not done yet (README, Limits).
+  // be safe when a pair both sends and receives; that is not done yet (docs/limits.md).
   std::vector<Work> works;
   works.reserve(ops.size());
   for (const P2POp& op : ops)

@@ -220,7 +220,7 @@ ConfigValue config_value(const JobConfig& c, const ConfigKey& k) {
 }
 
 std::string value_text(const JobConfig& c, const ConfigKey& k) {
-  return short_literal(config_value(c, k));
+  return toml_literal(config_value(c, k));
 }
 
 }  // namespace vescale

@@ -29,7 +29,7 @@ using ConfigField = std::variant<int64_t JobConfig::*, double JobConfig::*, bool
                                  std::vector<int64_t> JobConfig::*, ModelKeyField>;
 
 /// One config key, declared once: everything else (parsing, overrides, the effective text and
-/// the README table) iterates config_schema().
+/// the config reference) iterates config_schema().
 struct ConfigKey {
   std::string name;  ///< "training.steps"
   ConfigValue default_value;
@@ -44,8 +44,8 @@ struct ConfigKey {
   bool applies_to(const std::string& model) const;
 };
 
-/// Every key a job config may have, in README order (the families' [model] keys after
-/// model.name, family by family).
+/// Every key a job config may have, in the config reference's order (the families' [model] keys
+/// after model.name, family by family).
 const std::vector<ConfigKey>& config_schema();
 
 /// Key `k`'s value in `c`.

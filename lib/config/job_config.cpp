@@ -71,7 +71,7 @@ void check_range(const ConfigKey& k, const ConfigValue& value, const std::string
     text = std::to_string(*i);
   } else if (const auto* d = std::get_if<double>(&value)) {
     number = *d;
-    text = fmt::format("{}", *d);
+    text = number_text(*d);
   } else {
     return;
   }
@@ -215,7 +215,7 @@ std::map<std::string, std::string> recorded_values(const std::string& toml_text)
     const toml::node* node = section ? section->get(k.name.substr(dot + 1)) : nullptr;
     std::optional<ConfigValue> value = node ? from_node(*node, k.default_value) : std::nullopt;
     // default_for gives the schema's default for a model.name no family has.
-    out[k.name] = short_literal(value.value_or(default_for(k, model)));
+    out[k.name] = toml_literal(value.value_or(default_for(k, model)));
   }
   return out;
 }

@@ -1,7 +1,7 @@
 // The job config: a TOML file with torchtitan-like sections, overridable on the command line as
 // --section.key=value. Every key is declared once in the schema (config/config_schema.h) that
 // drives parsing, type checks, overrides, "did you mean" suggestions, the effective config text
-// and so the README table.
+// and so the config reference (docs/configuration.md).
 #pragma once
 
 #include <cstdint>

@@ -97,9 +97,9 @@ std::string toml_literal(const ConfigValue& v) {
     case 0:
       return std::to_string(std::get<int64_t>(v));
     case 1: {
-      std::ostringstream out;
-      out << toml::value<double>(std::get<double>(v));
-      return out.str();
+      std::string text = number_text(std::get<double>(v));
+      if (text.find_first_of(".eni") == std::string::npos) text += ".0";  // a TOML float: 3.0
+      return text;
     }
     case 2:
       return std::get<bool>(v) ? "true" : "false";
@@ -116,14 +116,6 @@ std::string toml_literal(const ConfigValue& v) {
       return fmt::format("[{}]", fmt::join(literals, ", "));
     }
   }
-}
-
-std::string short_literal(const ConfigValue& v) {
-  const double* number = std::get_if<double>(&v);
-  if (number == nullptr) return toml_literal(v);
-  std::string text = fmt::format("{}", *number);
-  if (text.find_first_of(".eni") == std::string::npos) text += ".0";
-  return text;
 }
 
 }  // namespace vescale

@@ -17,9 +17,7 @@ const char* type_name(const ConfigValue& v);
 std::optional<ConfigValue> from_node(const toml::node& node, const ConfigValue& like);
 /// A command-line value as the type of `like`, or nullopt.
 std::optional<ConfigValue> from_text(const std::string& text, const ConfigValue& like);
-/// `v` as a TOML literal: `4`, `'adamw'`, `['a', 'b']`.
+/// `v` as a TOML literal: `4`, `0.0003` (number_text: never float noise), `'adamw'`, `['a', 'b']`.
 std::string toml_literal(const ConfigValue& v);
-/// toml_literal, but numbers in their shortest exact form: 0.1, not 0.10000000000000001.
-std::string short_literal(const ConfigValue& v);
 
 }  // namespace vescale

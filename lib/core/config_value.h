@@ -15,6 +15,11 @@ namespace vescale {
 using ConfigValue = std::variant<int64_t, double, bool, std::string, std::vector<std::string>,
                                  std::vector<int64_t>>;
 
+/// `v` as people write it: the shortest text that reads back as `v` (0.0003, 0.9, 1e-8), a run
+/// of six or more trailing zeros as an exponent (1e12), never float noise (0.1, not
+/// 0.10000000000000001).
+std::string number_text(double v);
+
 /// The numbers a numeric key accepts: from lo to hi, either end open or unbounded.
 struct ConfigRange {
   double lo = -std::numeric_limits<double>::infinity();

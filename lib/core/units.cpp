@@ -61,6 +61,7 @@ std::string format_duration(double seconds) {
   }
   if (seconds >= 1) return fmt::format("{:.1f}s", seconds);
   if (seconds >= 1e-3) return fmt::format("{:.2f}ms", seconds * 1e3);
+  if (seconds < 0.05e-6) return "0s";  // nothing, not "0.0us"
   return fmt::format("{:.1f}us", seconds * 1e6);
 }
 

@@ -78,8 +78,11 @@ std::string format_metrics_line(const StepMetrics& m) {
                       m.grad_norm, with_commas(m.tokens_per_s), 100.0 * m.mfu,
                       format_bytes(static_cast<double>(m.mem_bytes)),
                       state.empty() ? "" : fmt::format(" ({})", fmt::join(state, ", ")));
-  line += fmt::format(" | comm {}/step{} | eta {}", format_bytes(static_cast<double>(comm)),
-                      dp_comm_by_kind(m), format_duration(m.eta_s));
+  line +=
+      fmt::format(" | comm {}/step{}", format_bytes(static_cast<double>(comm)), dp_comm_by_kind(m));
+  // The last step's line ends the run: "done", not an ETA of nothing.
+  const bool last = m.total_steps > 0 && m.step >= m.total_steps;
+  line += last ? " | done" : fmt::format(" | eta {}", format_duration(m.eta_s));
   return line;
 }
 

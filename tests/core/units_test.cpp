@@ -28,6 +28,7 @@ TEST(Units, Format) {
   EXPECT_EQ(format_duration(2.34), "2.3s");
   EXPECT_EQ(format_duration(0.0123), "12.30ms");
   EXPECT_EQ(format_duration(12e-6), "12.0us");
+  EXPECT_EQ(format_duration(0), "0s");
 }
 
 TEST(Chunking, FollowsTorchChunk) {

@@ -390,23 +390,3 @@ class PlanCommand(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
-
-
-class Docs(unittest.TestCase):
-    def test_readme_documents_every_config_key_with_its_default(self):
-        with tempfile.NamedTemporaryFile("w", suffix=".toml") as defaults:
-            defaults.write("# every key at its default\n")
-            defaults.flush()
-            result = run("train", defaults.name, "--print-config")
-        self.assertEqual(result.returncode, 0, result.stderr)
-        with open(os.path.join(ROOT, "README.md")) as f:
-            readme = f.read()
-        section = None
-        for line in result.stdout.splitlines():
-            if line.startswith("["):
-                section = line.strip("[]")
-            elif "=" in line:
-                key, rest = line.split("=", 1)
-                default = rest.split("#")[0].strip()
-                row = f"| `{section}.{key.strip()}` | `{default}` |"
-                self.assertIn(row, readme, f"README lacks the row {row}")

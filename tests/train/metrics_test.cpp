@@ -100,6 +100,19 @@ TEST(Metrics, CommBytesByKindBetweenSnapshots) {
   EXPECT_NE(line.find("| comm 50.2KiB/step (dp: ar 200B, rs 50KiB) |"), std::string::npos) << line;
 }
 
+TEST(Metrics, TheLastStepSaysDoneNotAnEta) {
+  StepMetrics m;
+  m.step = 9;
+  m.total_steps = 10;
+  m.eta_s = 2.5;
+  EXPECT_NE(format_metrics_line(m).find("| eta 2.5s"), std::string::npos) << format_metrics_line(m);
+  m.step = 10;
+  m.eta_s = 0;
+  const std::string last = format_metrics_line(m);
+  EXPECT_EQ(last.substr(last.size() - 7), " | done") << last;
+  EXPECT_EQ(last.find("eta"), std::string::npos) << last;
+}
+
 TEST(Metrics, NoDpBytesNoBrackets) {
   StepMetrics m;
   m.comm_bytes = {{"tp", 1024}};
