@@ -59,9 +59,4 @@ CommSnapshot CommStats::snapshot() const {
   return counts_;
 }
 
-void CommStats::reset() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  counts_.clear();
-}
-
 }  // namespace vescale::comm

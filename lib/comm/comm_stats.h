@@ -59,8 +59,6 @@ class CommStats {
   /// A copy of every counter.
   CommSnapshot snapshot() const;
 
-  void reset();
-
  private:
   mutable std::mutex mutex_;
   CommSnapshot counts_;

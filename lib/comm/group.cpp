@@ -73,9 +73,6 @@ const std::string& Group::label() const {
 Backend Group::backend() const {
   return impl_->backend;
 }
-std::chrono::milliseconds Group::timeout() const {
-  return impl_->options.timeout;
-}
 Device Group::device() const {
   return impl_->options.device;
 }

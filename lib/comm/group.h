@@ -94,7 +94,6 @@ class Group {
   int size() const;
   const std::string& label() const;
   Backend backend() const;
-  std::chrono::milliseconds timeout() const;
   /// The device of the tensors this group moves and makes.
   Device device() const;
   /// Ranks of this group's members in the root group it was split from.
