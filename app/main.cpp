@@ -19,8 +19,9 @@ struct CommandEntry {
 };
 const CommandEntry kCommands[] = {
     {vescale::app::add_train_command},       {vescale::app::add_eval_command},
-    {vescale::app::add_checkpoint_commands}, {vescale::app::add_plan_command},
-    {vescale::app::add_config_command},      {vescale::app::add_comm_command},
+    {vescale::app::add_checkpoint_commands}, {vescale::app::add_export_command},
+    {vescale::app::add_plan_command},        {vescale::app::add_config_command},
+    {vescale::app::add_comm_command},
 };
 
 }  // namespace

@@ -7,6 +7,7 @@ const std::vector<std::shared_ptr<const ModelFamily>>& model_families() {
   static const std::vector<std::shared_ptr<const ModelFamily>> families = {
       models::gpt_family(),
       models::mlp_family(),
+      models::llama_family(),
   };
   return families;
 }

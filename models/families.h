@@ -9,5 +9,6 @@ namespace vescale::models {
 
 std::shared_ptr<const ModelFamily> gpt_family();
 std::shared_ptr<const ModelFamily> mlp_family();
+std::shared_ptr<const ModelFamily> llama_family();
 
 }  // namespace vescale::models

@@ -13,34 +13,6 @@
 namespace vescale::models {
 namespace {
 
-/// lm_head: a Linear without bias whose weight is transformer.wte.weight.
-class TiedHead : public Module {
- public:
-  explicit TiedHead(ParameterPtr weight) : Module("Linear") {
-    register_tied_parameter("weight", std::move(weight));
-  }
-
- protected:
-  Tensors forward(const Tensors& inputs) override {
-    return {ops::linear(inputs.at(0), param("weight"))};
-  }
-};
-
-/// 0 for real vocabulary entries, -inf for padding; sharded like the embedding's rows.
-DTensor vocab_mask(const DTensorSpec& embedding, int64_t vocab, at::ScalarType dtype) {
-  Placements placements;
-  for (const auto& p : embedding.placements)
-    placements.push_back(p.is_shard(0) ? p : Placement::replicate());
-  DTensorSpec spec(embedding.mesh, placements, {embedding.shape[0]});
-  const Box box = Box::local(spec);
-  const Device device = spec.mesh.device();
-  at::Tensor index = at::arange(box.offsets[0], box.offsets[0] + box.sizes[0],
-                                at::dtype(at::kLong).device(device));
-  at::Tensor mask = at::zeros(box.sizes, at::dtype(dtype).device(device))
-                        .masked_fill(index >= vocab, -std::numeric_limits<double>::infinity());
-  return DTensor(mask, spec);
-}
-
 ModuleArgs block_args(const GPTConfig& c, std::shared_ptr<const DropoutState> dropout) {
   ModuleArgs args;
   args.numbers = {
@@ -52,8 +24,7 @@ ModuleArgs block_args(const GPTConfig& c, std::shared_ptr<const DropoutState> dr
 }  // namespace
 
 int64_t GPTConfig::padded_vocab(int64_t tp) const {
-  const int64_t multiple = std::max<int64_t>(1, vocab_multiple) * std::max<int64_t>(1, tp);
-  return (vocab_size + multiple - 1) / multiple * multiple;
+  return models::padded_vocab(vocab_size, vocab_multiple, tp);
 }
 
 void register_gpt_modules() {
@@ -143,8 +114,8 @@ GPT::GPT(const GPTConfig& config, int64_t tp)
     blocks_.push_back(h->add(std::to_string(i), std::make_shared<Block>(config, dropout_)));
   }
   ln_f_ = transformer->add("ln_f", std::make_shared<LayerNorm>(config.n_embd));
-  lm_head_ = register_module("lm_head",
-                             std::make_shared<TiedHead>(wte_->all_parameter_names().at(0).second));
+  lm_head_ = register_module(
+      "lm_head", std::make_shared<TiedLinear>(wte_->all_parameter_names().at(0).second));
   assign_names();
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "family/hf_layout.h"
 #include "models/families.h"
 #include "models/gpt.h"
 
@@ -104,10 +105,61 @@ class GPTFamily : public ModelFamily {
     return spec.keys.integer("vocab_size");
   }
 
+  std::optional<HFLayout> hf_layout(const ModelSpec& spec) const override {
+    const GPTConfig g = gpt_config(spec);
+    const int64_t c = g.n_embd;
+    HFLayout out{"GPT2LMHeadModel", {}, {}};
+    out.config = {{"architectures", {"GPT2LMHeadModel"}},
+                  {"model_type", "gpt2"},
+                  {"vocab_size", g.vocab_size},
+                  {"n_positions", g.block_size},
+                  {"n_ctx", g.block_size},
+                  {"n_embd", c},
+                  {"n_layer", g.n_layer},
+                  {"n_head", g.n_head},
+                  {"n_inner", nullptr},
+                  {"activation_function", "gelu"},  // exact (erf) GELU, as ops::gelu
+                  {"resid_pdrop", g.dropout},
+                  {"embd_pdrop", g.dropout},
+                  {"attn_pdrop", 0.0},  // no dropout on the attention probabilities
+                  {"layer_norm_epsilon", 1e-5},
+                  {"initializer_range", 0.02},
+                  {"scale_attn_weights", true},
+                  {"tie_word_embeddings", true}};
+    auto& t = out.tensors;
+    t.push_back(vocab_rows("transformer.wte.weight", "transformer.wte.weight", g.vocab_size, c));
+    t.push_back(same_tensor("transformer.wpe.weight", {g.block_size, c}));
+    for (int64_t i = 0; i < g.n_layer; ++i) {
+      const std::string h = "transformer.h." + std::to_string(i) + ".";
+      for (const char* p : {"ln_1.weight", "ln_1.bias"})
+        t.push_back(same_tensor(h + p, {c}));
+      const std::string a = h + "attn.";
+      t.push_back(concatenated(a + "c_attn.weight",
+                               {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}, c,
+                               {c}, true));
+      t.push_back(concatenated(a + "c_attn.bias",
+                               {a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"}, c, {},
+                               false));
+      t.push_back(transposed(a + "c_proj.weight", c, c));
+      t.push_back(same_tensor(a + "c_proj.bias", {c}));
+      for (const char* p : {"ln_2.weight", "ln_2.bias"})
+        t.push_back(same_tensor(h + p, {c}));
+      t.push_back(transposed(h + "mlp.c_fc.weight", c, 4 * c));
+      t.push_back(same_tensor(h + "mlp.c_fc.bias", {4 * c}));
+      t.push_back(transposed(h + "mlp.c_proj.weight", 4 * c, c));
+      t.push_back(same_tensor(h + "mlp.c_proj.bias", {c}));
+    }
+    for (const char* p : {"transformer.ln_f.weight", "transformer.ln_f.bias"})
+      t.push_back(same_tensor(p, {c}));
+    return out;  // lm_head.weight is wte's: not stored
+  }
+
   std::optional<TransformerShape> transformer_shape(const ModelSpec& spec) const override {
     const ModelKeys& k = spec.keys;
-    return TransformerShape{k.integer("n_layer"), k.integer("n_embd"), k.integer("n_head"),
-                            k.integer("vocab_size"), "transformer.wte.weight"};
+    const double e = k.number("n_embd");
+    return TransformerShape{k.integer("n_layer"),     k.integer("n_embd"),
+                            k.integer("n_head"),      k.integer("vocab_size"),
+                            "transformer.wte.weight", 12.0 * e * e + 13.0 * e};
   }
 };
 

@@ -1,5 +1,10 @@
 #include "models/layers.h"
 
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <limits>
+
 #include "dtensor/ops.h"
 
 namespace vescale::models {
@@ -13,6 +18,33 @@ Linear::Linear(int64_t in, int64_t out, bool bias, double init_std)
 Tensors Linear::forward(const Tensors& inputs) {
   if (!bias_) return {ops::linear(inputs.at(0), param("weight"))};
   return {ops::linear(inputs.at(0), param("weight"), param("bias"))};
+}
+
+TiedLinear::TiedLinear(ParameterPtr weight) : Module("Linear") {
+  register_tied_parameter("weight", std::move(weight));
+}
+
+Tensors TiedLinear::forward(const Tensors& inputs) {
+  return {ops::linear(inputs.at(0), param("weight"))};
+}
+
+int64_t padded_vocab(int64_t vocab, int64_t multiple, int64_t tp) {
+  const int64_t m = std::max<int64_t>(1, multiple) * std::max<int64_t>(1, tp);
+  return (vocab + m - 1) / m * m;
+}
+
+DTensor vocab_mask(const DTensorSpec& embedding, int64_t vocab, at::ScalarType dtype) {
+  Placements placements;
+  for (const auto& p : embedding.placements)
+    placements.push_back(p.is_shard(0) ? p : Placement::replicate());
+  DTensorSpec spec(embedding.mesh, placements, {embedding.shape[0]});
+  const Box box = Box::local(spec);
+  const Device device = spec.mesh.device();
+  at::Tensor index = at::arange(box.offsets[0], box.offsets[0] + box.sizes[0],
+                                at::dtype(at::kLong).device(device));
+  at::Tensor mask = at::zeros(box.sizes, at::dtype(dtype).device(device))
+                        .masked_fill(index >= vocab, -std::numeric_limits<double>::infinity());
+  return DTensor(mask, spec);
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps) : Module("LayerNorm"), eps_(eps) {

@@ -21,6 +21,21 @@ class Linear : public Module {
   bool bias_;
 };
 
+/// A Linear without bias whose weight is another module's (a head tied to its embedding).
+class TiedLinear : public Module {
+ public:
+  explicit TiedLinear(ParameterPtr weight);
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+};
+
+/// `vocab` rounded up to a multiple of multiple x tp (vocab-parallel embeddings split evenly).
+int64_t padded_vocab(int64_t vocab, int64_t multiple, int64_t tp);
+/// The logits' mask of a padded vocabulary: 0 for real entries, -inf for padding; [V_padded],
+/// sharded like the rows of the embedding whose spec is `embedding`.
+DTensor vocab_mask(const DTensorSpec& embedding, int64_t vocab, at::ScalarType dtype);
+
 /// Layer norm over the last dim (weight 1, bias 0).
 class LayerNorm : public Module {
  public:

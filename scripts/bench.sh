@@ -25,8 +25,10 @@
 #      thread spent in the save), the write throughput (the step folder's bytes over the time from
 #      the first file opened to COMMIT, files fsynced), `dd conv=fsync` of as many bytes into the
 #      same folder, their ratio, and rank 0's peak resident memory.
+#   6. export: a 125M-parameter Llama checkpoint exported as a Hugging Face folder in float32 and
+#      bfloat16: bytes, seconds, MB/s and the exporter's peak resident memory.
 # Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or peers, comm, train, pipeline,
-# checkpoint, peer-threads; a comma list) runs only those tables.
+# checkpoint, export, peer-threads; a comma list) runs only those tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,7 +40,7 @@ BIN="${VESCALE_TRAIN:-${BUILD_DIR:-build}/vescale-train}"
 SIZES=(--sizes 1K,64K,1M,16M)
 [ $# -gt 0 ] && SIZES=("$@")
 
-BENCH=${BENCH:-peers,comm,train,pipeline,zero,checkpoint}
+BENCH=${BENCH:-peers,comm,train,pipeline,zero,checkpoint,export}
 wanted() { [[ ",$BENCH," == *",$1,"* ]]; }
 
 if wanted comm; then
@@ -348,5 +350,23 @@ for format in sharded merged; do
   for async in false true; do
     checkpoint_row "$format" "$async"
   done
+done
+fi
+
+# --- Hugging Face export ---------------------------------------------------------------------
+if wanted export; then
+echo
+echo "export --format hf: a Llama of 125M parameters (12 layers, 768 hidden, 32000 vocabulary,"
+echo "untied), one float32 training step saved sharded on 1 process, then exported"
+dir="$OUT/export"
+"$BIN" train configs/llama-tiny.toml --job.dump_folder="$dir" --data.source=synthetic \
+  --model.vocab_size=32000 --model.n_embd=768 --model.n_layer=12 --model.n_head=12 \
+  --model.n_kv_head=4 --model.intermediate_size=2048 --training.global_batch_size=2 \
+  --training.steps=1 --parallel.dp=1 --parallel.tp=1 --parallel.plan= --eval.windows=1 \
+  --checkpoint.interval=1 >/dev/null 2>&1
+printf '| dtype | tensors | bytes | seconds | MB/s | peak RSS |\n| --- | --- | --- | --- | --- | --- |\n'
+for dtype in float32 bfloat16; do
+  line=$("$BIN" export "$dir/checkpoints/latest" -o "$OUT/hf-$dtype" --format hf --dtype "$dtype")
+  echo "$line" | sed -E 's/.*: ([0-9]+) tensors, ([^ ]+) in .* files?, ([^ ]+) \(([0-9]+) MB\/s\), peak RSS (.*)/| '"$dtype"' | \1 | \2 | \3 | \4 | \5 |/'
 done
 fi

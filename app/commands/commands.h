@@ -17,6 +17,8 @@ void add_plan_command(CLI::App& app, const Invocation& invocation);
 void add_plan_auto_command(CLI::App& plan);
 /// `vescale-train merge` and `inspect`: checkpoint tools.
 void add_checkpoint_commands(CLI::App& app, const Invocation& invocation);
+/// `vescale-train export CHECKPOINT -o DIR --format hf`: a Hugging Face model folder.
+void add_export_command(CLI::App& app, const Invocation& invocation);
 /// `vescale-train config reference`: every config key, from the schema.
 void add_config_command(CLI::App& app, const Invocation& invocation);
 /// `vescale-train comm ...`: communication checks (comm bench).

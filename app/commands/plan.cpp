@@ -61,7 +61,9 @@ std::string schedule_report(const JobConfig& config) {
                     schedule.stage_rank[k], names, parameters_under(*model, pipe.modules[k]),
                     st.cost / 1e6, total > 0 ? 100.0 * st.cost / total : 0.0, sim.peak_stashed[k]);
   }
-  out += "(parameters: each counted once, where first used; GPT's lm_head is transformer.wte)\n";
+  out +=
+      "(parameters: each counted once, where first used: a weight two stages share counts on "
+      "the first)\n";
   out += fmt::format(
       "\nschedule {}: {} micro-batches; time units: F = 1, B = 2 (I = W = 1) per stage\n",
       schedule.name, schedule.microbatches);

@@ -232,7 +232,7 @@ void run_auto(const AutoOptions& o, const std::vector<std::string>& extra) {
   const JobConfig base = JobConfig::load(o.config, collect_overrides(extra));
   VS_USER_CHECK(base.family().transformer_shape(base.model_spec()).has_value(),
                 "plan auto: {} trains model.name = '{}'; plan auto models "
-                "GPT jobs only",
+                "transformer families only",
                 base.source, base.model);
   const double memory_per_rank =
       o.memory_per_rank.empty()

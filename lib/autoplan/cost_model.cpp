@@ -137,7 +137,8 @@ struct Shape {
 
 Shape shape_of(const JobConfig& c, const Layout& layout, const LayoutModel& lm) {
   const std::optional<TransformerShape> model = c.family().transformer_shape(c.model_spec());
-  VS_USER_CHECK(model.has_value(), "plan auto models GPT jobs; {} has model.name = '{}'", c.source,
+  VS_USER_CHECK(model.has_value(),
+                "plan auto models transformer families; {} has model.name = '{}'", c.source,
                 c.model);
   double vocab = static_cast<double>(model->vocab_size);
   for (const auto& p : lm.plan.parameters)
@@ -166,9 +167,9 @@ Shape shape_of(const JobConfig& c, const Layout& layout, const LayoutModel& lm) 
 /// norms, residual adds and the attention output on C, or C/tp with sp; GELU on 4C/tp; the
 /// scaled, masked softmax on heads/tp x T scores; backward twice that) at the bandwidth.
 double analytic_block(const ComputeFacts& f, double size, double b, double t, double c,
-                      double heads, double tp, bool sp) {
+                      double heads, double block_parameters, double tp, bool sp) {
   const double tokens = b * t;
-  const double param_flops = 6.0 * (12.0 * c * c + 13.0 * c) * tokens / tp;
+  const double param_flops = 6.0 * block_parameters * tokens / tp;
   const double attention_flops = 12.0 * c * t * tokens / tp;
   const double elems =
       3.0 * tokens * (14.0 * (sp ? c / tp : c) + 12.0 * c / tp + 8.0 * heads / tp * t);
@@ -190,12 +191,15 @@ StageTimes stage_times(const Shape& s, const MachineFacts& facts) {
   // plan, with the latency of tp's collectives in it.
   const FrameworkTime framework = facts.framework(s.c.tp, s.sp);
   const GptProbe& probe = kBlockProbe;
+  const double probe_c = probe.n_embd;
   const double probe_analytic =
-      analytic_block(f, s.size, probe.batch, probe.seq_len, probe.n_embd, probe.n_head, 1.0, false);
+      analytic_block(f, s.size, probe.batch, probe.seq_len, probe_c, probe.n_head,
+                     12.0 * probe_c * probe_c + 13.0 * probe_c, 1.0, false);
   const double measured_over_analytic =
       std::max(1.0, (f.block_probe_s - f.block_overhead_s) / probe_analytic);
   const double block_s =
-      measured_over_analytic * analytic_block(f, s.size, s.b, s.t, s.C, s.heads, s.tp, s.sp) +
+      measured_over_analytic *
+          analytic_block(f, s.size, s.b, s.t, s.C, s.heads, s.model.block_parameters, s.tp, s.sp) +
       framework.block_s;
   const double gemm_rate = f.gemm_rate(2.0 * s.tokens * s.C * 4.0 * s.C / s.tp);
   const PipelinePlan& pipe = s.lm.pipe;

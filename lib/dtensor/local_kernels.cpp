@@ -26,6 +26,28 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
   return y.view(shape);
 }
 
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
+  const bool widen = x.scalar_type() != at::kDouble && x.scalar_type() != at::kFloat;
+  const at::Tensor h = widen ? x.to(at::kFloat) : x;
+  const at::Tensor normed = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return w * normed.to(x.scalar_type());
+}
+
+at::Tensor rotary(const at::Tensor& x, double theta, int64_t first) {
+  const int64_t t = x.size(2), d = x.size(3);
+  const at::ScalarType angle_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const auto options = at::TensorOptions().dtype(angle_type).device(x.device());
+  // 1 / theta^(2i / D), as Hugging Face computes it.
+  const at::Tensor inv_freq =
+      at::reciprocal(at::pow(theta, at::arange(0, d, 2, options) / static_cast<double>(d)));
+  const at::Tensor angles = at::outer(at::arange(first, first + t, options), inv_freq);
+  const at::Tensor both = at::cat({angles, angles}, -1);  // [T, D]
+  const at::Tensor cos = both.cos().to(x.scalar_type()), sin = both.sin().to(x.scalar_type());
+  const at::Tensor half1 = x.narrow(3, 0, d / 2), half2 = x.narrow(3, d / 2, d / 2);
+  const at::Tensor rotated = at::cat({-half2, half1}, 3);
+  return x * cos + rotated * sin;
+}
+
 at::Tensor causal_bias(int64_t t, const at::TensorOptions& options) {
   // Ranks may be threads of one process (tests): the cache is shared under a lock. Entries are
   // never written after they are made.

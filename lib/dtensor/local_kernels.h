@@ -55,6 +55,15 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 /// local_kernels_test prints them).
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
+/// x / sqrt(mean(x^2, last dim) + eps) * w, normalised in float32 when x is of lower precision and
+/// cast back before the weight (Hugging Face's LlamaRMSNorm).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
+
+/// Rotary embedding of x [B, H, T, D] (rotate-half): x cos + rotate_half(x) sin at positions
+/// first, first + 1, ... of dim 2, with frequencies theta^(-2i/D); angles in float64 for float64
+/// x, else float32, and cos and sin cast to x's type (as Hugging Face does).
+at::Tensor rotary(const at::Tensor& x, double theta, int64_t first);
+
 /// The additive causal mask [T, T]: 0 on and below the diagonal, -inf above. Cached.
 at::Tensor causal_bias(int64_t t, const at::TensorOptions& options);
 

@@ -115,6 +115,11 @@ DTensor gelu(const DTensor& x) {
                      [](const Locals& l) { return at::gelu(l[0]); });
 }
 
+DTensor silu(const DTensor& x) {
+  return elementwise("silu", {&x}, PartialPolicy::kNone,
+                     [](const Locals& l) { return at::silu(l[0]); });
+}
+
 DTensor dropout(const DTensor& x, double p, const RngKey& key, bool training, int64_t row_offset,
                 int64_t global_rows) {
   VS_CHECK(p >= 0 && p < 1, "[dtensor] dropout probability {} is not in [0, 1)", p);
@@ -144,6 +149,47 @@ DTensor layer_norm(const DTensor& x, const DTensor& weight, const DTensor& bias,
                  x.shape(),
                  [c, eps](const Locals& l, const Specs&, const DTensorSpec&) {
                    return at::layer_norm(l[0], {c}, l[1], l[2], eps);
+                 }});
+}
+
+DTensor rms_norm(const DTensor& x, const DTensor& weight, double eps) {
+  const int64_t c = x.size(-1);
+  VS_CHECK(weight.shape() == std::vector<int64_t>{c}, "[dtensor] rms_norm: weight must be [{}]", c);
+  return run_op({"rms_norm",
+                 {&x, &weight},
+                 fixed(detail::rms_norm_rule(x.ndim())),
+                 x.shape(),
+                 [eps](const Locals& l, const Specs&, const DTensorSpec&) {
+                   return local::rms_norm(l[0], l[1], eps);
+                 }});
+}
+
+DTensor rotary(const DTensor& x, double theta) {
+  VS_CHECK(x.ndim() == 4 && x.size(3) % 2 == 0,
+           "[dtensor] rotary: x must be [B, H, T, D] with D even, not [{}]",
+           fmt::join(x.shape(), ", "));
+  return run_op({"rotary",
+                 {&x},
+                 fixed(detail::rotary_rule()),
+                 x.shape(),
+                 [theta](const Locals& l, const Specs& s, const DTensorSpec&) {
+                   const int64_t first = Box::local(*s[0]).offsets[2];  // sharded T: its rows
+                   return local::rotary(l[0], theta, first);
+                 }});
+}
+
+DTensor repeat_heads(const DTensor& x, int64_t times) {
+  VS_CHECK(x.ndim() == 4 && times >= 1, "[dtensor] repeat_heads: x must be [B, H, T, D]");
+  if (times == 1) return x;
+  std::vector<int64_t> shape = x.shape();
+  const int64_t heads = shape[1];
+  shape[1] *= times;
+  return run_op({"repeat_heads",
+                 {&x},
+                 [heads](int64_t mesh_size) { return detail::repeat_heads_rule(heads, mesh_size); },
+                 shape,
+                 [times](const Locals& l, const Specs&, const DTensorSpec&) {
+                   return at::repeat_interleave(l[0], times, 1);
                  }});
 }
 

@@ -28,6 +28,8 @@ DTensor add_scalar(const DTensor& x, double value);
 DTensor to_dtype(const DTensor& x, at::ScalarType dtype);
 /// Exact (erf) GELU.
 DTensor gelu(const DTensor& x);
+/// SiLU: x * sigmoid(x).
+DTensor silu(const DTensor& x);
 /// Inverted dropout with a layout-free mask: the same elements drop under every layout. When x
 /// is rows [row_offset, row_offset + x.size(0)) of a batch of `global_rows` rows (data parallel,
 /// micro-batches), the mask is that slice of the whole batch's mask.
@@ -35,6 +37,17 @@ DTensor dropout(const DTensor& x, double p, const RngKey& key, bool training,
                 int64_t row_offset = 0, int64_t global_rows = -1);
 /// Layer norm over the last dim.
 DTensor layer_norm(const DTensor& x, const DTensor& weight, const DTensor& bias, double eps);
+/// RMS norm over the last dim: x / sqrt(mean(x^2) + eps) * weight, the normalisation in float32
+/// for lower-precision x (Hugging Face's LlamaRMSNorm).
+DTensor rms_norm(const DTensor& x, const DTensor& weight, double eps);
+/// Rotary position embedding of q or k [B, H, T, D] in the rotate-half convention (Hugging
+/// Face's Llama): position p's pair (i, i + D/2) turned by p * theta^(-2i/D). Positions count
+/// from 0 over the whole sequence, also when T is sharded.
+DTensor rotary(const DTensor& x, double theta);
+/// Each of the H heads of x [B, H, T, D] repeated `times` times in place ([B, H * times, T, D]):
+/// grouped-query attention's k and v for the query heads. Heads sharded over a mesh dim stay
+/// sharded when H divides evenly, else they are gathered first.
+DTensor repeat_heads(const DTensor& x, int64_t times);
 DTensor softmax(const DTensor& x, int64_t dim);
 /// Causal softmax attention on q, k, v [B, H, T, D], scaled by 1/sqrt(D), without dropout on the
 /// attention probabilities; fused on CUDA where LibTorch has it (NOTE [Fast paths]).

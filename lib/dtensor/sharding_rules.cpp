@@ -109,6 +109,31 @@ DimRule layer_norm_rule(int64_t x_ndim) {
   };
 }
 
+DimRule rms_norm_rule(int64_t x_ndim) {
+  return [x_ndim](const Placements& in) -> DimStrategy {
+    const Placement& x = in[0];
+    if (x.is_shard() && x.dim != x_ndim - 1) return {{x, kR}, x};
+    return all_replicate(2, !all_r(in));
+  };
+}
+
+DimRule rotary_rule() {
+  return [](const Placements& in) -> DimStrategy {
+    const Placement& x = in[0];
+    if ((x.is_shard() && x.dim != 3) || is_sum(x)) return {{x}, x};
+    return all_replicate(1, !x.is_replicate());
+  };
+}
+
+DimRule repeat_heads_rule(int64_t heads, int64_t mesh_size) {
+  return [heads, mesh_size](const Placements& in) -> DimStrategy {
+    const Placement& x = in[0];
+    const bool even = heads % mesh_size == 0;
+    if ((x.is_shard() && (x.dim != 1 || even)) || is_sum(x)) return {{x}, x};
+    return all_replicate(1, !x.is_replicate());
+  };
+}
+
 DimRule softmax_rule(int64_t x_ndim, int64_t dim) {
   const int64_t d = dim < 0 ? dim + x_ndim : dim;
   return [d](const Placements& in) -> DimStrategy {

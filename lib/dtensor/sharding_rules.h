@@ -38,6 +38,13 @@ DimRule linear_rule(int64_t x_ndim);
 DimRule matmul_rule(int64_t a_ndim, int64_t b_ndim);
 /// layer_norm over the last dim: any other dim may be sharded; weight and bias Replicate.
 DimRule layer_norm_rule(int64_t x_ndim);
+/// RMS norm (x, weight): sharded over any dim but the normalised last one.
+DimRule rms_norm_rule(int64_t x_ndim);
+/// Rotary embedding of x [B, H, T, D]: any shard but the rotated D; Partial passes (linear in x).
+DimRule rotary_rule();
+/// repeat_heads of x [B, H, T, D] on a mesh dim of `mesh_size`: shards pass, the head dim's only
+/// when H splits evenly (so that local repeats are the global one's pieces); Partial passes.
+DimRule repeat_heads_rule(int64_t heads, int64_t mesh_size);
 /// softmax along `dim`: any other dim may be sharded.
 DimRule softmax_rule(int64_t x_ndim, int64_t dim);
 /// causal attention on q, k, v [B, H, T, D]: batch- or head-sharded.

@@ -1,5 +1,7 @@
 #include "family/model_family.h"
 
+#include "family/hf_layout.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -36,6 +38,12 @@ double ModelKeys::number(const std::string& name) const {
   return *d;
 }
 
+bool ModelKeys::boolean(const std::string& name) const {
+  const auto* b = std::get_if<bool>(&at(name));
+  VS_CHECK(b != nullptr, "[model] model.{} is not true or false", name);
+  return *b;
+}
+
 void ModelFamily::check(const ModelSpec&) const {}
 
 int64_t ModelFamily::vocab_size(const ModelSpec&) const {
@@ -49,6 +57,10 @@ std::pair<int64_t, int64_t> ModelFamily::features(const ModelSpec&) const {
 }
 
 std::optional<TransformerShape> ModelFamily::transformer_shape(const ModelSpec&) const {
+  return std::nullopt;
+}
+
+std::optional<HFLayout> ModelFamily::hf_layout(const ModelSpec&) const {
   return std::nullopt;
 }
 

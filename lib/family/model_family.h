@@ -42,6 +42,8 @@ class ModelKeys {
   int64_t integer(const std::string& name) const;
   /// The value of a numeric key.
   double number(const std::string& name) const;
+  /// The value of a true-or-false key.
+  bool boolean(const std::string& name) const;
   bool operator==(const ModelKeys& other) const { return values_ == other.values_; }
   bool operator!=(const ModelKeys& other) const { return !(*this == other); }
 
@@ -78,9 +80,12 @@ struct Layer {
 /// The sizes of a decoder-only transformer, what plan auto's cost model reads.
 struct TransformerShape {
   int64_t n_layer = 0, n_embd = 0, n_head = 0;
-  int64_t vocab_size = 0;    ///< unpadded
-  std::string vocab_weight;  ///< FQN of the [vocab, n_embd] weight the embedding and head share
+  int64_t vocab_size = 0;       ///< unpadded
+  std::string vocab_weight;     ///< FQN of the [vocab, n_embd] embedding weight
+  double block_parameters = 0;  ///< elements of one block's parameters (GPT: 12 C^2 + 13 C)
 };
+
+struct HFLayout;  // family/hf_layout.h
 
 class ModelFamily {
  public:
@@ -115,6 +120,9 @@ class ModelFamily {
   virtual std::pair<int64_t, int64_t> features(const ModelSpec& spec) const;
   /// Transformer families: the sizes plan auto's cost model reads (nullopt: not a transformer).
   virtual std::optional<TransformerShape> transformer_shape(const ModelSpec& spec) const;
+  /// Families with a Hugging Face counterpart: how its tensors and config map to ours
+  /// (family/hf_layout.h); nullopt: none.
+  virtual std::optional<HFLayout> hf_layout(const ModelSpec& spec) const;
 };
 
 /// Every family, in the order the config reference lists them, the default (model.name's) first

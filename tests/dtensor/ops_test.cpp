@@ -161,6 +161,40 @@ std::vector<OpCase> all_cases() {
        [](const auto& d) { return ops::layer_norm(d[0], d[1], d[2], 1e-5); },
        [](const auto& t) { return at::layer_norm(t[0], {8}, t[1], t[2], 1e-5); },
        {"S(0) R R", "S(1) R R", "R R R", "S(2) R R"}},
+      {"silu",
+       {{{5, 6}}},
+       [](const auto& d) { return ops::silu(d[0]); },
+       [](const auto& t) { return t[0] * at::sigmoid(t[0]); },
+       {"S(0)", "S(1)", "R"}},
+      {"rms_norm",
+       {{{3, 5, 8}}, {{8}}},
+       [](const auto& d) { return ops::rms_norm(d[0], d[1], 1e-5); },
+       [](const auto& t) { return t[0] * at::rsqrt(t[0].pow(2).mean(-1, true) + 1e-5) * t[1]; },
+       {"S(0) R", "S(1) R", "R R", "S(2) R"}},
+      {"rotary",
+       {{{2, 4, 5, 6}}},
+       [](const auto& d) { return ops::rotary(d[0], 500.0); },
+       [](const auto& t) {
+         // Pair (i, i + 3) of position p turned by p * 500^(-2i/6), written out by hand.
+         const at::Tensor x = t[0];
+         at::Tensor out = at::empty_like(x);
+         for (int64_t p = 0; p < 5; ++p) {
+           for (int64_t i = 0; i < 3; ++i) {
+             const double a = static_cast<double>(p) * std::pow(500.0, -2.0 * i / 6.0);
+             const at::Tensor lo = x.select(2, p).select(-1, i);
+             const at::Tensor hi = x.select(2, p).select(-1, i + 3);
+             out.select(2, p).select(-1, i).copy_(lo * std::cos(a) - hi * std::sin(a));
+             out.select(2, p).select(-1, i + 3).copy_(hi * std::cos(a) + lo * std::sin(a));
+           }
+         }
+         return out;
+       },
+       {"S(0)", "S(1)", "S(2)", "S(3)", "R"}},
+      {"repeat_heads",
+       {{{2, 4, 5, 3}}},
+       [](const auto& d) { return ops::repeat_heads(d[0], 2); },
+       [](const auto& t) { return t[0].repeat_interleave(2, 1); },
+       {"S(1)", "S(0)", "S(2)", "S(3)", "R"}},
       {"softmax",
        {{{5, 7}}},
        [](const auto& d) { return ops::softmax(d[0], -1); },

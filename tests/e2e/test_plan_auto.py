@@ -57,7 +57,7 @@ class PlanAuto(unittest.TestCase):
         mlp = os.path.join(ROOT, "configs", "mlp-tp.toml")
         result = run("plan", "auto", mlp, "--nproc", "2", self.dump, timeout=60)
         self.assertEqual(result.returncode, 2)
-        self.assertRegex(result.stderr, r"error: plan auto: .*GPT jobs only")
+        self.assertRegex(result.stderr, r"error: plan auto: .*transformer families only")
         tiny = run("plan", "auto", CONFIG, "--nproc", "2", "--memory-per-rank", "1MiB", self.dump,
                    "--data.source=synthetic", timeout=120)
         self.assertEqual(tiny.returncode, 2, tiny.stdout)

@@ -15,6 +15,7 @@ steps = 1
 global_batch_size = 4
 seq_len = 16
 """
+LLAMA = GPT.replace('name = "gpt"', 'name = "llama"\nn_kv_head = 2\nintermediate_size = 24')
 MESH = {"gpt/megatron-tp-2d": ("--parallel.tp=4", "--parallel.tp_shape=[2, 2]")}
 
 
@@ -22,14 +23,17 @@ class PlanZoo(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="vescale-zoo-")
-        cls.gpt = write_config(cls.tmp, GPT)
+        os.makedirs(os.path.join(cls.tmp, "llama"))
+        cls.configs = {"gpt": write_config(cls.tmp, GPT),
+                       "llama": write_config(os.path.join(cls.tmp, "llama"), LLAMA),
+                       "mlp": os.path.join(ROOT, "configs", "mlp-tp.toml")}
 
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def lint_and_train(self, plan, *mesh):
-        config = self.gpt if plan.startswith("gpt/") else os.path.join(ROOT, "configs", "mlp-tp.toml")
+        config = self.configs[plan.split("/")[0]]
         args = (config, f"--parallel.plan={plan}", "--parallel.dp=1", *mesh, "--training.steps=1",
                 "--eval.windows=1")
         lint = run("plan", "lint", *args)
@@ -62,7 +66,7 @@ class PlanZoo(unittest.TestCase):
             self.assertIn(line.replace("error: ", ""), train.stderr)
 
     def test_tp_shape_must_multiply_to_tp(self):
-        result = run("train", self.gpt, "--parallel.tp=2", "--parallel.tp_shape=[2, 2]",
+        result = run("train", self.configs["gpt"], "--parallel.tp=2", "--parallel.tp_shape=[2, 2]",
                      "--print-config")
         self.assertEqual(result.returncode, 2)
         self.assertIn("parallel.tp_shape = [2, 2] multiplies to 4, but parallel.tp = 2", result.stderr)

@@ -68,6 +68,26 @@ global_batch_size = 16
 dtype = "float64"
 )") + kRun;
 
+const std::string kLlamaRun = std::string(R"(
+[model]
+name = "llama"
+vocab_size = 64
+vocab_multiple = 16
+block_size = 16
+n_layer = 4
+n_head = 4
+n_kv_head = 2
+n_embd = 32
+intermediate_size = 40
+[data]
+source = "synthetic"
+[training]
+steps = 5
+global_batch_size = 8
+seq_len = 16
+dtype = "float64"
+)") + kRun;
+
 std::string fresh_folder(const std::string& prefix) {
   static int count = 0;
   return (std::filesystem::temp_directory_path() /

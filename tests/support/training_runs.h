@@ -17,6 +17,8 @@ namespace vescale::testing {
 extern const std::string kGptRun;
 /// The same for a 4-layer MLP.
 extern const std::string kMlpRun;
+/// The same for a 4-layer Llama (vocab 64, width 32, 4 query and 2 key/value heads, SwiGLU 40).
+extern const std::string kLlamaRun;
 
 struct RunOutput {
   std::vector<double> losses;

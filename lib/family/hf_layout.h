@@ -1,0 +1,57 @@
+// How a family's parameters and config map to a Hugging Face model's (NOTE [Hugging Face
+// layout]): each Hugging Face tensor is made from some of our parameters (export) and gives them
+// back (import), and config.json is made from the family's keys.
+//
+// NOTE [Hugging Face layout]
+// Export and import go tensor by tensor, so memory stays bounded by the largest tensor (and the
+// few a fused one is made of). Each family says, per Hugging Face tensor, which of our full
+// parameters it is made of and how: GPT-2's c_attn is q, k and v concatenated, and every GPT-2
+// Linear is a Conv1D there, stored [in, out]; padded vocabulary rows are dropped on export and
+// come back as zeros on import (their logits are masked, their embeddings never looked up); a
+// tied head is not stored. Llama's names are ours, and our rotary embedding is Hugging Face's
+// rotate-half convention, so q_proj and k_proj need no permutation.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace vescale {
+
+struct HFTensor {
+  std::string name;                  ///< Hugging Face's: "transformer.h.0.attn.c_attn.weight"
+  std::vector<int64_t> shape;        ///< Hugging Face's
+  std::vector<std::string> sources;  ///< our parameter FQNs it is made of
+  /// Our full parameters (in `sources`' order) -> Hugging Face's tensor.
+  std::function<at::Tensor(const std::vector<at::Tensor>&)> to_hf;
+  /// Hugging Face's tensor -> our parameters, each of the shape asked for (`shapes`, in
+  /// `sources`' order: a padded vocabulary has more rows than Hugging Face's).
+  std::function<std::vector<at::Tensor>(const at::Tensor&,
+                                        const std::vector<std::vector<int64_t>>& shapes)>
+      from_hf;
+};
+
+struct HFLayout {
+  std::string architecture;       ///< "GPT2LMHeadModel"
+  nlohmann::ordered_json config;  ///< config.json, but torch_dtype (the export sets it)
+  std::vector<HFTensor> tensors;  ///< in the order they are written
+};
+
+/// A tensor stored under the same name and shape on both sides.
+HFTensor same_tensor(const std::string& name, std::vector<int64_t> shape);
+/// A Linear weight ours as [out, in], Hugging Face's as a Conv1D's [in, out] (GPT-2).
+HFTensor transposed(const std::string& name, int64_t in, int64_t out);
+/// Tensors concatenated along dim 0 of ours (q, k, v into GPT-2's c_attn), then transposed when
+/// `conv1d` (weights) or not (biases); `rows` is each source's dim-0 size.
+HFTensor concatenated(const std::string& name, std::vector<std::string> sources, int64_t rows,
+                      std::vector<int64_t> trailing, bool conv1d);
+/// An embedding or head whose `vocab` rows Hugging Face keeps of our padded ones.
+HFTensor vocab_rows(const std::string& hf_name, const std::string& ours, int64_t vocab,
+                    int64_t width);
+
+}  // namespace vescale

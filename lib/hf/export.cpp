@@ -1,0 +1,127 @@
+#include "hf/export.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <map>
+
+#include "checkpoint/safe_files.h"
+#include "config/job_config.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "family/hf_layout.h"
+#include "hf/safetensors.h"
+
+namespace vescale::hf {
+namespace {
+
+int64_t bytes_of(const HFTensor& t, at::ScalarType dtype) {
+  int64_t n = static_cast<int64_t>(c10::elementSize(dtype));
+  for (int64_t d : t.shape)
+    n *= d;
+  return n;
+}
+
+/// The layout's tensors cut into files of at most `max_bytes` each (a larger tensor alone).
+std::vector<std::vector<size_t>> shards(const HFLayout& layout, at::ScalarType dtype,
+                                        int64_t max_bytes) {
+  std::vector<std::vector<size_t>> out(1);
+  int64_t filled = 0;
+  for (size_t k = 0; k < layout.tensors.size(); ++k) {
+    const int64_t b = bytes_of(layout.tensors[k], dtype);
+    if (!out.back().empty() && filled + b > max_bytes) {
+      out.emplace_back();
+      filled = 0;
+    }
+    out.back().push_back(k);
+    filled += b;
+  }
+  return out;
+}
+
+std::string torch_dtype_name(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat:
+      return "float32";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kDouble:
+      return "float64";
+    case at::kHalf:
+      return "float16";
+    default:
+      return c10::toString(dtype);
+  }
+}
+
+/// The recorded config of the checkpoint's run: which family, which sizes.
+JobConfig recorded_config(const CheckpointReader& reader) {
+  VS_USER_CHECK(!reader.meta().config.empty(),
+                "[export] {}: the checkpoint records no config, so its model is unknown",
+                reader.path());
+  return JobConfig::parse(reader.meta().config, reader.path() + " (its recorded config)");
+}
+
+}  // namespace
+
+ExportReport export_hf(const CheckpointReader& reader, const std::string& folder,
+                       const ExportOptions& options) {
+  const auto start = Clock::now();
+  const JobConfig config = recorded_config(reader);
+  const std::optional<HFLayout> layout = config.family().hf_layout(config.model_spec());
+  VS_USER_CHECK(layout.has_value(),
+                "[export] {}: model.name = '{}' has no Hugging Face counterpart to export to",
+                reader.path(), config.model);
+  const at::ScalarType dtype =
+      options.dtype.value_or(reader.dtype("model/" + layout->tensors.at(0).sources.at(0)));
+  const std::filesystem::path dir(folder);
+  VS_USER_CHECK(
+      !path_taken(dir) || (std::filesystem::is_directory(dir) && std::filesystem::is_empty(dir)),
+      "[export] {} exists and is not an empty folder; not overwriting it", folder);
+  make_folder(dir);
+
+  ExportReport report;
+  report.architecture = layout->architecture;
+  const std::vector<std::vector<size_t>> files = shards(*layout, dtype, options.max_shard_bytes);
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  for (size_t f = 0; f < files.size(); ++f) {
+    const std::string name =
+        files.size() == 1 ? "model.safetensors"
+                          : fmt::format("model-{:05d}-of-{:05d}.safetensors", f + 1, files.size());
+    std::vector<TensorEntry> entries;
+    for (size_t k : files[f])
+      entries.push_back({layout->tensors[k].name, dtype, layout->tensors[k].shape});
+    SafetensorsWriter writer((dir / name).string(), entries, {{"format", "pt"}});
+    for (size_t k : files[f]) {
+      const HFTensor& t = layout->tensors[k];
+      std::vector<at::Tensor> ours;
+      for (const std::string& source : t.sources) {
+        VS_USER_CHECK(reader.has("model/" + source), "[export] {}: no tensor model/{}",
+                      reader.path(), source);
+        ours.push_back(reader.read_full("model/" + source));
+      }
+      writer.write(t.name, t.to_hf(ours).to(dtype));
+      weight_map[t.name] = name;
+      ++report.tensors;
+    }
+    writer.finish();
+    report.bytes += writer.bytes();
+    report.files.push_back(name);
+    ++report.weight_files;
+  }
+  if (files.size() > 1) {
+    nlohmann::ordered_json index = {{"metadata", {{"total_size", report.bytes}}},
+                                    {"weight_map", weight_map}};
+    write_text_atomically(dir / "model.safetensors.index.json", index.dump(2) + "\n");
+    report.files.push_back("model.safetensors.index.json");
+  }
+  nlohmann::ordered_json hf_config = layout->config;
+  hf_config["torch_dtype"] = torch_dtype_name(dtype);
+  write_text_atomically(dir / "config.json", hf_config.dump(2) + "\n");
+  report.files.push_back("config.json");
+  report.seconds = seconds_since(start);
+  return report;
+}
+
+}  // namespace vescale::hf

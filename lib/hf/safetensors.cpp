@@ -1,0 +1,227 @@
+#include "hf/safetensors.h"
+
+#include <ATen/ATen.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <numeric>
+#include <utility>
+
+#include "checkpoint/safe_files.h"
+#include "core/error.h"
+#include "core/write_fully.h"
+
+namespace vescale::hf {
+namespace {
+
+// The format is little-endian; so is every machine this builds for (x86-64, aarch64).
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors bytes are little-endian");
+
+/// A header may not claim more than this (the format's own readers cap it at 100 MB).
+constexpr int64_t kMaxHeaderBytes = int64_t{100} << 20;
+
+const std::vector<std::pair<std::string, at::ScalarType>>& dtype_names() {
+  static const std::vector<std::pair<std::string, at::ScalarType>> names = {
+      {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf},  {"BF16", at::kBFloat16},
+      {"I64", at::kLong},   {"I32", at::kInt},   {"I16", at::kShort}, {"I8", at::kChar},
+      {"U8", at::kByte},    {"BOOL", at::kBool},
+  };
+  return names;
+}
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+}  // namespace
+
+std::string safetensors_dtype(at::ScalarType dtype) {
+  for (const auto& [name, type] : dtype_names())
+    if (type == dtype) return name;
+  VS_CHECK(false, "[hf] safetensors has no dtype for {}", c10::toString(dtype));
+  return "";
+}
+
+SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorEntry> entries,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(std::move(path)), tmp_(path_ + ".tmp"), entries_(std::move(entries)) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  int64_t offset = 0;
+  for (const TensorEntry& e : entries_) {
+    const int64_t n =
+        std::accumulate(e.shape.begin(), e.shape.end(), int64_t{1}, std::multiplies<int64_t>()) *
+        static_cast<int64_t>(c10::elementSize(e.dtype));
+    header[e.name] = {{"dtype", safetensors_dtype(e.dtype)},
+                      {"shape", e.shape},
+                      {"data_offsets", {offset, offset + n}}};
+    offset += n;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+  remove_stale(tmp_);
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+               kCheckpointFileMode);
+  VS_USER_CHECK(fd_ >= 0, "[hf] cannot create {}: {}", tmp_, errno_text());
+  const uint64_t length = text.size();
+  std::string prefix(reinterpret_cast<const char*>(&length), sizeof(length));
+  VS_USER_CHECK(write_fully(fd_, prefix + text), "[hf] cannot write {}: {}", tmp_, errno_text());
+  bytes_ = static_cast<int64_t>(prefix.size() + text.size());
+}
+
+SafetensorsWriter::~SafetensorsWriter() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  std::error_code ignored;
+  std::filesystem::remove(tmp_, ignored);  // unfinished: no file
+}
+
+void SafetensorsWriter::write(const std::string& name, const at::Tensor& values) {
+  VS_CHECK(next_ < entries_.size(), "[hf] {}: more tensors than the header names", path_);
+  const TensorEntry& e = entries_[next_];
+  VS_CHECK(e.name == name && values.scalar_type() == e.dtype && values.sizes().vec() == e.shape,
+           "[hf] {}: tensor {} is not the header's next entry {}", path_, name, e.name);
+  const at::Tensor bytes = values.detach().to(at::kCPU).contiguous();
+  const std::string_view view(static_cast<const char*>(bytes.data_ptr()), bytes.nbytes());
+  VS_USER_CHECK(write_fully(fd_, view), "[hf] cannot write {}: {}", tmp_, errno_text());
+  bytes_ += static_cast<int64_t>(bytes.nbytes());
+  ++next_;
+}
+
+void SafetensorsWriter::finish() {
+  VS_CHECK(next_ == entries_.size(), "[hf] {}: {} of {} tensors written", path_, next_,
+           entries_.size());
+  VS_USER_CHECK(::fsync(fd_) == 0, "[hf] cannot sync {}: {}", tmp_, errno_text());
+  ::close(fd_);
+  fd_ = -1;
+  std::filesystem::rename(tmp_, path_);
+}
+
+SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  VS_USER_CHECK(fd_ >= 0, "[hf] cannot open {}: {}", path_, errno_text());
+  struct stat st {};
+  VS_USER_CHECK(::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode), "[hf] {} is not a regular file",
+                path_);
+  const int64_t size = st.st_size;
+  uint64_t length = 0;
+  VS_USER_CHECK(size >= 8 && ::pread(fd_, &length, 8, 0) == 8,
+                "[hf] {}: {} bytes, too short for a safetensors file (an 8-byte header length "
+                "comes first)",
+                path_, size);
+  VS_USER_CHECK(length <= static_cast<uint64_t>(std::min(size - 8, kMaxHeaderBytes)),
+                "[hf] {}: the header claims {} bytes but the file holds {} after the length (a "
+                "cut file, or not safetensors?)",
+                path_, length, size - 8);
+  std::string text(length, '\0');
+  VS_USER_CHECK(::pread(fd_, text.data(), length, 8) == static_cast<ssize_t>(length),
+                "[hf] cannot read {}: {}", path_, errno_text());
+  data_start_ = 8 + static_cast<int64_t>(length);
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(fmt::format("[hf] {}: the header is not JSON ({})", path_, e.what()));
+  }
+  VS_USER_CHECK(header.is_object(), "[hf] {}: the header is not a JSON object", path_);
+  std::vector<std::pair<int64_t, std::string>> starts;
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      for (const auto& [k, v] : value.items())
+        if (v.is_string()) metadata_[k] = v.get<std::string>();
+      continue;
+    }
+    const auto bad = [&](const std::string& why) {
+      return UserError(fmt::format("[hf] {}: tensor {}: {}", path_, name, why));
+    };
+    if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
+        !value.contains("data_offsets"))
+      throw bad("needs dtype, shape and data_offsets");
+    TensorEntry e{name, at::kFloat, {}};
+    const auto dtype = value["dtype"].is_string() ? value["dtype"].get<std::string>() : "";
+    const auto known = std::find_if(dtype_names().begin(), dtype_names().end(),
+                                    [&](const auto& n) { return n.first == dtype; });
+    if (known == dtype_names().end()) throw bad(fmt::format("unknown dtype '{}'", dtype));
+    e.dtype = known->second;
+    int64_t numel = 1;
+    for (const auto& d : value["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 40))
+        throw bad("a shape dim is not an integer in [0, 2^40]");
+      e.shape.push_back(d.get<int64_t>());
+      numel *= e.shape.back();
+      if (numel > (int64_t{1} << 40)) throw bad("more than 2^40 elements");
+    }
+    const auto& offsets = value["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_integer() ||
+        !offsets[1].is_number_integer())
+      throw bad("data_offsets is not [begin, end]");
+    const int64_t begin = offsets[0].get<int64_t>(), end = offsets[1].get<int64_t>();
+    if (begin < 0 || end < begin || end > size - data_start_)
+      throw bad(fmt::format("bytes [{}, {}) lie outside the file's {} data bytes", begin, end,
+                            size - data_start_));
+    const int64_t expected = numel * static_cast<int64_t>(c10::elementSize(e.dtype));
+    if (end - begin != expected)
+      throw bad(fmt::format("{} bytes for a {} tensor of shape [{}] ({} bytes)", end - begin, dtype,
+                            fmt::join(e.shape, ", "), expected));
+    ranges_[name] = {begin, end};
+    entries_[name] = std::move(e);
+    starts.emplace_back(begin, name);
+  }
+  std::sort(starts.begin(), starts.end());
+  for (size_t i = 1; i < starts.size(); ++i) {
+    const auto& prev = ranges_.at(starts[i - 1].second);
+    VS_USER_CHECK(prev.second <= starts[i].first || prev.first == prev.second,
+                  "[hf] {}: tensors {} and {} overlap", path_, starts[i - 1].second,
+                  starts[i].second);
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::pair<int64_t, std::string>> starts;
+  for (const auto& [name, range] : ranges_)
+    starts.emplace_back(range.first, name);
+  std::sort(starts.begin(), starts.end());
+  std::vector<std::string> out;
+  for (const auto& s : starts)
+    out.push_back(s.second);
+  return out;
+}
+
+const TensorEntry& SafetensorsFile::entry(const std::string& name) const {
+  const auto it = entries_.find(name);
+  VS_USER_CHECK(it != entries_.end(), "[hf] {}: no tensor {}", path_, name);
+  return it->second;
+}
+
+at::Tensor SafetensorsFile::read(const std::string& name) const {
+  const TensorEntry& e = entry(name);
+  const auto [begin, end] = ranges_.at(name);
+  at::Tensor out = at::empty(e.shape, at::TensorOptions().dtype(e.dtype));
+  auto* into = static_cast<char*>(out.data_ptr());
+  for (int64_t done = 0; done < end - begin;) {
+    const ssize_t got = ::pread(fd_, into + done, static_cast<size_t>(end - begin - done),
+                                data_start_ + begin + done);
+    if (got < 0 && errno == EINTR) continue;
+    VS_USER_CHECK(got > 0, "[hf] {}: cannot read tensor {}: {}", path_, name,
+                  got == 0 ? "the file ends early" : errno_text());
+    done += got;
+  }
+  return out;
+}
+
+}  // namespace vescale::hf

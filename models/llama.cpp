@@ -1,0 +1,148 @@
+#include "models/llama.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "dtensor/ops.h"
+#include "family/lm_loss.h"
+#include "models/layers.h"
+
+namespace vescale::models {
+
+int64_t LlamaConfig::padded_vocab(int64_t tp) const {
+  return models::padded_vocab(vocab_size, vocab_multiple, tp);
+}
+
+RMSNorm::RMSNorm(int64_t dim, double eps) : Module("RMSNorm"), eps_(eps) {
+  register_parameter("weight", {dim}, ParamInit::ones());
+}
+
+Tensors RMSNorm::forward(const Tensors& inputs) {
+  return {ops::rms_norm(inputs.at(0), param("weight"), eps_)};
+}
+
+LlamaAttention::LlamaAttention(const LlamaConfig& c)
+    : Module("LlamaAttention"),
+      n_head_(c.n_head),
+      n_kv_head_(c.n_kv_head),
+      head_dim_(c.n_embd / c.n_head),
+      rope_theta_(c.rope_theta) {
+  q_ = register_module("q_proj", std::make_shared<Linear>(c.n_embd, c.n_embd, false));
+  k_ =
+      register_module("k_proj", std::make_shared<Linear>(c.n_embd, c.n_kv_head * head_dim_, false));
+  v_ =
+      register_module("v_proj", std::make_shared<Linear>(c.n_embd, c.n_kv_head * head_dim_, false));
+  o_ = register_module("o_proj", std::make_shared<Linear>(c.n_embd, c.n_embd, false));
+}
+
+Tensors LlamaAttention::forward(const Tensors& inputs) {
+  const DTensor& x = inputs.at(0);
+  const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
+  auto heads = [&](Module& proj, int64_t n) {
+    return ops::transpose(ops::reshape(proj(x), {b, t, n, head_dim_}), 1, 2);  // [B, n, T, D]
+  };
+  const DTensor q = ops::rotary(heads(*q_, n_head_), rope_theta_);
+  const DTensor k = ops::rotary(heads(*k_, n_kv_head_), rope_theta_);
+  const int64_t group = n_head_ / n_kv_head_;
+  DTensor y = ops::causal_attention(q, ops::repeat_heads(k, group),
+                                    ops::repeat_heads(heads(*v_, n_kv_head_), group));
+  y = ops::reshape(ops::transpose(y, 1, 2), {b, t, c});
+  return {(*o_)(y)};
+}
+
+LlamaMLP::LlamaMLP(const LlamaConfig& c) : Module("LlamaMLP") {
+  gate_ =
+      register_module("gate_proj", std::make_shared<Linear>(c.n_embd, c.intermediate_size, false));
+  up_ = register_module("up_proj", std::make_shared<Linear>(c.n_embd, c.intermediate_size, false));
+  down_ =
+      register_module("down_proj", std::make_shared<Linear>(c.intermediate_size, c.n_embd, false));
+}
+
+Tensors LlamaMLP::forward(const Tensors& inputs) {
+  const DTensor& x = inputs.at(0);
+  return {(*down_)(ops::mul(ops::silu((*gate_)(x)), (*up_)(x)))};
+}
+
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c) : Module("LlamaDecoderLayer") {
+  attn_ = register_module("self_attn", std::make_shared<LlamaAttention>(c));
+  mlp_ = register_module("mlp", std::make_shared<LlamaMLP>(c));
+  input_norm_ =
+      register_module("input_layernorm", std::make_shared<RMSNorm>(c.n_embd, c.rms_norm_eps));
+  post_norm_ = register_module("post_attention_layernorm",
+                               std::make_shared<RMSNorm>(c.n_embd, c.rms_norm_eps));
+}
+
+Tensors LlamaDecoderLayer::forward(const Tensors& inputs) {
+  DTensor x = inputs.at(0);
+  x = ops::add(x, (*attn_)((*input_norm_)(x)));
+  x = ops::add(x, (*mlp_)((*post_norm_)(x)));
+  return {x};
+}
+
+Llama::Llama(const LlamaConfig& c, int64_t tp)
+    : Module("Llama"), config_(c), padded_vocab_(c.padded_vocab(tp)) {
+  VS_USER_CHECK(c.vocab_size > 0 && c.block_size > 0 && c.n_layer > 0,
+                "[model] llama needs positive vocab_size, block_size and n_layer");
+  VS_USER_CHECK(c.n_head > 0 && c.n_embd % c.n_head == 0 && (c.n_embd / c.n_head) % 2 == 0,
+                "[model] llama: n_embd {} must be n_head {} x an even head size (rotary turns "
+                "pairs)",
+                c.n_embd, c.n_head);
+  VS_USER_CHECK(c.n_kv_head > 0 && c.n_head % c.n_kv_head == 0,
+                "[model] llama: n_kv_head {} must divide n_head {}", c.n_kv_head, c.n_head);
+  auto model = std::make_shared<Container>();
+  register_module("model", model);
+  embed_ = model->add("embed_tokens", std::make_shared<Embedding>(padded_vocab_, c.n_embd));
+  auto layers = model->add("layers", std::make_shared<Container>());
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    layers_.push_back(layers->add(std::to_string(i), std::make_shared<LlamaDecoderLayer>(c)));
+  norm_ = model->add("norm", std::make_shared<RMSNorm>(c.n_embd, c.rms_norm_eps));
+  if (c.tie_embeddings) {
+    lm_head_ = register_module(
+        "lm_head", std::make_shared<TiedLinear>(embed_->all_parameter_names().at(0).second));
+  } else {
+    lm_head_ = register_module("lm_head", std::make_shared<Linear>(c.n_embd, padded_vocab_, false));
+  }
+  assign_names();
+}
+
+Tensors Llama::forward(const Tensors& inputs) {
+  const DTensor logits = run_range(0, layer_count(), inputs.at(0));
+  if (inputs.size() < 2) return {logits};
+  return {lm_loss(logits, inputs[1])};
+}
+
+Tensors Llama::run_layers(int64_t first, int64_t end, const Tensors& inputs,
+                          const ForwardContext& /*context: no dropout*/) {
+  return {run_range(first, end, inputs.at(0))};
+}
+
+DTensor Llama::run_range(int64_t first, int64_t end, DTensor x) {
+  VS_CHECK(0 <= first && first < end && end <= layer_count(), "[model] Llama layers [{}, {}) of {}",
+           first, end, layer_count());
+  for (int64_t layer = first; layer < end; ++layer) {
+    if (layer == 0) {
+      VS_USER_CHECK(x.size(1) <= config_.block_size,
+                    "[model] sequence of {} tokens is longer than block_size {}", x.size(1),
+                    config_.block_size);
+      x = (*embed_)(x);
+    } else if (layer <= config_.n_layer) {
+      x = (*layers_[static_cast<size_t>(layer - 1)])(x);
+    } else {
+      x = head(x);
+    }
+  }
+  return x;
+}
+
+DTensor Llama::head(const DTensor& x) {
+  DTensor logits = (*lm_head_)((*norm_)(x));
+  if (padded_vocab_ > config_.vocab_size) {
+    const DTensor& w = lm_head_->param("weight");
+    logits = ops::add(logits, vocab_mask(w.spec(), config_.vocab_size, w.dtype()));
+  }
+  return logits;
+}
+
+}  // namespace vescale::models

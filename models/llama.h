@@ -1,0 +1,107 @@
+// A Llama-style decoder (Hugging Face's LlamaForCausalLM): RMSNorm, rotary position embeddings,
+// grouped-query attention and a SwiGLU MLP, no biases; parameter names are Hugging Face's
+// (docs/design.md §8).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dmodule/module.h"
+#include "family/layered_model.h"
+
+namespace vescale::models {
+
+struct LlamaConfig {
+  int64_t vocab_size = 256;
+  int64_t block_size = 64;  ///< longest sequence (max_position_embeddings)
+  int64_t n_layer = 2;
+  int64_t n_head = 4;
+  int64_t n_kv_head = 4;  ///< key/value heads; divides n_head (grouped-query attention)
+  int64_t n_embd = 64;
+  int64_t intermediate_size = 172;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-5;
+  bool tie_embeddings = false;
+  /// The vocabulary is padded to a multiple of vocab_multiple x tp; padded logits are masked.
+  int64_t vocab_multiple = 64;
+
+  int64_t padded_vocab(int64_t tp) const;
+};
+
+/// RMS norm over the last dim (weight 1).
+class RMSNorm : public Module {
+ public:
+  RMSNorm(int64_t dim, double eps);
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  double eps_;
+};
+
+/// Grouped-query causal self-attention with rotary embeddings: q_proj, k_proj, v_proj, o_proj.
+class LlamaAttention : public Module {
+ public:
+  explicit LlamaAttention(const LlamaConfig& config);
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  int64_t n_head_, n_kv_head_, head_dim_;
+  double rope_theta_;
+  std::shared_ptr<Module> q_, k_, v_, o_;
+};
+
+/// down_proj(silu(gate_proj(x)) * up_proj(x)).
+class LlamaMLP : public Module {
+ public:
+  explicit LlamaMLP(const LlamaConfig& config);
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  std::shared_ptr<Module> gate_, up_, down_;
+};
+
+class LlamaDecoderLayer : public Module {
+ public:
+  explicit LlamaDecoderLayer(const LlamaConfig& config);
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  std::shared_ptr<Module> input_norm_, attn_, post_norm_, mlp_;
+};
+
+class Llama : public Module, public LayeredModel {
+ public:
+  /// `tp` only sets the vocabulary padding.
+  Llama(const LlamaConfig& config, int64_t tp = 1);
+  const LlamaConfig& config() const { return config_; }
+
+  /// 0: the embedding (idx [B, T] -> x [B, T, C]); 1..n_layer: the decoder layers; n_layer + 1:
+  /// the head (final norm and lm_head: x -> logits [B, T, V_padded]).
+  int64_t layer_count() const override { return config_.n_layer + 2; }
+  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
+                     const ForwardContext& context) override;
+
+ protected:
+  /// inputs: {idx [B, T]} -> {logits}; {idx, targets} -> {loss}.
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  DTensor run_range(int64_t first, int64_t end, DTensor x);
+  DTensor head(const DTensor& x);
+
+  LlamaConfig config_;
+  int64_t padded_vocab_;
+  std::shared_ptr<Module> embed_, norm_, lm_head_;
+  std::vector<std::shared_ptr<Module>> layers_;
+};
+
+}  // namespace vescale::models

@@ -1,0 +1,186 @@
+// The llama family: its [model] keys, and what the rest of the program asks of a Llama.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "family/hf_layout.h"
+#include "models/families.h"
+#include "models/llama.h"
+
+namespace vescale::models {
+namespace {
+
+LlamaConfig llama_config(const ModelSpec& spec) {
+  const ModelKeys& k = spec.keys;
+  LlamaConfig l;
+  l.vocab_size = k.integer("vocab_size");
+  l.block_size = k.integer("block_size");
+  l.n_layer = k.integer("n_layer");
+  l.n_head = k.integer("n_head");
+  l.n_kv_head = k.integer("n_kv_head");
+  l.n_embd = k.integer("n_embd");
+  l.intermediate_size = k.integer("intermediate_size");
+  l.rope_theta = k.number("rope_theta");
+  l.rms_norm_eps = k.number("rms_norm_eps");
+  l.tie_embeddings = k.boolean("tie_embeddings");
+  l.vocab_multiple = k.integer("vocab_multiple");
+  return l;
+}
+
+/// One decoder layer's parameters: q and o (C x C), k and v (C x kv), gate, up and down
+/// (C x inner), two norms.
+double layer_parameters(const LlamaConfig& l) {
+  const double e = static_cast<double>(l.n_embd);
+  const double kv = static_cast<double>(l.n_kv_head * (l.n_embd / l.n_head));
+  const double inner = static_cast<double>(l.intermediate_size);
+  return 2.0 * e * e + 2.0 * e * kv + 3.0 * e * inner + 2.0 * e;
+}
+
+class LlamaFamily : public ModelFamily {
+ public:
+  std::string name() const override { return "llama"; }
+
+  std::vector<FamilyKey> keys() const override {
+    return {
+        {"vocab_size", int64_t{256}, "Llama vocabulary", at_least(1)},
+        {"block_size", int64_t{64}, "Llama longest sequence (max_position_embeddings)",
+         at_least(1)},
+        {"n_layer", int64_t{2}, "Llama decoder layers", at_least(1)},
+        {"n_head", int64_t{4}, "Llama query heads", at_least(1)},
+        {"n_kv_head", int64_t{4}, "Llama key/value heads (grouped-query attention; divides n_head)",
+         at_least(1)},
+        {"n_embd", int64_t{64}, "Llama hidden size (n_head x an even head size)", at_least(2)},
+        {"intermediate_size", int64_t{172}, "Llama SwiGLU MLP inner size", at_least(1)},
+        {"rope_theta", 10000.0, "Llama rotary embedding base", above(0)},
+        {"rms_norm_eps", 1e-5, "Llama RMSNorm epsilon", above(0)},
+        {"tie_embeddings", false, "Llama lm_head shares model.embed_tokens.weight"},
+        {"vocab_multiple", int64_t{64}, "Vocabulary padded to a multiple of this x tp",
+         within(1, 1 << 20), KeyRole::kLayout},
+    };
+  }
+
+  Objective objective() const override { return Objective::kNextToken; }
+  int64_t activation_dims() const override { return 3; }
+
+  void check(const ModelSpec& spec) const override {
+    const LlamaConfig l = llama_config(spec);
+    VS_USER_CHECK(spec.seq_len <= l.block_size,
+                  "config {}: training.seq_len = {} is longer than model.block_size = {}",
+                  spec.source, spec.seq_len, l.block_size);
+    VS_USER_CHECK(l.n_embd % l.n_head == 0 && (l.n_embd / l.n_head) % 2 == 0,
+                  "config {}: model.n_embd = {} must be model.n_head = {} x an even head size "
+                  "(rotary embeddings turn pairs of a head's dims)",
+                  spec.source, l.n_embd, l.n_head);
+    VS_USER_CHECK(l.n_head % l.n_kv_head == 0,
+                  "config {}: model.n_kv_head = {} must divide model.n_head = {} (each key/value "
+                  "head serves a group of query heads)",
+                  spec.source, l.n_kv_head, l.n_head);
+  }
+
+  std::shared_ptr<Module> build(const ModelSpec& spec) const override {
+    return std::make_shared<Llama>(llama_config(spec), spec.tp);
+  }
+
+  std::vector<Layer> layers(const ModelSpec& spec, Module& model) const override {
+    // 6 FLOPs per parameter per token for the matmuls forward and backward, plus attention's
+    // 12 C T per token and layer (scores and values, over every query head).
+    const LlamaConfig l = llama_config(spec);
+    const double t = static_cast<double>(spec.seq_len), c = static_cast<double>(l.n_embd);
+    auto params = [&](const std::vector<std::string>& modules) {
+      return static_cast<double>(parameters_under(model, modules));
+    };
+    std::vector<Layer> out;
+    // The embedding is a lookup: no matmul FLOPs.
+    out.push_back({"embedding", {"model.embed_tokens"}, 0.0, LayerKind::kEmbedding});
+    for (int64_t i = 0; i < l.n_layer; ++i) {
+      const std::string layer = "model.layers." + std::to_string(i);
+      out.push_back(
+          {layer, {layer}, t * (6.0 * params({layer}) + 12.0 * c * t), LayerKind::kBlock});
+    }
+    out.push_back({"head",
+                   {"model.norm", "lm_head"},
+                   6.0 * t * params({"model.norm", "lm_head"}),
+                   LayerKind::kHead});
+    return out;
+  }
+
+  double parameter_count(const ModelSpec& spec) const override {
+    const LlamaConfig l = llama_config(spec);
+    const double vocab = static_cast<double>(l.padded_vocab(spec.tp));
+    const double e = static_cast<double>(l.n_embd);
+    return vocab * e * (l.tie_embeddings ? 1.0 : 2.0) +
+           static_cast<double>(l.n_layer) * layer_parameters(l) + e;
+  }
+
+  double output_elements_per_sample(const ModelSpec& spec) const override {
+    return static_cast<double>(spec.seq_len) *
+           (spec.keys.number("vocab_size") / static_cast<double>(spec.tp));
+  }
+
+  std::vector<std::string> size_keys() const override {
+    return {"n_layer", "n_embd", "intermediate_size", "vocab_size", "block_size"};
+  }
+
+  int64_t vocab_size(const ModelSpec& spec) const override {
+    return spec.keys.integer("vocab_size");
+  }
+
+  std::optional<HFLayout> hf_layout(const ModelSpec& spec) const override {
+    const LlamaConfig l = llama_config(spec);
+    const int64_t c = l.n_embd, kv = l.n_kv_head * (l.n_embd / l.n_head);
+    HFLayout out{"LlamaForCausalLM", {}, {}};
+    out.config = {{"architectures", {"LlamaForCausalLM"}},
+                  {"model_type", "llama"},
+                  {"vocab_size", l.vocab_size},
+                  {"hidden_size", c},
+                  {"intermediate_size", l.intermediate_size},
+                  {"num_hidden_layers", l.n_layer},
+                  {"num_attention_heads", l.n_head},
+                  {"num_key_value_heads", l.n_kv_head},
+                  {"head_dim", c / l.n_head},
+                  {"max_position_embeddings", l.block_size},
+                  {"rms_norm_eps", l.rms_norm_eps},
+                  {"rope_theta", l.rope_theta},
+                  {"rope_scaling", nullptr},
+                  {"hidden_act", "silu"},
+                  {"attention_bias", false},
+                  {"mlp_bias", false},
+                  {"initializer_range", 0.02},
+                  {"tie_word_embeddings", l.tie_embeddings}};
+    auto& t = out.tensors;
+    t.push_back(
+        vocab_rows("model.embed_tokens.weight", "model.embed_tokens.weight", l.vocab_size, c));
+    for (int64_t i = 0; i < l.n_layer; ++i) {
+      const std::string p = "model.layers." + std::to_string(i) + ".";
+      t.push_back(same_tensor(p + "self_attn.q_proj.weight", {c, c}));
+      t.push_back(same_tensor(p + "self_attn.k_proj.weight", {kv, c}));
+      t.push_back(same_tensor(p + "self_attn.v_proj.weight", {kv, c}));
+      t.push_back(same_tensor(p + "self_attn.o_proj.weight", {c, c}));
+      t.push_back(same_tensor(p + "mlp.gate_proj.weight", {l.intermediate_size, c}));
+      t.push_back(same_tensor(p + "mlp.up_proj.weight", {l.intermediate_size, c}));
+      t.push_back(same_tensor(p + "mlp.down_proj.weight", {c, l.intermediate_size}));
+      t.push_back(same_tensor(p + "input_layernorm.weight", {c}));
+      t.push_back(same_tensor(p + "post_attention_layernorm.weight", {c}));
+    }
+    t.push_back(same_tensor("model.norm.weight", {c}));
+    if (!l.tie_embeddings)
+      t.push_back(vocab_rows("lm_head.weight", "lm_head.weight", l.vocab_size, c));
+    return out;
+  }
+
+  std::optional<TransformerShape> transformer_shape(const ModelSpec& spec) const override {
+    const LlamaConfig l = llama_config(spec);
+    return TransformerShape{
+        l.n_layer,          l.n_embd, l.n_head, l.vocab_size, "model.embed_tokens.weight",
+        layer_parameters(l)};
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const ModelFamily> llama_family() {
+  return std::make_shared<LlamaFamily>();
+}
+
+}  // namespace vescale::models

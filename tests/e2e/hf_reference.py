@@ -1,0 +1,146 @@
+"""An independent reader of a Hugging Face model folder and a plain reference implementation of
+GPT2LMHeadModel and LlamaForCausalLM, written from Hugging Face's definitions, not from our C++:
+reads config.json and the safetensors files (the 8-byte header length, the JSON header, the raw
+little-endian bytes), and prints the mean next-token loss over the validation windows of a text
+file as vescale-train's eval takes them (bytes as tokens; the last val_fraction of the file; window
+w is bytes [w T, w T + T + 1) of that split).
+
+usage: hf_reference.py MODEL_DIR TEXT_FILE SEQ_LEN WINDOWS VAL_FRACTION DTYPE"""
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+NUMPY = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4"}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + length])
+    base = 8 + length
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = entry["data_offsets"]
+        raw = data[base + begin:base + end]
+        if entry["dtype"] == "BF16":  # the high 16 bits of a float32
+            bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+            array = bits.view(np.float32)
+        else:
+            array = np.frombuffer(raw, dtype=NUMPY[entry["dtype"]])
+        out[name] = torch.from_numpy(array.copy()).reshape(entry["shape"])
+    return out
+
+
+def read_model(folder):
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    weights = {}
+    for name in files:
+        weights.update(read_safetensors(os.path.join(folder, name)))
+    return config, weights
+
+
+def attention(q, k, v):
+    """Causal softmax attention of q, k, v [B, H, T, D]."""
+    t = q.shape[-2]
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(scores, -1) @ v
+
+
+def gpt2(config, w, idx):
+    c, n_head = config["n_embd"], config["n_head"]
+    eps = config["layer_norm_epsilon"]
+    t = idx.shape[1]
+    x = w["transformer.wte.weight"][idx] + w["transformer.wpe.weight"][:t]
+    for i in range(config["n_layer"]):
+        p = f"transformer.h.{i}."
+        h = F.layer_norm(x, (c,), w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
+        qkv = h @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]  # Conv1D: [in, out]
+        q, k, v = (z.reshape(1, t, n_head, c // n_head).transpose(1, 2) for z in qkv.split(c, -1))
+        y = attention(q, k, v).transpose(1, 2).reshape(1, t, c)
+        x = x + y @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
+        h = F.layer_norm(x, (c,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+        h = h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"]
+        assert config["activation_function"] == "gelu"  # exact (erf) GELU
+        x = x + F.gelu(h) @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+    x = F.layer_norm(x, (c,), w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], eps)
+    return x @ w["transformer.wte.weight"].T  # the tied head
+
+
+def rms_norm(x, weight, eps):
+    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), -1)
+
+
+def llama(config, w, idx):
+    c, n_head, n_kv = config["hidden_size"], config["num_attention_heads"], config[
+        "num_key_value_heads"]
+    d, eps, t = c // n_head, config["rms_norm_eps"], idx.shape[1]
+    inv_freq = 1.0 / (config["rope_theta"] ** (torch.arange(0, d, 2, dtype=torch.int64).to(
+        w["model.norm.weight"].dtype) / d))
+    angles = torch.outer(torch.arange(t, dtype=inv_freq.dtype), inv_freq)
+    emb = torch.cat((angles, angles), -1)
+    cos, sin = emb.cos(), emb.sin()
+    x = w["model.embed_tokens.weight"][idx]
+    for i in range(config["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+
+        def heads(name, n):
+            return (h @ w[p + f"self_attn.{name}.weight"].T).reshape(1, t, n, d).transpose(1, 2)
+
+        q, k, v = heads("q_proj", n_head), heads("k_proj", n_kv), heads("v_proj", n_kv)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = (z.repeat_interleave(n_head // n_kv, 1) for z in (k, v))
+        y = attention(q, k, v).transpose(1, 2).reshape(1, t, c)
+        x = x + y @ w[p + "self_attn.o_proj.weight"].T
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        gate, up = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
+        x = x + (F.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
+    x = rms_norm(x, w["model.norm.weight"], eps)
+    head = w["model.embed_tokens.weight"] if config["tie_word_embeddings"] else w["lm_head.weight"]
+    return x @ head.T
+
+
+def main():
+    folder, text, seq_len, windows, val_fraction, dtype = sys.argv[1:]
+    seq_len, windows, val_fraction = int(seq_len), int(windows), float(val_fraction)
+    dtype = {"float64": torch.float64, "float32": torch.float32}[dtype]
+    config, weights = read_model(folder)
+    weights = {k: v.to(dtype) for k, v in weights.items()}
+    model = {"GPT2LMHeadModel": gpt2, "LlamaForCausalLM": llama}[config["architectures"][0]]
+    with open(text, "rb") as f:
+        data = f.read()
+    n_val = int(len(data) * val_fraction)
+    val = torch.tensor(list(data[len(data) - n_val:]), dtype=torch.long)
+    losses = []
+    with torch.no_grad():
+        for wnd in range(windows):
+            chunk = val[wnd * seq_len:wnd * seq_len + seq_len + 1]
+            logits = model(config, weights, chunk[:-1].unsqueeze(0))
+            losses.append(F.cross_entropy(logits[0], chunk[1:]).item())
+    print(repr(sum(losses) / len(losses)))
+
+
+if __name__ == "__main__":
+    main()
