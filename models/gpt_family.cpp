@@ -108,7 +108,7 @@ class GPTFamily : public ModelFamily {
   std::optional<HFLayout> hf_layout(const ModelSpec& spec) const override {
     const GPTConfig g = gpt_config(spec);
     const int64_t c = g.n_embd;
-    HFLayout out{"GPT2LMHeadModel", {}, {}};
+    HFLayout out{"GPT2LMHeadModel", {}, {}, {}};
     out.config = {{"architectures", {"GPT2LMHeadModel"}},
                   {"model_type", "gpt2"},
                   {"vocab_size", g.vocab_size},
@@ -126,6 +126,15 @@ class GPTFamily : public ModelFamily {
                   {"initializer_range", 0.02},
                   {"scale_attn_weights", true},
                   {"tie_word_embeddings", true}};
+    out.checked_keys = {{"model_type", ""},
+                        {"vocab_size", "model.vocab_size"},
+                        {"n_positions", "model.block_size"},
+                        {"n_embd", "model.n_embd"},
+                        {"n_layer", "model.n_layer"},
+                        {"n_head", "model.n_head"},
+                        {"activation_function", ""},
+                        {"layer_norm_epsilon", ""},
+                        {"tie_word_embeddings", ""}};
     auto& t = out.tensors;
     t.push_back(vocab_rows("transformer.wte.weight", "transformer.wte.weight", g.vocab_size, c));
     t.push_back(same_tensor("transformer.wpe.weight", {g.block_size, c}));

@@ -129,7 +129,7 @@ class LlamaFamily : public ModelFamily {
   std::optional<HFLayout> hf_layout(const ModelSpec& spec) const override {
     const LlamaConfig l = llama_config(spec);
     const int64_t c = l.n_embd, kv = l.n_kv_head * (l.n_embd / l.n_head);
-    HFLayout out{"LlamaForCausalLM", {}, {}};
+    HFLayout out{"LlamaForCausalLM", {}, {}, {}};
     out.config = {{"architectures", {"LlamaForCausalLM"}},
                   {"model_type", "llama"},
                   {"vocab_size", l.vocab_size},
@@ -148,6 +148,21 @@ class LlamaFamily : public ModelFamily {
                   {"mlp_bias", false},
                   {"initializer_range", 0.02},
                   {"tie_word_embeddings", l.tie_embeddings}};
+    out.checked_keys = {{"model_type", ""},
+                        {"vocab_size", "model.vocab_size"},
+                        {"hidden_size", "model.n_embd"},
+                        {"intermediate_size", "model.intermediate_size"},
+                        {"num_hidden_layers", "model.n_layer"},
+                        {"num_attention_heads", "model.n_head"},
+                        {"num_key_value_heads", "model.n_kv_head"},
+                        {"rms_norm_eps", "model.rms_norm_eps"},
+                        {"rope_theta", "model.rope_theta"},
+                        {"hidden_act", ""},
+                        {"head_dim", ""},
+                        {"rope_scaling", ""},
+                        {"attention_bias", ""},
+                        {"mlp_bias", ""},
+                        {"tie_word_embeddings", "model.tie_embeddings"}};
     auto& t = out.tensors;
     t.push_back(
         vocab_rows("model.embed_tokens.weight", "model.embed_tokens.weight", l.vocab_size, c));

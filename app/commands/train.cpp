@@ -14,6 +14,7 @@
 #include "core/memory_meter.h"
 #include "core/torch_features.h"
 #include "dmodule/plan.h"
+#include "hf/import.h"
 #include "test_faults.h"
 #include "train/checkpointing.h"
 #include "train/lm_task.h"
@@ -154,8 +155,9 @@ void add_eval_command(CLI::App& app, const Invocation& invocation) {
       "Report the validation loss of a checkpoint under a job config's model, mesh and plan");
   eval->add_option("config", options->config, "Job config (TOML)")->required();
   eval->add_option("--checkpoint", *checkpoint,
-                   "Step folder, checkpoints or dump folder (its newest step), merged .h5, or "
-                   "latest (the config's dump folder's newest step)")
+                   "Step folder, checkpoints or dump folder (its newest step), merged .h5, "
+                   "latest (the config's dump folder's newest step), or hf:DIR (a Hugging Face "
+                   "model folder)")
       ->required();
   eval->allow_extras();
   eval->callback([options, checkpoint, eval, &invocation] {
@@ -172,7 +174,11 @@ void add_eval_command(CLI::App& app, const Invocation& invocation) {
                     checkpoints_folder(config.dump_folder).string(), config.source);
       path = *newest;
     }
-    CheckpointReader{path};
+    if (hf::is_hf_path(path)) {
+      hf::HFWeights{path, config};  // config.json and the tensors' shapes checked
+    } else {
+      CheckpointReader{path};
+    }
     const int code = run_on_ranks(static_cast<int>(config.world_size()), mesh_of(config),
                                   invocation, [&](const LaunchEnv& env) {
                                     const double val_loss =

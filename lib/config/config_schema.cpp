@@ -144,7 +144,8 @@ std::vector<ConfigKey> checkpoint_and_run_keys() {
           "rollback)"),
       key("checkpoint.load", &C::checkpoint_load, "",
           "Resume from: a step folder, a merged .h5, or \"latest\" (the newest committed step "
-          "of <dump_folder>/checkpoints; none yet: start from step 0)"),
+          "of <dump_folder>/checkpoints; none yet: start from step 0); or start from Hugging "
+          "Face weights: \"hf:DIR\" (the optimizer fresh, step 0)"),
       key("metrics.log_interval", &C::log_interval, 10,
           "Print and record metrics every this many steps", within(1, 1e12)),
       key("metrics.peak_flops", &C::peak_flops, 0.0,

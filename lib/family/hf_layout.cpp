@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+
 namespace vescale {
 
 HFTensor same_tensor(const std::string& name, std::vector<int64_t> shape) {
@@ -53,6 +55,9 @@ HFTensor vocab_rows(const std::string& hf_name, const std::string& ours, int64_t
           {ours},
           [vocab](const std::vector<at::Tensor>& p) { return p.at(0).narrow(0, 0, vocab); },
           [vocab](const at::Tensor& hf, const std::vector<std::vector<int64_t>>& shapes) {
+            VS_USER_CHECK(shapes.at(0).at(0) >= vocab,
+                          "[hf] {} vocabulary rows do not fit the model's {}", vocab,
+                          shapes.at(0).at(0));
             at::Tensor padded = at::zeros(shapes.at(0), hf.options());
             padded.narrow(0, 0, vocab).copy_(hf);
             return std::vector<at::Tensor>{padded};

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -40,6 +41,9 @@ struct HFLayout {
   std::string architecture;       ///< "GPT2LMHeadModel"
   nlohmann::ordered_json config;  ///< config.json, but torch_dtype (the export sets it)
   std::vector<HFTensor> tensors;  ///< in the order they are written
+  /// The config.json keys an import checks against the job's: Hugging Face's key and ours
+  /// ("model.n_layer"); config's value is what ours must equal.
+  std::vector<std::pair<std::string, std::string>> checked_keys;
 };
 
 /// A tensor stored under the same name and shape on both sides.

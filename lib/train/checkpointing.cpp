@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/units.h"
+#include "hf/import.h"
 #include "train/model_factory.h"
 #include "train/nonfinite.h"
 
@@ -276,6 +277,22 @@ void load_model(ParallelModel& model, const CheckpointReader& reader) {
   const auto start = Clock::now();
   read_parameters(model, reader, LoadParts::kModel);
   log_loaded(reader, LoadParts::kModel, seconds_since(start));
+}
+
+void load_model_from_hf(ParallelModel& model, const std::string& path) {
+  torch::autograd::AutoGradMode no_grad(false);
+  const auto start = Clock::now();
+  hf::HFWeights weights(path, model.config());
+  for (size_t k = 0; k < model.params().size(); ++k) {
+    const std::string& fqn = model.params()[k].first;
+    const ParameterState state = model.state(k);
+    VS_USER_CHECK(weights.has(fqn), "[hf] {}: nothing there makes parameter {}", weights.folder(),
+                  fqn);
+    state.local.copy_(weights.read_box(fqn, state.spec.shape, state.spec.local_offset(),
+                                       state.spec.local_shape()));
+  }
+  log_rank0("loaded Hugging Face weights {} in {}", weights.folder(),
+            format_duration(seconds_since(start)));
 }
 
 int64_t load_job(Job& job, const CheckpointReader& reader) {

@@ -53,6 +53,11 @@ class JobCheckpointer {
 /// evaluation of a bf16 model rounds the float32 state). The checkpoint must be of this model.
 void load_model(ParallelModel& model, const CheckpointReader& reader);
 
+/// Loads the parameters from a Hugging Face folder ("hf:DIR": config.json checked against the
+/// model, tensors mapped by the family's layout), each rank reading its boxes, cast to the state's
+/// dtype.
+void load_model_from_hf(ParallelModel& model, const std::string& path);
+
 /// Resumes `job` from a checkpoint saved by train: its parameters (load_model) and optimizer
 /// state, which must be there; the checkpoint's run must have this job's optimizer and training
 /// keys. Keeps the checkpoint's run id (job.run_id). Returns the step to continue from.

@@ -14,6 +14,7 @@
 #include "core/logging.h"
 #include "core/memory_meter.h"
 #include "core/units.h"
+#include "hf/import.h"
 #include "optim/lr_schedule.h"
 #include "train/checkpointing.h"
 #include "train/evaluator.h"
@@ -263,6 +264,13 @@ class TrainingLoop {
 /// Loads the checkpoint the config names, if any: the step the run goes on from.
 int64_t resume(Job& job, const std::optional<std::string>& load_path) {
   const JobConfig& c = job.config();
+  if (load_path && hf::is_hf_path(*load_path)) {
+    // Weights only: a new run from them, its optimizer fresh.
+    load_model_from_hf(*job.model, *load_path);
+    job.after_update();
+    log_rank0("starting from the Hugging Face weights at step 0; the optimizer starts fresh");
+    return 0;
+  }
   const int64_t start_step = load_path ? load_job(job, CheckpointReader(*load_path)) : 0;
   VS_USER_CHECK(start_step < c.steps,
                 "config {}: the checkpoint is at step {}, not before training.steps = {}", c.source,
@@ -276,7 +284,8 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world, const Tr
   std::unique_ptr<Job> job = build_job(c, world);
   const std::optional<std::string> load_path = resolve_load_path(c);
   const int64_t start_step = resume(*job, load_path);
-  TrainingLoop loop(*job, world, load_path.has_value(), start_step, hooks);
+  const bool resumed = load_path && !hf::is_hf_path(*load_path);  // hf: a new run
+  TrainingLoop loop(*job, world, resumed, start_step, hooks);
   for (int64_t step = start_step; step < c.steps; ++step) {
     if (loop.run_step(step)) return loop.finish(step + 1);
   }
@@ -287,7 +296,11 @@ double run_evaluation(const JobConfig& config, const comm::Group& world,
                       const std::string& checkpoint) {
   ParallelModel model(config, world, JobPurpose::kEvaluate);
   log_rank0("{}; evaluation only (no optimizer)", model.description());
-  load_model(model, CheckpointReader(checkpoint));
+  if (hf::is_hf_path(checkpoint)) {
+    load_model_from_hf(model, checkpoint);
+  } else {
+    load_model(model, CheckpointReader(checkpoint));
+  }
   const double val_loss = evaluate(model);
   log_rank0("val_loss {:.6f} over {} windows", val_loss, config.eval_windows);
   return val_loss;

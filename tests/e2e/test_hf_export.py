@@ -3,7 +3,9 @@ dp=2 x tp=2 (a sharded checkpoint), are exported as Hugging Face folders, and an
 reader and reference implementation (hf_reference.py: Python over the safetensors bytes, not our
 C++) computes the validation loss that `vescale-train eval` computes on the checkpoint: float64
 within 1e-10, a float32 export within 1e-5. Sharded exports (an index and several files) read the
-same; bf16 exports hold BF16 tensors; bad arguments are one-line errors."""
+same; bf16 exports hold BF16 tensors; bad arguments are one-line errors. Import ("hf:DIR" as
+eval's checkpoint and as checkpoint.load) gives back bitwise the exported parameters and eval's
+loss, and a config.json of another model is refused naming the key and both values."""
 import json
 import os
 import shutil
@@ -170,6 +172,55 @@ class HFExport(unittest.TestCase):
             result = run("export", checkpoint, "-o", os.path.join(self.folder, "x"), *args)
             self.assertEqual(result.returncode, 2, result.stderr)
             self.assertIn(message, result.stderr)
+
+    def test_import_gives_back_the_exported_model(self):
+        for family in ("llama", "llama-tied", "gpt"):
+            config, checkpoint = self.trained(family)
+            exported = self.export(checkpoint, f"{family}-hf", "--dtype", "float64")
+            one = ("--parallel.dp=1", "--parallel.tp=1", "--parallel.plan=")
+            losses = []
+            for source in (checkpoint, "hf:" + exported):
+                result = run("eval", config, "--checkpoint", source, *one, timeout=300)
+                self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+                losses.append(float(result.stdout.split()[-1]))
+            print(f"{family}: eval of the checkpoint {losses[0]!r}, of hf:DIR {losses[1]!r}")
+            self.assertEqual(losses[0], losses[1])
+            # Training from hf:DIR with lr = 0 saves the imported parameters as they are.
+            dump = os.path.join(self.folder, f"{family}-from-hf")
+            result = run("train", config, f"--job.dump_folder={dump}",
+                         f"--checkpoint.load=hf:{exported}", "--optimizer.lr=0",
+                         "--training.steps=1", "--checkpoint.interval=1",
+                         "--checkpoint.format=merged", timeout=300)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            self.assertIn("the optimizer starts fresh", result.stderr)
+            merged = os.path.join(self.folder, f"{family}-merged.h5")
+            self.assertEqual(run("merge", checkpoint, "-o", merged).returncode, 0)
+            after = os.path.join(dump, "checkpoints", "step-000001", "model.h5")
+            differ = system_python(
+                "import h5py, numpy, sys\n"
+                f"a, b = h5py.File({merged!r})['model'], h5py.File({after!r})['model']\n"
+                "for n in a:\n"
+                "    x, y = a[n][()], b[n][()]\n"
+                "    rows = min(len(x), 256) if 'embed' in n or 'wte' in n or 'lm_head' in n "
+                "else len(x)\n"
+                "    if not numpy.array_equal(x[:rows], y[:rows]): print(n)\n")
+            self.assertEqual(differ.strip(), "", f"{family}: parameters that differ")
+
+    def test_import_refuses_a_config_of_another_model(self):
+        config, checkpoint = self.trained("llama")
+        exported = self.export(checkpoint, "llama-hf", "--dtype", "float32")
+        result = run("eval", config, "--checkpoint", "hf:" + exported, "--model.n_layer=3")
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("num_hidden_layers = 2, but this job's model.n_layer = 3", result.stderr)
+        result = run("eval", config, "--checkpoint", "hf:" + os.path.join(self.folder, "none"))
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("no such folder", result.stderr)
+
+
+def system_python(script):
+    import subprocess
+    return subprocess.run([SYSTEM_PYTHON, "-c", script], check=True, capture_output=True,
+                          text=True).stdout
 
 
 if __name__ == "__main__":

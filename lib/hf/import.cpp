@@ -1,0 +1,132 @@
+#include "hf/import.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace vescale::hf {
+namespace {
+
+nlohmann::json read_json(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  VS_USER_CHECK(in.good(), "[hf] cannot read {}", path.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(fmt::format("[hf] {}: not JSON ({})", path.string(), e.what()));
+  }
+}
+
+bool same_value(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.is_number() && b.is_number()) return a.get<double>() == b.get<double>();
+  return a == b;
+}
+
+/// config.json against the job's model: every checked key the file has must be what the job's
+/// keys make it.
+void check_config(const std::string& folder, const nlohmann::json& file, const HFLayout& layout,
+                  const JobConfig& config) {
+  const std::string path = folder + "/config.json";
+  VS_USER_CHECK(file.is_object(), "[hf] {}: not a JSON object", path);
+  for (const auto& [key, ours] : layout.checked_keys) {
+    if (!file.contains(key)) continue;
+    const nlohmann::json& want = layout.config.at(key);
+    if (same_value(file[key], want)) continue;
+    if (ours.empty()) {
+      throw UserError(fmt::format(
+          "[hf] {}: {} = {}, but model.name = '{}' is {} = {} in Hugging Face's layout; this "
+          "folder holds another kind of model",
+          path, key, file[key].dump(), config.model, key, want.dump()));
+    }
+    throw UserError(fmt::format(
+        "[hf] {}: {} = {}, but this job's {} = {}; the model must be the one the weights are "
+        "for (set {} = {})",
+        path, key, file[key].dump(), ours, want.dump(), ours, file[key].dump()));
+  }
+}
+
+}  // namespace
+
+bool is_hf_path(const std::string& path) {
+  return path.rfind("hf:", 0) == 0;
+}
+
+HFWeights::HFWeights(const std::string& path, const JobConfig& config)
+    : folder_(is_hf_path(path) ? path.substr(3) : path) {
+  const std::filesystem::path dir(folder_);
+  VS_USER_CHECK(std::filesystem::is_directory(dir),
+                "[hf] {}: no such folder (hf:DIR names a Hugging Face model folder with "
+                "config.json and model.safetensors)",
+                folder_);
+  std::optional<HFLayout> layout = config.family().hf_layout(config.model_spec());
+  VS_USER_CHECK(layout.has_value(), "[hf] model.name = '{}' has no Hugging Face counterpart",
+                config.model);
+  layout_ = std::move(*layout);
+  check_config(folder_, read_json(dir / "config.json"), layout_, config);
+
+  // The files: model.safetensors, or those the index names.
+  std::map<std::string, std::shared_ptr<SafetensorsFile>> files;
+  std::map<std::string, std::string> where;  // Hugging Face name -> file
+  if (std::filesystem::exists(dir / "model.safetensors.index.json")) {
+    const nlohmann::json index = read_json(dir / "model.safetensors.index.json");
+    VS_USER_CHECK(index.contains("weight_map") && index["weight_map"].is_object(),
+                  "[hf] {}/model.safetensors.index.json has no weight_map", folder_);
+    for (const auto& [name, file] : index["weight_map"].items())
+      where[name] = file.get<std::string>();
+  } else {
+    VS_USER_CHECK(std::filesystem::exists(dir / "model.safetensors"),
+                  "[hf] {}: neither model.safetensors nor model.safetensors.index.json", folder_);
+    files["model.safetensors"] =
+        std::make_shared<SafetensorsFile>((dir / "model.safetensors").string());
+    for (const std::string& name : files["model.safetensors"]->names())
+      where[name] = "model.safetensors";
+  }
+  for (size_t k = 0; k < layout_.tensors.size(); ++k) {
+    const HFTensor& t = layout_.tensors[k];
+    VS_USER_CHECK(where.count(t.name), "[hf] {}: no tensor {} (a {} needs it)", folder_, t.name,
+                  layout_.architecture);
+    const std::string& file = where.at(t.name);
+    VS_USER_CHECK(file.find('/') == std::string::npos && file.find("..") == std::string::npos,
+                  "[hf] {}: the index names file '{}' outside the folder", folder_, file);
+    if (!files.count(file)) files[file] = std::make_shared<SafetensorsFile>((dir / file).string());
+    const TensorEntry& e = files[file]->entry(t.name);
+    VS_USER_CHECK(e.shape == t.shape,
+                  "[hf] {}: tensor {} has shape [{}], but this job's model needs [{}]",
+                  files[file]->path(), t.name, fmt::join(e.shape, ", "), fmt::join(t.shape, ", "));
+    file_of_[t.name] = files[file];
+    for (size_t s = 0; s < t.sources.size(); ++s)
+      sources_[t.sources[s]] = {k, s};
+  }
+}
+
+at::Tensor HFWeights::read_box(const std::string& fqn, const std::vector<int64_t>& shape,
+                               const std::vector<int64_t>& offsets,
+                               const std::vector<int64_t>& sizes) {
+  const auto it = sources_.find(fqn);
+  VS_USER_CHECK(it != sources_.end(), "[hf] {}: nothing there makes parameter {}", folder_, fqn);
+  const auto [k, s] = it->second;
+  if (cached_ != k) {
+    const HFTensor& t = layout_.tensors[k];
+    std::vector<std::vector<int64_t>> shapes(t.sources.size(), shape);
+    cache_ = t.from_hf(file_of_.at(t.name)->read(t.name), shapes);
+    cached_ = k;
+  }
+  at::Tensor full = cache_.at(s);
+  VS_USER_CHECK(full.sizes().vec() == shape,
+                "[hf] {}: parameter {} comes out as [{}], but this job's model has [{}] (a "
+                "vocabulary larger than the model's?)",
+                folder_, fqn, fmt::join(full.sizes(), ", "), fmt::join(shape, ", "));
+  for (size_t d = 0; d < offsets.size(); ++d)
+    full = full.narrow(static_cast<int64_t>(d), offsets[d], sizes[d]);
+  return full;
+}
+
+}  // namespace vescale::hf
