@@ -108,26 +108,77 @@ void SafetensorsWriter::finish() {
   std::filesystem::rename(tmp_, path_);
 }
 
+namespace {
+
+/// The header's JSON text of the open file `fd` of `size` bytes; `data_start` is set to where the
+/// tensors' bytes begin.
+std::string read_header(const std::string& path, int fd, int64_t size, int64_t& data_start) {
+  uint64_t length = 0;
+  VS_USER_CHECK(size >= 8 && ::pread(fd, &length, 8, 0) == 8,
+                "[hf] {}: {} bytes, too short for a safetensors file (an 8-byte header length "
+                "comes first)",
+                path, size);
+  VS_USER_CHECK(length <= static_cast<uint64_t>(std::min(size - 8, kMaxHeaderBytes)),
+                "[hf] {}: the header claims {} bytes but the file holds {} after the length (a "
+                "cut file, or not safetensors?)",
+                path, length, size - 8);
+  std::string text(length, '\0');
+  VS_USER_CHECK(::pread(fd, text.data(), length, 8) == static_cast<ssize_t>(length),
+                "[hf] cannot read {}: {}", path, errno_text());
+  data_start = 8 + static_cast<int64_t>(length);
+  return text;
+}
+
+/// One header entry, checked: a known dtype, a shape of at most 2^40 elements, and a byte range
+/// [begin, end) inside the `data_bytes` after the header that holds exactly the shape's bytes.
+std::pair<TensorEntry, std::pair<int64_t, int64_t>> parse_entry(const std::string& path,
+                                                                const std::string& name,
+                                                                const nlohmann::json& value,
+                                                                int64_t data_bytes) {
+  const auto bad = [&](const std::string& why) {
+    return UserError(fmt::format("[hf] {}: tensor {}: {}", path, name, why));
+  };
+  if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
+      !value.contains("data_offsets"))
+    throw bad("needs dtype, shape and data_offsets");
+  TensorEntry e{name, at::kFloat, {}};
+  const auto dtype = value["dtype"].is_string() ? value["dtype"].get<std::string>() : "";
+  const auto known = std::find_if(dtype_names().begin(), dtype_names().end(),
+                                  [&](const auto& n) { return n.first == dtype; });
+  if (known == dtype_names().end()) throw bad(fmt::format("unknown dtype '{}'", dtype));
+  e.dtype = known->second;
+  int64_t numel = 1;
+  for (const auto& d : value["shape"]) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 40))
+      throw bad("a shape dim is not an integer in [0, 2^40]");
+    e.shape.push_back(d.get<int64_t>());
+    numel *= e.shape.back();
+    if (numel > (int64_t{1} << 40)) throw bad("more than 2^40 elements");
+  }
+  const auto& offsets = value["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_integer() ||
+      !offsets[1].is_number_integer())
+    throw bad("data_offsets is not [begin, end]");
+  const int64_t begin = offsets[0].get<int64_t>(), end = offsets[1].get<int64_t>();
+  if (begin < 0 || end < begin || end > data_bytes)
+    throw bad(
+        fmt::format("bytes [{}, {}) lie outside the file's {} data bytes", begin, end, data_bytes));
+  const int64_t expected = numel * static_cast<int64_t>(c10::elementSize(e.dtype));
+  if (end - begin != expected)
+    throw bad(fmt::format("{} bytes for a {} tensor of shape [{}] ({} bytes)", end - begin, dtype,
+                          fmt::join(e.shape, ", "), expected));
+  return {std::move(e), {begin, end}};
+}
+
+}  // namespace
+
 SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   VS_USER_CHECK(fd_ >= 0, "[hf] cannot open {}: {}", path_, errno_text());
   struct stat st {};
   VS_USER_CHECK(::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode), "[hf] {} is not a regular file",
                 path_);
-  const int64_t size = st.st_size;
-  uint64_t length = 0;
-  VS_USER_CHECK(size >= 8 && ::pread(fd_, &length, 8, 0) == 8,
-                "[hf] {}: {} bytes, too short for a safetensors file (an 8-byte header length "
-                "comes first)",
-                path_, size);
-  VS_USER_CHECK(length <= static_cast<uint64_t>(std::min(size - 8, kMaxHeaderBytes)),
-                "[hf] {}: the header claims {} bytes but the file holds {} after the length (a "
-                "cut file, or not safetensors?)",
-                path_, length, size - 8);
-  std::string text(length, '\0');
-  VS_USER_CHECK(::pread(fd_, text.data(), length, 8) == static_cast<ssize_t>(length),
-                "[hf] cannot read {}: {}", path_, errno_text());
-  data_start_ = 8 + static_cast<int64_t>(length);
+  const std::string text = read_header(path_, fd_, st.st_size, data_start_);
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
@@ -135,55 +186,25 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
     throw UserError(fmt::format("[hf] {}: the header is not JSON ({})", path_, e.what()));
   }
   VS_USER_CHECK(header.is_object(), "[hf] {}: the header is not a JSON object", path_);
-  std::vector<std::pair<int64_t, std::string>> starts;
   for (const auto& [name, value] : header.items()) {
     if (name == "__metadata__") {
       for (const auto& [k, v] : value.items())
         if (v.is_string()) metadata_[k] = v.get<std::string>();
       continue;
     }
-    const auto bad = [&](const std::string& why) {
-      return UserError(fmt::format("[hf] {}: tensor {}: {}", path_, name, why));
-    };
-    if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
-        !value.contains("data_offsets"))
-      throw bad("needs dtype, shape and data_offsets");
-    TensorEntry e{name, at::kFloat, {}};
-    const auto dtype = value["dtype"].is_string() ? value["dtype"].get<std::string>() : "";
-    const auto known = std::find_if(dtype_names().begin(), dtype_names().end(),
-                                    [&](const auto& n) { return n.first == dtype; });
-    if (known == dtype_names().end()) throw bad(fmt::format("unknown dtype '{}'", dtype));
-    e.dtype = known->second;
-    int64_t numel = 1;
-    for (const auto& d : value["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 40))
-        throw bad("a shape dim is not an integer in [0, 2^40]");
-      e.shape.push_back(d.get<int64_t>());
-      numel *= e.shape.back();
-      if (numel > (int64_t{1} << 40)) throw bad("more than 2^40 elements");
-    }
-    const auto& offsets = value["data_offsets"];
-    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_integer() ||
-        !offsets[1].is_number_integer())
-      throw bad("data_offsets is not [begin, end]");
-    const int64_t begin = offsets[0].get<int64_t>(), end = offsets[1].get<int64_t>();
-    if (begin < 0 || end < begin || end > size - data_start_)
-      throw bad(fmt::format("bytes [{}, {}) lie outside the file's {} data bytes", begin, end,
-                            size - data_start_));
-    const int64_t expected = numel * static_cast<int64_t>(c10::elementSize(e.dtype));
-    if (end - begin != expected)
-      throw bad(fmt::format("{} bytes for a {} tensor of shape [{}] ({} bytes)", end - begin, dtype,
-                            fmt::join(e.shape, ", "), expected));
-    ranges_[name] = {begin, end};
-    entries_[name] = std::move(e);
-    starts.emplace_back(begin, name);
+    auto [entry, range] = parse_entry(path_, name, value, st.st_size - data_start_);
+    ranges_[name] = range;
+    entries_[name] = std::move(entry);
   }
-  std::sort(starts.begin(), starts.end());
-  for (size_t i = 1; i < starts.size(); ++i) {
-    const auto& prev = ranges_.at(starts[i - 1].second);
-    VS_USER_CHECK(prev.second <= starts[i].first || prev.first == prev.second,
-                  "[hf] {}: tensors {} and {} overlap", path_, starts[i - 1].second,
-                  starts[i].second);
+  check_no_overlaps();
+}
+
+void SafetensorsFile::check_no_overlaps() const {
+  const std::vector<std::string> order = names();  // by first byte
+  for (size_t i = 1; i < order.size(); ++i) {
+    const auto& prev = ranges_.at(order[i - 1]);
+    VS_USER_CHECK(prev.second <= ranges_.at(order[i]).first || prev.first == prev.second,
+                  "[hf] {}: tensors {} and {} overlap", path_, order[i - 1], order[i]);
   }
 }
 

@@ -70,6 +70,9 @@ class SafetensorsFile {
   at::Tensor read(const std::string& name) const;
 
  private:
+  /// Throws unless the tensors' byte ranges are disjoint.
+  void check_no_overlaps() const;
+
   std::string path_;
   int fd_ = -1;
   int64_t data_start_ = 0;
