@@ -145,7 +145,7 @@ DTensor layer_norm(const DTensor& x, const DTensor& weight, const DTensor& bias,
            "[dtensor] layer_norm: weight and bias must be [{}]", c);
   return run_op({"layer_norm",
                  {&x, &weight, &bias},
-                 fixed(detail::layer_norm_rule(x.ndim())),
+                 fixed(detail::norm_rule(x.ndim(), 2)),
                  x.shape(),
                  [c, eps](const Locals& l, const Specs&, const DTensorSpec&) {
                    return at::layer_norm(l[0], {c}, l[1], l[2], eps);
@@ -157,7 +157,7 @@ DTensor rms_norm(const DTensor& x, const DTensor& weight, double eps) {
   VS_CHECK(weight.shape() == std::vector<int64_t>{c}, "[dtensor] rms_norm: weight must be [{}]", c);
   return run_op({"rms_norm",
                  {&x, &weight},
-                 fixed(detail::rms_norm_rule(x.ndim())),
+                 fixed(detail::norm_rule(x.ndim(), 1)),
                  x.shape(),
                  [eps](const Locals& l, const Specs&, const DTensorSpec&) {
                    return local::rms_norm(l[0], l[1], eps);

@@ -101,19 +101,15 @@ DimRule matmul_rule(int64_t a_ndim, int64_t b_ndim) {
   };
 }
 
-DimRule layer_norm_rule(int64_t x_ndim) {
-  return [x_ndim](const Placements& in) -> DimStrategy {
+DimRule norm_rule(int64_t x_ndim, size_t params) {
+  return [x_ndim, params](const Placements& in) -> DimStrategy {
     const Placement& x = in[0];
-    if (x.is_shard() && x.dim != x_ndim - 1) return {{x, kR, kR}, x};
-    return all_replicate(3, !all_r(in));
-  };
-}
-
-DimRule rms_norm_rule(int64_t x_ndim) {
-  return [x_ndim](const Placements& in) -> DimStrategy {
-    const Placement& x = in[0];
-    if (x.is_shard() && x.dim != x_ndim - 1) return {{x, kR}, x};
-    return all_replicate(2, !all_r(in));
+    if (x.is_shard() && x.dim != x_ndim - 1) {
+      Placements inputs(params + 1, kR);
+      inputs[0] = x;
+      return {inputs, x};
+    }
+    return all_replicate(params + 1, !all_r(in));
   };
 }
 

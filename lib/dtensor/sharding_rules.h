@@ -36,10 +36,9 @@ DimRule elementwise_rule(std::vector<std::vector<int64_t>> input_shapes,
 DimRule linear_rule(int64_t x_ndim);
 /// matmul(a[..., m, k], b[..., k, n]): batch dims, m, n, or k (-> Partial).
 DimRule matmul_rule(int64_t a_ndim, int64_t b_ndim);
-/// layer_norm over the last dim: any other dim may be sharded; weight and bias Replicate.
-DimRule layer_norm_rule(int64_t x_ndim);
-/// RMS norm (x, weight): sharded over any dim but the normalised last one.
-DimRule rms_norm_rule(int64_t x_ndim);
+/// A norm over the last dim (layer_norm: x, weight, bias; rms_norm: x, weight): any other dim
+/// of x may be sharded; its `params` parameters Replicate.
+DimRule norm_rule(int64_t x_ndim, size_t params);
 /// Rotary embedding of x [B, H, T, D]: any shard but the rotated D; Partial passes (linear in x).
 DimRule rotary_rule();
 /// repeat_heads of x [B, H, T, D] on a mesh dim of `mesh_size`: shards pass, the head dim's only

@@ -16,20 +16,13 @@
 namespace vescale::hf {
 namespace {
 
-int64_t bytes_of(const HFTensor& t, at::ScalarType dtype) {
-  int64_t n = static_cast<int64_t>(c10::elementSize(dtype));
-  for (int64_t d : t.shape)
-    n *= d;
-  return n;
-}
-
-/// The layout's tensors cut into files of at most `max_bytes` each (a larger tensor alone).
-std::vector<std::vector<size_t>> shards(const HFLayout& layout, at::ScalarType dtype,
+/// The entries cut into files of at most `max_bytes` each (a larger tensor alone).
+std::vector<std::vector<size_t>> shards(const std::vector<TensorEntry>& entries,
                                         int64_t max_bytes) {
   std::vector<std::vector<size_t>> out(1);
   int64_t filled = 0;
-  for (size_t k = 0; k < layout.tensors.size(); ++k) {
-    const int64_t b = bytes_of(layout.tensors[k], dtype);
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const int64_t b = entries[k].bytes();
     if (!out.back().empty() && filled + b > max_bytes) {
       out.emplace_back();
       filled = 0;
@@ -83,7 +76,10 @@ ExportReport export_hf(const CheckpointReader& reader, const std::string& folder
 
   ExportReport report;
   report.architecture = layout->architecture;
-  const std::vector<std::vector<size_t>> files = shards(*layout, dtype, options.max_shard_bytes);
+  std::vector<TensorEntry> all;  // in the layout's order
+  for (const HFTensor& t : layout->tensors)
+    all.push_back({t.name, dtype, t.shape});
+  const std::vector<std::vector<size_t>> files = shards(all, options.max_shard_bytes);
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
   for (size_t f = 0; f < files.size(); ++f) {
     const std::string name =
@@ -91,7 +87,7 @@ ExportReport export_hf(const CheckpointReader& reader, const std::string& folder
                           : fmt::format("model-{:05d}-of-{:05d}.safetensors", f + 1, files.size());
     std::vector<TensorEntry> entries;
     for (size_t k : files[f])
-      entries.push_back({layout->tensors[k].name, dtype, layout->tensors[k].shape});
+      entries.push_back(all[k]);
     SafetensorsWriter writer((dir / name).string(), entries, {{"format", "pt"}});
     for (size_t k : files[f]) {
       const HFTensor& t = layout->tensors[k];

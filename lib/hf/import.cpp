@@ -5,21 +5,16 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace vescale::hf {
 namespace {
 
 nlohmann::json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  VS_USER_CHECK(in.good(), "[hf] cannot read {}", path.string());
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_input_file(path.string(), "Hugging Face JSON");
   try {
-    return nlohmann::json::parse(text.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw UserError(fmt::format("[hf] {}: not JSON ({})", path.string(), e.what()));
   }

@@ -27,7 +27,6 @@ class HFWeights {
   HFWeights(const std::string& path, const JobConfig& config);
 
   const std::string& folder() const { return folder_; }
-  bool has(const std::string& fqn) const { return sources_.count(fqn) > 0; }
   /// Box [offsets, offsets + sizes) of our parameter `fqn` of global shape `shape`.
   at::Tensor read_box(const std::string& fqn, const std::vector<int64_t>& shape,
                       const std::vector<int64_t>& offsets, const std::vector<int64_t>& sizes);

@@ -46,6 +46,11 @@ std::string errno_text() {
 
 }  // namespace
 
+int64_t TensorEntry::bytes() const {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>()) *
+         static_cast<int64_t>(c10::elementSize(dtype));
+}
+
 std::string safetensors_dtype(at::ScalarType dtype) {
   for (const auto& [name, type] : dtype_names())
     if (type == dtype) return name;
@@ -60,9 +65,7 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorEntry> 
   if (!metadata.empty()) header["__metadata__"] = metadata;
   int64_t offset = 0;
   for (const TensorEntry& e : entries_) {
-    const int64_t n =
-        std::accumulate(e.shape.begin(), e.shape.end(), int64_t{1}, std::multiplies<int64_t>()) *
-        static_cast<int64_t>(c10::elementSize(e.dtype));
+    const int64_t n = e.bytes();
     header[e.name] = {{"dtype", safetensors_dtype(e.dtype)},
                       {"shape", e.shape},
                       {"data_offsets", {offset, offset + n}}};
@@ -163,7 +166,7 @@ std::pair<TensorEntry, std::pair<int64_t, int64_t>> parse_entry(const std::strin
   if (begin < 0 || end < begin || end > data_bytes)
     throw bad(
         fmt::format("bytes [{}, {}) lie outside the file's {} data bytes", begin, end, data_bytes));
-  const int64_t expected = numel * static_cast<int64_t>(c10::elementSize(e.dtype));
+  const int64_t expected = e.bytes();
   if (end - begin != expected)
     throw bad(fmt::format("{} bytes for a {} tensor of shape [{}] ({} bytes)", end - begin, dtype,
                           fmt::join(e.shape, ", "), expected));

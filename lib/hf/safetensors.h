@@ -19,6 +19,9 @@ struct TensorEntry {
   std::string name;
   at::ScalarType dtype = at::kFloat;
   std::vector<int64_t> shape;
+
+  /// Bytes of the tensor's data.
+  int64_t bytes() const;
 };
 
 /// "F32", "BF16", ... for the dtypes safetensors names; throws for one it does not.
@@ -63,7 +66,6 @@ class SafetensorsFile {
   const std::string& path() const { return path_; }
   /// The tensors' names, in the header's order of their bytes.
   std::vector<std::string> names() const;
-  bool has(const std::string& name) const { return entries_.count(name) > 0; }
   const TensorEntry& entry(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   /// Tensor `name`, read from the file (CPU).

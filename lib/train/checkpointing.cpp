@@ -273,8 +273,13 @@ void JobCheckpointer::finish() {
   writer_.wait();
 }
 
-void load_model(ParallelModel& model, const CheckpointReader& reader) {
+void load_model(ParallelModel& model, const std::string& path) {
+  if (hf::is_hf_path(path)) {
+    load_model_from_hf(model, path);
+    return;
+  }
   const auto start = Clock::now();
+  const CheckpointReader reader(path);
   read_parameters(model, reader, LoadParts::kModel);
   log_loaded(reader, LoadParts::kModel, seconds_since(start));
 }
@@ -286,8 +291,6 @@ void load_model_from_hf(ParallelModel& model, const std::string& path) {
   for (size_t k = 0; k < model.params().size(); ++k) {
     const std::string& fqn = model.params()[k].first;
     const ParameterState state = model.state(k);
-    VS_USER_CHECK(weights.has(fqn), "[hf] {}: nothing there makes parameter {}", weights.folder(),
-                  fqn);
     state.local.copy_(weights.read_box(fqn, state.spec.shape, state.spec.local_offset(),
                                        state.spec.local_shape()));
   }

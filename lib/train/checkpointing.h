@@ -48,10 +48,11 @@ class JobCheckpointer {
   AsyncWriter writer_;                       ///< last: destroyed (waited for) first
 };
 
-/// Loads the parameters into where their state lives on this rank (ParallelModel::state),
-/// reading only the hyperslabs it holds; each tensor's stored dtype must be the state's (an
-/// evaluation of a bf16 model rounds the float32 state). The checkpoint must be of this model.
-void load_model(ParallelModel& model, const CheckpointReader& reader);
+/// Loads the parameters of checkpoint `path` into where their state lives on this rank
+/// (ParallelModel::state), reading only the hyperslabs it holds; each tensor's stored dtype must
+/// be the state's (an evaluation of a bf16 model rounds the float32 state). The checkpoint must be
+/// of this model. "hf:DIR": load_model_from_hf.
+void load_model(ParallelModel& model, const std::string& path);
 
 /// Loads the parameters from a Hugging Face folder ("hf:DIR": config.json checked against the
 /// model, tensors mapped by the family's layout), each rank reading its boxes, cast to the state's

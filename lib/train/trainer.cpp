@@ -296,11 +296,7 @@ double run_evaluation(const JobConfig& config, const comm::Group& world,
                       const std::string& checkpoint) {
   ParallelModel model(config, world, JobPurpose::kEvaluate);
   log_rank0("{}; evaluation only (no optimizer)", model.description());
-  if (hf::is_hf_path(checkpoint)) {
-    load_model_from_hf(model, checkpoint);
-  } else {
-    load_model(model, CheckpointReader(checkpoint));
-  }
+  load_model(model, checkpoint);
   const double val_loss = evaluate(model);
   log_rank0("val_loss {:.6f} over {} windows", val_loss, config.eval_windows);
   return val_loss;
