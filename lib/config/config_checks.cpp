@@ -28,6 +28,7 @@ void check_values(const JobConfig& c) {
   one_of("optimizer.name", c.optimizer, {"adamw", "sgd"});
   one_of("lr_scheduler.decay", c.decay, {"cosine", "constant"});
   one_of("training.on_nonfinite", c.on_nonfinite, {"stop", "skip"});
+  one_of("training.activation_checkpoint", c.activation_checkpoint, {"none", "full", "selective"});
   one_of("comm.backend", c.backend, {"auto", "gloo", "nccl"});
   one_of("checkpoint.format", c.checkpoint_format, {"sharded", "deduped", "merged"});
   one_of("parallel.pp_schedule", c.pp_schedule,
@@ -55,6 +56,11 @@ void check_combinations(const JobConfig& c) {
                 "= {} x {}",
                 c.source, c.global_batch_size, c.dp, c.microbatches);
   c.family().check(c.model_spec());
+  VS_USER_CHECK(
+      c.activation_checkpoint == "none" || c.family().transformer_shape(c.model_spec()).has_value(),
+      "config {}: training.activation_checkpoint = \"{}\" recomputes transformer "
+      "blocks, and model.name = \"{}\" has none; set it to \"none\"",
+      c.source, c.activation_checkpoint, c.model);
   VS_USER_CHECK(c.data_source == "synthetic" || !c.data_path.empty(),
                 "config {}: data.source = \"{}\" needs data.path", c.source, c.data_source);
   VS_USER_CHECK(c.family().objective() == Objective::kNextToken || c.data_source == "synthetic",

@@ -99,6 +99,14 @@ std::vector<ConfigKey> data_and_training_keys() {
           "A NaN/inf loss or gradient norm: stop (exit 3, nothing saved) or skip the update"),
       key("training.max_skipped", &C::max_skipped, 10,
           "With on_nonfinite = skip: stop after this many skipped steps in a row", within(1, 1e12)),
+      key("training.activation_checkpoint", &C::activation_checkpoint, "none",
+          "Recompute in the backward instead of keeping activations: none, full (a block keeps "
+          "its input only and reruns its forward) or selective (the attention core keeps q, k "
+          "and v only)"),
+      key("training.activation_checkpoint_every", &C::activation_checkpoint_every, 1,
+          "Which blocks activation_checkpoint applies to: every k-th (the k-th, 2k-th, ...; 1: "
+          "all)",
+          within(1, 1e12)),
   };
 }
 

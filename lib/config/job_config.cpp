@@ -236,6 +236,17 @@ std::vector<std::string> collect_overrides(const std::vector<std::string>& args)
   return out;
 }
 
+Recompute JobConfig::recompute_of_block(int64_t block) const {
+  if ((block + 1) % activation_checkpoint_every != 0) return Recompute::kNone;
+  if (activation_checkpoint == "full") return Recompute::kFull;
+  if (activation_checkpoint == "selective") return Recompute::kSelective;
+  return Recompute::kNone;
+}
+
+int64_t JobConfig::recomputed_blocks(int64_t blocks) const {
+  return activation_checkpoint == "none" ? 0 : blocks / activation_checkpoint_every;
+}
+
 JobConfig JobConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
   const std::string text = read_input_file(path, "config");
   // An empty file is more likely a truncated copy or the wrong path than a wish for defaults.

@@ -17,6 +17,13 @@
 
 namespace vescale {
 
+/// What a transformer block recomputes in its backward (training.activation_checkpoint).
+enum class Recompute {
+  kNone,       ///< nothing: every activation is kept
+  kFull,       ///< the whole block from its input
+  kSelective,  ///< the attention core from q, k and v
+};
+
 struct JobConfig {
   // [job]
   std::string name;
@@ -38,8 +45,10 @@ struct JobConfig {
   std::string device;  ///< "auto", "cpu" or "cuda" (rank r: cuda:LOCAL_RANK)
   std::string dtype;
   double grad_clip;
-  std::string on_nonfinite;  ///< "stop" or "skip" (NOTE [Non-finite steps])
-  int64_t max_skipped;       ///< skipped steps in a row before stopping
+  std::string on_nonfinite;             ///< "stop" or "skip" (NOTE [Non-finite steps])
+  int64_t max_skipped;                  ///< skipped steps in a row before stopping
+  std::string activation_checkpoint;    ///< "none", "full" or "selective" (NOTE [Recompute])
+  int64_t activation_checkpoint_every;  ///< blocks k-1, 2k-1, ... (0-based) recompute
   // [optimizer]
   std::string optimizer;
   double lr, beta1, beta2, eps, weight_decay, momentum;
@@ -91,6 +100,10 @@ struct JobConfig {
   ModelSpec model_spec() const;
   /// Sequences per micro-batch on one dp rank.
   int64_t micro_batch_size() const { return global_batch_size / dp / microbatches; }
+  /// What block `block` (0-based, in forward order) recomputes in its backward.
+  Recompute recompute_of_block(int64_t block) const;
+  /// How many of `blocks` blocks recompute (activation_checkpoint not "none").
+  int64_t recomputed_blocks(int64_t blocks) const;
 };
 
 /// Every schema key's value in `toml_text` (a config as a checkpoint recorded it), as value_text,

@@ -38,6 +38,15 @@ DTensor& DTensor::requires_grad_(bool enabled) {
   return *this;
 }
 
+DTensor DTensor::with_local(at::Tensor local) const {
+  VS_CHECK(local.sizes() == local_.sizes(),
+           "[dtensor] with_local: local shape [{}] for {} (expected [{}])",
+           fmt::join(local.sizes(), ", "), str(), fmt::join(local_.sizes(), ", "));
+  DTensor out = *this;
+  out.local_ = std::move(local);
+  return out;
+}
+
 std::vector<int> DTensor::partial_grad_dims() const {
   return param_ ? param_->partial_dims : std::vector<int>{};
 }

@@ -79,6 +79,11 @@ class DTensor {
 
   std::string str() const { return spec_.str(); }
 
+  /// The same tensor (spec, parameter record, gradient reduction upstream) over another local
+  /// tensor of the same shape: e.g. a leaf alias of the local tensor, for a recompute
+  /// (NOTE [Recompute]).
+  DTensor with_local(at::Tensor local) const;
+
   /// NOTE [Deferred gradient reduction]: mesh dims on which this tensor's producer
   /// (redistribute_for_consumers) reduces the gradients its consumers send back, so consumers in
   /// sharded computation leave theirs partial (and those in replicated computation scale theirs

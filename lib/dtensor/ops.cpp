@@ -10,6 +10,7 @@
 #include "core/torch_features.h"
 #include "dtensor/local_kernels.h"
 #include "dtensor/op_driver.h"
+#include "dtensor/recompute.h"
 #include "dtensor/transitions.h"
 
 namespace vescale::ops {
@@ -206,20 +207,28 @@ DTensor softmax(const DTensor& x, int64_t dim) {
 DTensor causal_attention(const DTensor& q, const DTensor& k, const DTensor& v) {
   VS_CHECK(q.ndim() == 4 && q.shape() == k.shape() && q.shape() == v.shape(),
            "[dtensor] causal_attention: q, k, v must share one [B, H, T, D] shape");
-  return run_op({"causal_attention",
-                 {&q, &k, &v},
-                 fixed(detail::attention_rule()),
-                 q.shape(),
-                 [](const Locals& l, const Specs&, const DTensorSpec&) {
-                   // NOTE [Fast paths]: the fused kernel on CUDA (not float64), else
-                   // NOTE [Blocked causal attention] (not float64), else
-                   // NOTE [Explicit attention].
-                   if (use_fused_attention(l[0].device(), l[0].scalar_type()))
-                     return fused::causal_attention(l[0], l[1], l[2]);
-                   if (use_blocked_attention(l[0].device(), l[0].scalar_type()))
-                     return local::blocked_causal_attention(l[0], l[1], l[2]);
-                   return local::causal_attention(l[0], l[1], l[2]);
-                 }});
+  return run_op(
+      {"causal_attention",
+       {&q, &k, &v},
+       fixed(detail::attention_rule()),
+       q.shape(),
+       [](const Locals& l, const Specs&, const DTensorSpec&) {
+         // NOTE [Fast paths]: the fused kernel on CUDA (not float64), else
+         // NOTE [Blocked causal attention] (not float64), else
+         // NOTE [Explicit attention].
+         if (use_fused_attention(l[0].device(), l[0].scalar_type()))
+           return fused::causal_attention(l[0], l[1], l[2]);
+         const bool blocked = use_blocked_attention(l[0].device(), l[0].scalar_type());
+         auto core = [blocked](const std::vector<at::Tensor>& qkv) {
+           return std::vector<at::Tensor>{
+               blocked ? local::blocked_causal_attention(qkv[0], qkv[1], qkv[2])
+                       : local::causal_attention(qkv[0], qkv[1], qkv[2])};
+         };
+         // Selective activation checkpointing: keep q, k, v, not the probabilities.
+         if (RecomputeAttentionScope::active())
+           return recompute_in_backward(core, {l[0], l[1], l[2]}, "AttentionRecompute").at(0);
+         return core({l[0], l[1], l[2]}).at(0);
+       }});
 }
 
 DTensor embedding(const DTensor& ids, const DTensor& weight) {

@@ -95,6 +95,15 @@ ParallelModel::ParallelModel(const JobConfig& c, const comm::Group& world, JobPu
   for (auto& [fqn, p] : module_->parameters())
     params_.emplace_back(fqn, &p->get());
   moved_.resize(params_.size());
+  if (c.activation_checkpoint != "none") {
+    std::vector<std::vector<DTensor*>> by_layer;
+    for (const std::vector<size_t>& layer : layer_params()) {
+      by_layer.emplace_back();
+      for (size_t k : layer)
+        by_layer.back().push_back(params_[k].second);
+    }
+    recompute_ = std::make_unique<ActivationCheckpoint>(c, task_->layers(), std::move(by_layer));
+  }
   if (pipeline) {
     find_tied(*pipeline);
     make_pipeline(*pipeline);
@@ -191,6 +200,12 @@ LayerRunner ParallelModel::layer_runner() {
     LayerRunner run = [task](int64_t f, int64_t e, const Tensors& i, const ForwardContext& ctx) {
       return task->run_layers(f, e, i, ctx);
     };
+    if (recompute_) {
+      run = [checkpoint = recompute_.get(), run](int64_t f, int64_t e, const Tensors& i,
+                                                 const ForwardContext& ctx) {
+        return checkpoint->run_layers(f, e, i, ctx, run);
+      };
+    }
     if (!wrapper_) return run(first, end, in, context);
     return wrapper_(first, end, in, context, run);
   };

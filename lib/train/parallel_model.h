@@ -23,6 +23,7 @@
 #include "mesh/job_mesh.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/stage_split.h"
+#include "train/activation_checkpoint.h"
 #include "train/pipeline_runner.h"
 #include "train/task.h"
 
@@ -106,7 +107,8 @@ class ParallelModel {
   /// Micro-batch `micro` of training step `step` on this rank: its dp slice, the micro-batch's
   /// rows.
   Batch micro_batch(int64_t step, int64_t micro) const;
-  /// Runs the task's layers, inside the wrapper a training job installed.
+  /// Runs the task's layers, recomputing in the backward as training.activation_checkpoint
+  /// says, inside the wrapper a training job installed.
   LayerRunner layer_runner();
   /// Puts `wrapper` around every layer run from now on; `collective_over_dp`: it communicates
   /// over dp, so every dp rank must run as many forwards.
@@ -133,6 +135,7 @@ class ParallelModel {
   std::set<std::string> not_saved_;
   std::vector<std::optional<ParameterState>> moved_;  ///< per parameter: where move_state put it
   std::map<std::string, at::Tensor> float32_init_;
+  std::unique_ptr<ActivationCheckpoint> recompute_;  ///< training.activation_checkpoint, if on
   LayerWrapper wrapper_;
   bool collective_over_dp_ = false;
   std::unique_ptr<PipelineRunner> pipeline_;

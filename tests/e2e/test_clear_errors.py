@@ -61,6 +61,13 @@ class ClearErrors(unittest.TestCase):
         self.one_error("train", self.config, "--job.dump_folder=",
                        needle="job.dump_folder is empty")
 
+    def test_recompute_without_transformer_blocks(self):
+        mlp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs",
+                           "mlp-tp.toml")
+        self.one_error("train", mlp, "--job.dump_folder=out",
+                       "--training.activation_checkpoint=full",
+                       needle='model.name = "mlp" has none; set it to "none"')
+
     def test_merge_to_an_empty_name(self):
         self.one_error("merge", self.step, "-o", "", needle="merge: -o '' is not a file name")
         self.one_error("merge", self.step, "-o", "no/such/folder/model.h5",
