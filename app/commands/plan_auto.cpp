@@ -108,11 +108,11 @@ std::string mib(double bytes) {
 
 std::string table(const std::vector<Prediction>& ranked, size_t rows) {
   std::string out = fmt::format(
-      "{:>4}  {:<40} {:>9} {:>9} {:>8} {:>8}  {:>8} {:>8} {:>8} {:>8} {:>9}\n", "rank", "layout",
+      "{:>4}  {:<46} {:>9} {:>9} {:>8} {:>8}  {:>8} {:>8} {:>8} {:>8} {:>9}\n", "rank", "layout",
       "step ms", "compute", "comm", "bubble", "params", "grads", "optim", "activ", "total MiB");
   for (size_t i = 0; i < std::min(rows, ranked.size()); ++i) {
     const Prediction& p = ranked[i];
-    out += fmt::format("{:>4}  {:<40} {:>9} {:>9} {:>8} {:>8}  {:>8} {:>8} {:>8} {:>8} {:>9}\n",
+    out += fmt::format("{:>4}  {:<46} {:>9} {:>9} {:>8} {:>8}  {:>8} {:>8} {:>8} {:>8} {:>9}\n",
                        i + 1, p.layout.str(), ms(p.step_s()), ms(p.compute_s), ms(p.comm_s),
                        ms(p.bubble_s), mib(p.state.params), mib(p.state.grads),
                        mib(p.state.optimizer), mib(p.activations), mib(p.memory()));
@@ -201,7 +201,7 @@ void verify(const AutoOptions& o, const JobConfig& base, const std::vector<Predi
       "\nverify: the top {} trained {} steps each on {} processes (median step time after "
       "step 2; memory: rank 0's state + activations as the trainer counts them)\n",
       k, o.verify_steps, o.nproc);
-  out += fmt::format("{:>4}  {:<40} {:>10} {:>10} {:>7}  {:>10} {:>10} {:>9}\n", "rank", "layout",
+  out += fmt::format("{:>4}  {:<46} {:>10} {:>10} {:>7}  {:>10} {:>10} {:>9}\n", "rank", "layout",
                      "pred ms", "meas ms", "error", "pred MiB", "meas MiB", "RSS MiB");
   std::vector<std::string> lines;
   for (size_t i = 0; i < k; ++i) {
@@ -211,7 +211,7 @@ void verify(const AutoOptions& o, const JobConfig& base, const std::vector<Predi
         autoplan::state_memory_by_stage(autoplan::layout_config(base, ranked[i].layout));
     predicted.push_back(ranked[i].step_s());
     measured.push_back(m.step_s);
-    out += fmt::format("{:>4}  {:<40} {:>10} {:>10} {:>6.1f}%  {:>10} {:>10} {:>9}\n", i + 1,
+    out += fmt::format("{:>4}  {:<46} {:>10} {:>10} {:>6.1f}%  {:>10} {:>10} {:>9}\n", i + 1,
                        ranked[i].layout.str(), ms(ranked[i].step_s()), ms(m.step_s),
                        100.0 * (ranked[i].step_s() - m.step_s) / m.step_s,
                        mib(stage0[0].total() + ranked[i].activations), mib(m.state + m.activations),
@@ -253,8 +253,7 @@ void run_auto(const AutoOptions& o, const std::vector<std::string>& extra) {
 
   std::vector<Prediction> ranked, dropped;
   for (const Layout& l : layouts.valid) {
-    Prediction p = autoplan::predict(autoplan::layout_config(base, l), l, facts);
-    p.fits = p.memory() + kWorkerBaseBytes <= memory_per_rank;
+    Prediction p = autoplan::predict_fitting(base, l, facts, memory_per_rank - kWorkerBaseBytes);
     (p.fits ? ranked : dropped).push_back(p);
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const Prediction& a, const Prediction& b) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "config/memory_estimate.h"
 #include "core/error.h"
 #include "dmodule/parallelize.h"
 #include "dtensor/dtensor_spec.h"
@@ -38,8 +39,10 @@ namespace vescale::autoplan {
 //              every step makes; none is assumed hidden behind compute.
 // Memory per rank: parameters, gradients and optimizer state from the parameters' local shapes
 // under the plan, divided over dp as the ZeRO stage divides them; activations from the
-// per-token counts of Korthikanti et al. (2022) for float32 with the schedule's peak of
-// micro-batches in flight, plus the logits.
+// per-token counts of Korthikanti et al. (2022) in the compute dtype under the layout's
+// recompute (training.activation_checkpoint) with the schedule's peak of micro-batches in
+// flight, plus the logits. A layout that does not fit keeping every activation is priced again
+// with selective, then full recompute, and kept with the first that fits.
 
 namespace {
 
@@ -178,6 +181,20 @@ double analytic_block(const ComputeFacts& f, double size, double b, double t, do
          elems * size / f.stream_bytes_per_s;
 }
 
+/// What recompute adds to a block's forward + backward, as a share of it: full reruns the
+/// forward (a third), twice under a zero-bubble schedule (its I and W halves each rerun it);
+/// selective reruns the attention core's forward (4 C T of the block's 6 P + 12 C T FLOPs per
+/// token); averaged over the blocks, every activation_checkpoint_every-th of which recomputes.
+double recompute_share(const Shape& s) {
+  const JobConfig& c = s.c;
+  if (c.activation_checkpoint == "none") return 0.0;
+  const double every = static_cast<double>(c.activation_checkpoint_every);
+  if (c.activation_checkpoint == "selective")
+    return 4.0 * s.C * s.t / (6.0 * s.model.block_parameters + 12.0 * s.C * s.t) / every;
+  const bool zero_bubble = c.pp > 1 && (c.pp_schedule == "zbv" || c.pp_schedule == "zb-h1");
+  return (zero_bubble ? 2.0 : 1.0) / 3.0 / every;
+}
+
 /// Each pipeline stage's forward + backward of one micro-batch, and its blocks.
 struct StageTimes {
   std::vector<double> seconds, blocks;
@@ -198,9 +215,10 @@ StageTimes stage_times(const Shape& s, const MachineFacts& facts) {
   const double measured_over_analytic =
       std::max(1.0, (f.block_probe_s - f.block_overhead_s) / probe_analytic);
   const double block_s =
-      measured_over_analytic *
-          analytic_block(f, s.size, s.b, s.t, s.C, s.heads, s.model.block_parameters, s.tp, s.sp) +
-      framework.block_s;
+      (measured_over_analytic *
+           analytic_block(f, s.size, s.b, s.t, s.C, s.heads, s.model.block_parameters, s.tp, s.sp) +
+       framework.block_s) *
+      (1.0 + recompute_share(s));
   const double gemm_rate = f.gemm_rate(2.0 * s.tokens * s.C * 4.0 * s.C / s.tp);
   const PipelinePlan& pipe = s.lm.pipe;
   StageTimes out{std::vector<double>(pipe.stages.size(), 0.0),
@@ -298,18 +316,14 @@ double comm_time(const Shape& s, const StateMemory& mine, double blocks,
   return comm;
 }
 
-/// Activations saved for backward at the schedule's peak of micro-batches in flight.
-/// Korthikanti et al.: bytes per token and block at 2 bytes an element are 34 C + 5 heads T
-/// (no TP), 10 C + 24 C/tp + 5 heads T/tp (TP), 34 C/tp + 5 heads T/tp (TP + SP); float32
-/// doubles them.
+/// Activations saved for backward at the schedule's peak of micro-batches in flight (per token
+/// and block as config/memory_estimate.h counts them, under the layout's recompute), plus the
+/// logits and their gradient, and a recomputed block's working set once.
 double activation_bytes(const Shape& s, double blocks, double in_flight) {
-  const double C = s.C, tp = s.tp;
-  const double per_token_block = (s.sp         ? 34.0 * C / tp
-                                  : s.c.tp > 1 ? 10.0 * C + 24.0 * C / tp
-                                               : 34.0 * C) +
-                                 5.0 * s.heads * s.t / tp;
-  return in_flight * (s.tokens * per_token_block * s.size / 2.0 * blocks +
-                      2.0 * s.tokens * s.vocab / tp * s.size);
+  const BlockActivations a =
+      block_activations(s.c, ActivationShape{s.C, s.heads, s.t, s.tp, s.sp, s.size}, blocks);
+  return in_flight * (s.tokens * a.kept + 2.0 * s.tokens * s.vocab / s.tp * s.size) +
+         s.tokens * a.working;
 }
 
 }  // namespace
@@ -356,6 +370,21 @@ Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts&
           : 1.0;
   out.activations = activation_bytes(s, blocks, in_flight);
   return out;
+}
+
+Prediction predict_fitting(const JobConfig& base, const Layout& layout, const MachineFacts& facts,
+                           double memory_bytes) {
+  Prediction p = predict(layout_config(base, layout), layout, facts);
+  p.fits = p.memory() <= memory_bytes;
+  if (p.fits || layout.recompute != "none") return p;
+  for (const char* mode : {"selective", "full"}) {
+    Layout recomputing = layout;
+    recomputing.recompute = mode;
+    Prediction q = predict(layout_config(base, recomputing), recomputing, facts);
+    q.fits = q.memory() <= memory_bytes;
+    if (q.fits) return q;
+  }
+  return p;
 }
 
 std::string explain_model(const JobConfig& base, const MachineFacts& facts) {
@@ -406,8 +435,13 @@ std::string explain_model(const JobConfig& base, const MachineFacts& facts) {
       "all-gathers + 1 reduce-scatter)\n"
       "  pp: activations and their gradients sent at each stage boundary, per micro-batch\n"
       "  no communication is hidden behind compute; the bubble is the schedule simulator's\n"
-      "  activations: Korthikanti et al. (2022) per token and block, float32, times the "
-      "schedule's peak of micro-batches in flight, plus logits and their gradient\n";
+      "  activations: Korthikanti et al. (2022) per token and block in the compute dtype, "
+      "times the schedule's peak of micro-batches in flight, plus logits and their gradient; "
+      "recompute: selective drops the attention core's 5 heads T, full keeps the block's input "
+      "and adds one block's activations while it reruns\n"
+      "  recompute's time: full reruns a block's forward (1/3 of its forward + backward; 2/3 "
+      "under zb-h1 and zbv, whose I and W halves each rerun it), selective the attention "
+      "core's forward (4 C T of the 6 P + 12 C T FLOPs per token)\n";
   return out;
 }
 

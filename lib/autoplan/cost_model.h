@@ -42,6 +42,12 @@ double schedule_bubble(const JobConfig& config);
 /// Predicts `layout` (with `config` = layout_config(base, layout)) on `facts`.
 Prediction predict(const JobConfig& config, const Layout& layout, const MachineFacts& facts);
 
+/// predict(layout_config(base, layout)) with whether it fits in `memory_bytes` per rank. A layout
+/// that keeps every activation and does not fit is priced again recomputing (selective, then
+/// full) and comes back with the first of those that fits, else as it was.
+Prediction predict_fitting(const JobConfig& base, const Layout& layout, const MachineFacts& facts,
+                           double memory_bytes);
+
 /// The model's assumptions, for --explain.
 std::string explain_model(const JobConfig& base, const MachineFacts& facts);
 

@@ -23,7 +23,8 @@ std::vector<std::string> Layout::overrides() const {
           fmt::format("parallel.pp_schedule=\"{}\"", schedule),
           fmt::format("parallel.pp_virtual={}", virtual_stages),
           "parallel.pp_split=[\"balanced\"]",
-          fmt::format("parallel.plan=\"{}\"", plan)};
+          fmt::format("parallel.plan=\"{}\"", plan),
+          fmt::format("training.activation_checkpoint=\"{}\"", recompute)};
 }
 
 std::string Layout::str() const {
@@ -31,6 +32,7 @@ std::string Layout::str() const {
                                 zero, microbatches);
   if (pp > 1) out += fmt::format(" {}", schedule);
   if (pp > 1 && virtual_stages > 1) out += fmt::format(" v={}", virtual_stages);
+  if (recompute != "none") out += fmt::format(" ac={}", recompute);
   return out;
 }
 
@@ -100,7 +102,7 @@ Enumeration enumerate_layouts(const JobConfig& base, int64_t nproc) {
                   schedules.emplace_back(name, v);
             }
             for (const auto& [schedule, v] : schedules) {
-              Layout l{pp, dp, tp, sp, zero, mb, schedule, v, plan};
+              Layout l{pp, dp, tp, sp, zero, mb, schedule, v, plan, base.activation_checkpoint};
               ++out.considered;
               try {
                 check_layout(layout_config(base, l));

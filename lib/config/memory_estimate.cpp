@@ -3,12 +3,32 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <optional>
 #include <string>
 
 #include "core/error.h"
 #include "core/units.h"
 
 namespace vescale {
+
+BlockActivations block_activations(const JobConfig& c, const ActivationShape& s, double blocks) {
+  const double C = s.n_embd, tp = s.tp;
+  const double attention_core = 5.0 * s.n_head * s.seq_len / tp;
+  const double rest = s.sp ? 34.0 * C / tp : tp > 1 ? 10.0 * C + 24.0 * C / tp : 34.0 * C;
+  const double to_bytes = s.element_bytes / 2.0;  // the counts are at 2 bytes an element
+  const double whole = (rest + attention_core) * to_bytes;
+  double recomputing = whole;
+  if (c.activation_checkpoint == "selective") recomputing = rest * to_bytes;
+  if (c.activation_checkpoint == "full") recomputing = (s.sp ? C / tp : C) * s.element_bytes;
+  const double share = c.activation_checkpoint == "none"
+                           ? 0.0
+                           : 1.0 / static_cast<double>(c.activation_checkpoint_every);
+  BlockActivations out;
+  out.kept = blocks * ((1.0 - share) * whole + share * recomputing);
+  if (c.activation_checkpoint == "full" && share * blocks >= 1.0) out.working = whole;
+  return out;
+}
+
 MemoryEstimate estimate_memory(const JobConfig& c) {
   MemoryEstimate m;
   const ModelSpec spec = c.model_spec();
@@ -26,6 +46,18 @@ MemoryEstimate estimate_memory(const JobConfig& c) {
                       (static_cast<double>(c.dp) * static_cast<double>(c.microbatches));
   const double outputs = c.family().output_elements_per_sample(spec);
   m.per_rank_floor_bytes = m.state_bytes / ranks + 2.0 * rows * outputs * state_element;
+  if (const std::optional<TransformerShape> shape = c.family().transformer_shape(spec)) {
+    const double seq_len = static_cast<double>(c.seq_len);
+    const ActivationShape a{static_cast<double>(shape->n_embd),
+                            static_cast<double>(shape->n_head),
+                            seq_len,
+                            static_cast<double>(c.tp),
+                            true,
+                            element};
+    const BlockActivations blocks =
+        block_activations(c, a, static_cast<double>(shape->n_layer) / static_cast<double>(c.pp));
+    m.activation_bytes = rows * seq_len * (blocks.kept + blocks.working);
+  }
   return m;
 }
 
@@ -51,17 +83,24 @@ void check_fits_memory(const JobConfig& c, double memory_bytes) {
       c.seq_len));
 }
 
-void check_local_workers_fit(const JobConfig& c, double memory_bytes) {
+void check_local_workers_fit(const JobConfig& c, double memory_bytes, bool activations_here) {
   if (memory_bytes <= 0) return;
   const double workers = static_cast<double>(c.world_size());
-  const double need = workers * (kWorkerBaseBytes + estimate_memory(c).per_rank_floor_bytes);
+  const MemoryEstimate m = estimate_memory(c);
+  const double activations = activations_here ? m.activation_bytes : 0.0;
+  const double need = workers * (kWorkerBaseBytes + m.per_rank_floor_bytes + activations);
   if (need <= memory_bytes) return;
+  const std::string recompute =
+      activations_here && c.activation_checkpoint != "full" && m.activation_bytes > 0
+          ? "; training.activation_checkpoint = \"full\" keeps fewer activations"
+          : "";
   throw UserError(fmt::format(
       "config {}: {} needs {} local worker processes, at least "
-      "{} in all ({} each before any model state), and this machine has {} of memory; use fewer "
-      "ranks, or launch on several machines (torchrun, Slurm)",
+      "{} in all ({} each before any model state{}), and this machine has {} of memory; use "
+      "fewer ranks, or launch on several machines (torchrun, Slurm){}",
       c.source, c.mesh_text(), c.world_size(), format_bytes(need), format_bytes(kWorkerBaseBytes),
-      format_bytes(memory_bytes)));
+      activations_here ? fmt::format(", {} of activations", format_bytes(activations)) : "",
+      format_bytes(memory_bytes), recompute));
 }
 
 }  // namespace vescale

@@ -15,7 +15,32 @@ struct MemoryEstimate {
   /// The least any rank can hold: the state split over every rank (as ZeRO-3 would) plus one
   /// micro-batch's logits and their gradient on its tp shard.
   double per_rank_floor_bytes = 0;
+  /// What one micro-batch's forward keeps for its backward on a rank of n_layer / pp blocks
+  /// with the activations sharded over tp (sequence parallel), at the peak of its backward,
+  /// under training.activation_checkpoint (0 for a family without transformer blocks).
+  double activation_bytes = 0;
 };
+
+/// The sizes that set a transformer block's activations on one rank.
+struct ActivationShape {
+  double n_embd = 0, n_head = 0, seq_len = 0, tp = 1;
+  bool sp = false;           ///< sequence parallel: what lies between attention and MLP is split
+  double element_bytes = 4;  ///< of the compute dtype
+};
+
+/// What a rank's transformer blocks keep for their backward, in bytes per token of a micro-batch.
+/// A block keeps (Korthikanti et al. 2022, at 2 bytes an element) 34 C + 5 heads T without tp,
+/// 10 C + 24 C / tp + 5 heads T / tp with tp, 34 C / tp + 5 heads T / tp with sequence
+/// parallelism; recomputing the attention core (selective) drops its 5 heads T; recomputing the
+/// block (full) keeps only its input, C (C / tp with sp) elements, and while one block's
+/// backward reruns it, that block's whole activations are live once more.
+struct BlockActivations {
+  double kept = 0;     ///< by `blocks` blocks until their backward
+  double working = 0;  ///< on top, while a recomputed block runs its backward
+};
+/// For `blocks` blocks of `shape`, every activation_checkpoint_every-th one recomputing as `c`
+/// says.
+BlockActivations block_activations(const JobConfig& c, const ActivationShape& shape, double blocks);
 
 /// From the model sizes, dtype, optimizer, batch and mesh of `c` (all computed in double, so
 /// absurd values do not overflow).
@@ -33,8 +58,9 @@ void check_fits_memory(const JobConfig& c, double memory_bytes);
 constexpr double kWorkerBaseBytes = 128.0 * 1024 * 1024;
 
 /// Throws UserError when the local launcher's `c.world_size()` workers, each at least
-/// kWorkerBaseBytes plus its floor of the model, cannot fit in `memory_bytes` (0: no check), so
+/// kWorkerBaseBytes plus its floor of the model (and its activations when they live in this
+/// memory: `activations_here`), cannot fit in `memory_bytes` (0: no check), so
 /// `--parallel.tp=65536` is an error instead of 65536 processes being started.
-void check_local_workers_fit(const JobConfig& c, double memory_bytes);
+void check_local_workers_fit(const JobConfig& c, double memory_bytes, bool activations_here);
 
 }  // namespace vescale

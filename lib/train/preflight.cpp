@@ -45,8 +45,9 @@ Preflight preflight(const JobConfig& c, const PreflightOptions& options) {
   check_data_files(c);
   if (options.scan_data && c.family().objective() == Objective::kNextToken)
     out.tokens = load_job_tokens(c);
-  if (options.local_workers) check_local_workers_fit(c, physical_memory_bytes());
-  comm::resolve_backend(comm::parse_backend(c.backend), parse_device(c.device, 0));
+  const Device device = parse_device(c.device, 0);
+  if (options.local_workers) check_local_workers_fit(c, physical_memory_bytes(), device.is_cpu());
+  comm::resolve_backend(comm::parse_backend(c.backend), device);
   return out;
 }
 

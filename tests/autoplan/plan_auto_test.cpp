@@ -1,5 +1,6 @@
 // plan auto (NOTE [Plan auto]): the enumeration is complete and only valid, the memory model
-// matches the trainer's measured tensor bytes, and the bubble term is the schedule simulator's.
+// matches the trainer's measured tensor bytes, the bubble term is the schedule simulator's, and a
+// layout that does not fit is priced again with activation checkpointing.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -119,6 +120,16 @@ TEST(PlanAuto, StateMemoryMatchesTheTrainersTensorBytes) {
   std::printf("largest error %.2f%%\n", 100 * worst);
 }
 
+MachineFacts synthetic_facts() {
+  MachineFacts facts;
+  facts.compute.gemm = {{1e6, 1e10}, {1e9, 1e10}};
+  facts.compute.stream_bytes_per_s = 1e10;
+  facts.compute.block_probe_s = 1e-3;
+  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "send_recv"})
+    facts.comm[op][2] = {1e-5, 1e9};
+  return facts;
+}
+
 TEST(PlanAuto, BubbleIsTheSchedulesSimulation) {
   for (const auto& [schedule, v] : std::vector<std::pair<std::string, int>>{
            {"gpipe", 1}, {"1f1b", 1}, {"interleaved-1f1b", 2}, {"zbv", 2}, {"zb-h1", 1}}) {
@@ -129,12 +140,7 @@ TEST(PlanAuto, BubbleIsTheSchedulesSimulation) {
       const double simulated =
           pipeline::simulate(pipeline::make_schedule(schedule, 2, v, mb)).bubble;
       EXPECT_EQ(schedule_bubble(c), simulated) << schedule << " mb " << mb;
-      MachineFacts facts;
-      facts.compute.gemm = {{1e6, 1e10}, {1e9, 1e10}};
-      facts.compute.stream_bytes_per_s = 1e10;
-      facts.compute.block_probe_s = 1e-3;
-      for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "send_recv"})
-        facts.comm[op][2] = {1e-5, 1e9};
+      const MachineFacts facts = synthetic_facts();
       Layout l;
       l.pp = 2;
       l.schedule = schedule;
@@ -143,6 +149,36 @@ TEST(PlanAuto, BubbleIsTheSchedulesSimulation) {
       EXPECT_EQ(predict(c, l, facts).bubble, simulated) << schedule << " mb " << mb;
     }
   }
+}
+
+TEST(PlanAuto, ALayoutThatDoesNotFitIsPricedAgainWithRecompute) {
+  const JobConfig base = gpt({"model.n_embd=64", "model.block_size=64", "training.seq_len=64"});
+  const MachineFacts facts = synthetic_facts();
+  const Layout l;  // 1 process
+  const Prediction none = predict_fitting(base, l, facts, 1e12);
+  EXPECT_TRUE(none.fits);
+  EXPECT_EQ(none.layout.recompute, "none");
+  // Less memory than keeping every activation needs: selective, then full, with the time each
+  // adds.
+  const Prediction tight = predict_fitting(base, l, facts, none.memory() - 1);
+  EXPECT_TRUE(tight.fits);
+  EXPECT_NE(tight.layout.recompute, "none");
+  EXPECT_LT(tight.activations, none.activations);
+  EXPECT_GT(tight.compute_s, none.compute_s);
+  Layout full = l;
+  full.recompute = "full";
+  const Prediction tightest =
+      predict_fitting(base, l, facts, predict(layout_config(base, full), full, facts).memory());
+  EXPECT_EQ(tightest.layout.recompute, "full");
+  std::printf("activations: none %.0f B, %s %.0f B, full %.0f B; compute %.3g s, %.3g s, %.3g s\n",
+              none.activations, tight.layout.recompute.c_str(), tight.activations,
+              tightest.activations, none.compute_s, tight.compute_s, tightest.compute_s);
+  EXPECT_LT(tightest.activations, tight.activations);
+  EXPECT_GT(tightest.compute_s, tight.compute_s);
+  // Nothing fits: the layout comes back as it was, not fitting.
+  const Prediction none_fits = predict_fitting(base, l, facts, 1.0);
+  EXPECT_FALSE(none_fits.fits);
+  EXPECT_EQ(none_fits.layout.recompute, "none");
 }
 
 TEST(PlanAuto, CalibrationRoundTripsAndBadFilesAreNamed) {

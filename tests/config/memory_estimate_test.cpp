@@ -65,5 +65,38 @@ TEST(MemoryEstimate, AbsurdSizesAreConfigErrorsAtOnce) {
   EXPECT_LT(seconds, 1.0);
 }
 
+TEST(MemoryEstimate, ActivationsFollowTheRecomputeMode) {
+  // 4 blocks, C = 64, 4 heads, T = 64, one micro-batch of 8 rows, float32, one rank.
+  const std::string model =
+      "[model]\nn_layer = 4\nn_embd = 64\nn_head = 4\nblock_size = 64\n"
+      "[training]\nseq_len = 64\nglobal_batch_size = 8\nactivation_checkpoint = ";
+  auto activations = [&](const std::string& mode, const std::string& more = "") {
+    return estimate_memory(JobConfig::parse(model + "\"" + mode + "\"\n" + more, "a.toml"))
+        .activation_bytes;
+  };
+  const double tokens = 8 * 64, C = 64, block = (34 * C + 5 * 4 * 64) * 2;  // float32: x 2
+  EXPECT_DOUBLE_EQ(activations("none"), tokens * 4 * block);
+  EXPECT_DOUBLE_EQ(activations("selective"), tokens * 4 * 34 * C * 2);
+  // Each block's input, and one block's whole activations while it reruns.
+  EXPECT_DOUBLE_EQ(activations("full"), tokens * (4 * C * 4 + block));
+  EXPECT_DOUBLE_EQ(activations("full", "activation_checkpoint_every = 2\n"),
+                   tokens * (2 * block + 2 * C * 4 + block));
+  EXPECT_EQ(
+      estimate_memory(JobConfig::parse("[model]\nname = \"mlp\"\n", "m.toml")).activation_bytes,
+      0.0);
+  // The local launcher counts them where they live in this machine's memory.
+  const JobConfig c = JobConfig::parse(model + "\"none\"\n", "a.toml");
+  const double floor = kWorkerBaseBytes + estimate_memory(c).per_rank_floor_bytes;
+  EXPECT_NO_THROW(check_local_workers_fit(c, floor, /*activations_here=*/false));
+  try {
+    check_local_workers_fit(c, floor, /*activations_here=*/true);
+    FAIL() << "activations not counted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("of activations"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("activation_checkpoint = \"full\""), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace vescale
