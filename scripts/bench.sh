@@ -27,8 +27,11 @@
 #      same folder, their ratio, and rank 0's peak resident memory.
 #   6. export: a 125M-parameter Llama checkpoint exported as a Hugging Face folder in float32 and
 #      bfloat16: bytes, seconds, MB/s and the exporter's peak resident memory.
+#   7. recompute: activation checkpointing none / selective / full on 1 process for gpt-tiny and
+#      a GPT of 8 blocks, C = 256, T = 512: the activation bytes metrics report, the median step
+#      time, each against none, and the peak resident memory.
 # Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or peers, comm, train, pipeline,
-# checkpoint, export, peer-threads; a comma list) runs only those tables.
+# checkpoint, export, recompute, peer-threads; a comma list) runs only those tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,7 +43,7 @@ BIN="${VESCALE_TRAIN:-${BUILD_DIR:-build}/vescale-train}"
 SIZES=(--sizes 1K,64K,1M,16M)
 [ $# -gt 0 ] && SIZES=("$@")
 
-BENCH=${BENCH:-peers,comm,train,pipeline,zero,checkpoint,export}
+BENCH=${BENCH:-peers,comm,train,pipeline,zero,checkpoint,export,recompute}
 wanted() { [[ ",$BENCH," == *",$1,"* ]]; }
 
 if wanted comm; then
@@ -368,5 +371,42 @@ printf '| dtype | tensors | bytes | seconds | MB/s | peak RSS |\n| --- | --- | -
 for dtype in float32 bfloat16; do
   line=$("$BIN" export "$dir/checkpoints/latest" -o "$OUT/hf-$dtype" --format hf --dtype "$dtype")
   echo "$line" | sed -E 's/.*: ([0-9]+) tensors, ([^ ]+) in .* files?, ([^ ]+) \(([0-9]+) MB\/s\), peak RSS (.*)/| '"$dtype"' | \1 | \2 | \3 | \4 | \5 |/'
+done
+fi
+
+# --- activation checkpointing ----------------------------------------------------------------
+if wanted recompute; then
+echo
+echo "activation checkpointing: 1 process, float32, dropout 0.1; activations: bytes the step's"
+echo "forwards keep for the backward, as metrics.jsonl reports them (NOTE [Activation bytes]);"
+echo "step time: median over the steps after the first"
+printf '| model | recompute | activations | vs none | step ms | vs none | peak RSS |\n| --- | --- | --- | --- | --- | --- | --- |\n'
+recompute_row() {  # label, mode, steps, overrides...
+  local label=$1 mode=$2 steps=$3 dir="$OUT/recompute-$1-$2" log
+  shift 3
+  log=$("$BIN" train configs/gpt-tiny.toml --job.dump_folder="$dir" --training.steps="$steps" \
+    --eval.interval=0 --eval.windows=1 --metrics.log_interval=1 --parallel.dp=1 \
+    --parallel.tp=1 --parallel.plan= --model.dropout=0.1 \
+    --training.activation_checkpoint="$mode" "$@" 2>&1)
+  local peak
+  peak=$(echo "$log" | grep "done:" | sed -n 's/.*peak RSS \(.*\)$/\1/p')
+  python3 - "$dir/metrics.jsonl" "$label" "$mode" "$peak" "$OUT/recompute-$label.none" <<'PY'
+import json, os, statistics, sys
+path, label, mode, peak, base_file = sys.argv[1:]
+lines = [json.loads(l) for l in open(path) if '"step_time_s"' in l]
+act = lines[-1]["state_bytes"]["activations"]
+ms = statistics.median(l["step_time_s"] for l in lines[1:]) * 1e3
+if mode == "none":
+    open(base_file, "w").write(f"{act} {ms}")
+base_act, base_ms = map(float, open(base_file).read().split())
+print(f"| {label} | {mode} | {act / 2**20:.2f} MiB | {act / base_act:.2f} | {ms:.0f} | {ms / base_ms:.2f} | {peak} |")
+PY
+}
+for mode in none selective full; do
+  recompute_row gpt-tiny "$mode" 30
+done
+for mode in none selective full; do
+  recompute_row "8x256,T512" "$mode" 8 --model.n_layer=8 --model.n_embd=256 --model.n_head=8 \
+    --model.block_size=512 --training.seq_len=512 --training.global_batch_size=8
 done
 fi
