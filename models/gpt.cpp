@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "dmodule/registry.h"
+#include "dtensor/context_parallel.h"
 #include "dtensor/ops.h"
 #include "family/lm_loss.h"
 
@@ -151,11 +152,12 @@ DTensor GPT::run_range(int64_t first, int64_t end, DTensor x) {
 
 DTensor GPT::embed(const DTensor& idx) {
   const int64_t t = idx.size(1);
-  VS_USER_CHECK(t <= config_.block_size,
-                "[model] sequence of {} tokens is longer than block_size {}", t,
-                config_.block_size);
+  VS_USER_CHECK(global_sequence_length(t) <= config_.block_size,
+                "[model] sequence of {} tokens is longer than block_size {}",
+                global_sequence_length(t), config_.block_size);
   const DeviceMesh& mesh = idx.mesh();
-  DTensor pos = distribute_tensor(at::arange(t, at::dtype(at::kLong).device(mesh.device())), mesh,
+  // Under context parallelism, the global positions of this rank's part of the sequence.
+  DTensor pos = distribute_tensor(sequence_positions(0, t, t, mesh.device()), mesh,
                                   Placements(mesh.ndim(), Placement::replicate()));
   return (*drop_)(ops::add((*wte_)(idx), (*wpe_)(pos)));
 }

@@ -59,10 +59,10 @@ at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
 /// cast back before the weight (Hugging Face's LlamaRMSNorm).
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
 
-/// Rotary embedding of x [B, H, T, D] (rotate-half): x cos + rotate_half(x) sin at positions
-/// first, first + 1, ... of dim 2, with frequencies theta^(-2i/D); angles in float64 for float64
-/// x, else float32, and cos and sin cast to x's type (as Hugging Face does).
-at::Tensor rotary(const at::Tensor& x, double theta, int64_t first);
+/// Rotary embedding of x [B, H, T, D] (rotate-half): x cos + rotate_half(x) sin at `positions`
+/// ([T] integers) along dim 2, with frequencies theta^(-2i/D); angles in float64 for float64 x,
+/// else float32, and cos and sin cast to x's type (as Hugging Face does).
+at::Tensor rotary(const at::Tensor& x, double theta, const at::Tensor& positions);
 
 /// The additive causal mask [T, T]: 0 on and below the diagonal, -inf above. Cached.
 at::Tensor causal_bias(int64_t t, const at::TensorOptions& options);

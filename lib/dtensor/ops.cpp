@@ -8,9 +8,11 @@
 
 #include "core/error.h"
 #include "core/torch_features.h"
+#include "dtensor/context_parallel.h"
 #include "dtensor/local_kernels.h"
 #include "dtensor/op_driver.h"
 #include "dtensor/recompute.h"
+#include "dtensor/ring_attention.h"
 #include "dtensor/transitions.h"
 
 namespace vescale::ops {
@@ -45,6 +47,23 @@ std::vector<int64_t> shape_of(const std::vector<int64_t>& base, int64_t drop_las
   std::vector<int64_t> out(base.begin(), base.end() - drop_last);
   out.insert(out.end(), tail.begin(), tail.end());
   return out;
+}
+
+/// keep_mask of `box` (rows in dim 0, positions in dim 1), with the positions of this rank's
+/// part of each sequence under context parallelism: the mask of the whole sequence's tokens.
+at::Tensor sequence_keep_mask(const RngKey& key, Box box, double keep, const Device& device) {
+  if (ContextParallelScope::ring() == nullptr || box.shape.size() < 2)
+    return keep_mask(key, box, keep, device);
+  const int64_t local_length = box.shape[1];
+  box.shape[1] = global_sequence_length(local_length);
+  std::vector<at::Tensor> parts;
+  for (const SequenceRun& run : sequence_runs(box.offsets[1], box.sizes[1], local_length)) {
+    Box part = box;
+    part.offsets[1] = run.global;
+    part.sizes[1] = run.count;
+    parts.push_back(keep_mask(key, part, keep, device));
+  }
+  return at::cat(parts, 1);
 }
 
 }  // namespace
@@ -135,7 +154,7 @@ DTensor dropout(const DTensor& x, double p, const RngKey& key, bool training, in
                    box.offsets[0] += row_offset;
                    if (global_rows > 0) box.shape[0] = global_rows;
                    at::Tensor mask =
-                       keep_mask(key, box, keep, l[0].device()).to(l[0].scalar_type());
+                       sequence_keep_mask(key, box, keep, l[0].device()).to(l[0].scalar_type());
                    return l[0] * mask / keep;
                  }});
 }
@@ -174,8 +193,11 @@ DTensor rotary(const DTensor& x, double theta) {
                  fixed(detail::rotary_rule()),
                  x.shape(),
                  [theta](const Locals& l, const Specs& s, const DTensorSpec&) {
-                   const int64_t first = Box::local(*s[0]).offsets[2];  // sharded T: its rows
-                   return local::rotary(l[0], theta, first);
+                   // Sharded T: its rows; under context parallelism, their global positions.
+                   const int64_t first = Box::local(*s[0]).offsets[2];
+                   return local::rotary(
+                       l[0], theta,
+                       sequence_positions(first, l[0].size(2), s[0]->shape[2], l[0].device()));
                  }});
 }
 
@@ -218,6 +240,9 @@ DTensor causal_attention(const DTensor& q, const DTensor& k, const DTensor& v) {
          // NOTE [Explicit attention].
          if (use_fused_attention(l[0].device(), l[0].scalar_type()))
            return fused::causal_attention(l[0], l[1], l[2]);
+         // Context parallelism: this rank's part of each sequence, as a ring.
+         if (const comm::Group* ring = ContextParallelScope::ring())
+           return ring_causal_attention(l[0], l[1], l[2], *ring);
          const bool blocked = use_blocked_attention(l[0].device(), l[0].scalar_type());
          auto core = [blocked](const std::vector<at::Tensor>& qkv) {
            return std::vector<at::Tensor>{

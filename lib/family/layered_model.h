@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "comm/group.h"
 #include "dmodule/module.h"
 
 namespace vescale {
@@ -19,9 +20,12 @@ struct ForwardContext {
   /// The rows this rank's activations are of the whole batch (data parallel, micro-batches).
   int64_t row_offset = 0;
   int64_t global_rows = -1;
+  /// Context parallelism: the cp ring whose part of each sequence this rank holds (NOTE [Ring
+  /// attention]); null: whole sequences. The layer runner opens its ContextParallelScope.
+  const comm::Group* cp = nullptr;
 
   /// Evaluation: no dropout.
-  static ForwardContext eval() { return {false, 0, 0, -1}; }
+  static ForwardContext eval() { return {false, 0, 0, -1, nullptr}; }
 };
 
 class LayeredModel {

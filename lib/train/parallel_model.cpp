@@ -3,6 +3,7 @@
 #include <c10/util/accumulate.h>
 
 #include "core/error.h"
+#include "dtensor/context_parallel.h"
 #include "train/model_factory.h"
 
 namespace vescale {
@@ -198,6 +199,7 @@ LayerRunner ParallelModel::layer_runner() {
   return [this](int64_t first, int64_t end, const Tensors& in, const ForwardContext& context) {
     const Task* task = task_.get();
     LayerRunner run = [task](int64_t f, int64_t e, const Tensors& i, const ForwardContext& ctx) {
+      const ContextParallelScope cp(ctx.cp);
       return task->run_layers(f, e, i, ctx);
     };
     if (recompute_) {

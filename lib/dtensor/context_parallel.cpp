@@ -1,0 +1,60 @@
+#include "dtensor/context_parallel.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "dtensor/ring_attention.h"
+
+namespace vescale {
+namespace {
+
+thread_local const comm::Group* open_ring = nullptr;
+
+}  // namespace
+
+ContextParallelScope::ContextParallelScope(const comm::Group* ring) : previous_(open_ring) {
+  open_ring = ring != nullptr && ring->size() > 1 ? ring : nullptr;
+}
+
+ContextParallelScope::~ContextParallelScope() {
+  open_ring = previous_;
+}
+
+const comm::Group* ContextParallelScope::ring() {
+  return open_ring;
+}
+
+std::vector<SequenceRun> sequence_runs(int64_t first, int64_t count, int64_t local_length) {
+  const comm::Group* ring = open_ring;
+  if (ring == nullptr) return {{first, first, count}};
+  VS_CHECK(local_length % 2 == 0, "[context parallel] a rank's {} tokens are not two equal chunks",
+           local_length);
+  const int64_t c = local_length / 2;
+  const std::array<int64_t, 2> chunks = ring_chunks(ring->rank(), ring->size());
+  std::vector<SequenceRun> runs;
+  for (int64_t i = 0; i < 2; ++i) {
+    // Local chunk i holds global chunk chunks[i]: its part inside [first, first + count).
+    const int64_t begin = std::max(first, i * c), end = std::min(first + count, (i + 1) * c);
+    if (begin < end) runs.push_back({begin, chunks[i] * c + (begin - i * c), end - begin});
+  }
+  return runs;
+}
+
+int64_t global_sequence_length(int64_t local_length) {
+  const comm::Group* ring = open_ring;
+  return ring == nullptr ? local_length : local_length * ring->size();
+}
+
+at::Tensor sequence_positions(int64_t first, int64_t count, int64_t local_length,
+                              const at::Device& device) {
+  std::vector<at::Tensor> parts;
+  for (const SequenceRun& run : sequence_runs(first, count, local_length))
+    parts.push_back(
+        at::arange(run.global, run.global + run.count, at::dtype(at::kLong).device(device)));
+  if (parts.empty()) return at::empty({0}, at::dtype(at::kLong).device(device));
+  return parts.size() == 1 ? parts[0] : at::cat(parts);
+}
+
+}  // namespace vescale
