@@ -187,12 +187,11 @@ double analytic_block(const ComputeFacts& f, double size, double b, double t, do
 /// token); averaged over the blocks, every activation_checkpoint_every-th of which recomputes.
 double recompute_share(const Shape& s) {
   const JobConfig& c = s.c;
-  if (c.activation_checkpoint == "none") return 0.0;
-  const double every = static_cast<double>(c.activation_checkpoint_every);
   if (c.activation_checkpoint == "selective")
-    return 4.0 * s.C * s.t / (6.0 * s.model.block_parameters + 12.0 * s.C * s.t) / every;
+    return 4.0 * s.C * s.t / (6.0 * s.model.block_parameters + 12.0 * s.C * s.t) *
+           c.recomputed_share();
   const bool zero_bubble = c.pp > 1 && (c.pp_schedule == "zbv" || c.pp_schedule == "zb-h1");
-  return (zero_bubble ? 2.0 : 1.0) / 3.0 / every;
+  return (zero_bubble ? 2.0 : 1.0) / 3.0 * c.recomputed_share();
 }
 
 /// Each pipeline stage's forward + backward of one micro-batch, and its blocks.

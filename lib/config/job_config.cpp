@@ -243,8 +243,9 @@ Recompute JobConfig::recompute_of_block(int64_t block) const {
   return Recompute::kNone;
 }
 
-int64_t JobConfig::recomputed_blocks(int64_t blocks) const {
-  return activation_checkpoint == "none" ? 0 : blocks / activation_checkpoint_every;
+double JobConfig::recomputed_share() const {
+  return activation_checkpoint == "none" ? 0.0
+                                         : 1.0 / static_cast<double>(activation_checkpoint_every);
 }
 
 JobConfig JobConfig::load(const std::string& path, const std::vector<std::string>& overrides) {

@@ -102,8 +102,8 @@ struct JobConfig {
   int64_t micro_batch_size() const { return global_batch_size / dp / microbatches; }
   /// What block `block` (0-based, in forward order) recomputes in its backward.
   Recompute recompute_of_block(int64_t block) const;
-  /// How many of `blocks` blocks recompute (activation_checkpoint not "none").
-  int64_t recomputed_blocks(int64_t blocks) const;
+  /// The share of the blocks that recompute: 1 / activation_checkpoint_every, 0 with "none".
+  double recomputed_share() const;
 };
 
 /// Every schema key's value in `toml_text` (a config as a checkpoint recorded it), as value_text,

@@ -20,9 +20,7 @@ BlockActivations block_activations(const JobConfig& c, const ActivationShape& s,
   double recomputing = whole;
   if (c.activation_checkpoint == "selective") recomputing = rest * to_bytes;
   if (c.activation_checkpoint == "full") recomputing = (s.sp ? C / tp : C) * s.element_bytes;
-  const double share = c.activation_checkpoint == "none"
-                           ? 0.0
-                           : 1.0 / static_cast<double>(c.activation_checkpoint_every);
+  const double share = c.recomputed_share();
   BlockActivations out;
   out.kept = blocks * ((1.0 - share) * whole + share * recomputing);
   if (c.activation_checkpoint == "full" && share * blocks >= 1.0) out.working = whole;

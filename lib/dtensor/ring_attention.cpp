@@ -44,9 +44,9 @@ at::Tensor block_scores(const at::Tensor& q, const at::Tensor& k, Meet how, doub
 }
 
 /// A rank's chunk `i` (0 or 1) of a [B, H, T_local, D] or [B, H, T_local] tensor.
-at::Tensor chunk_of(const at::Tensor& x, int64_t i, int64_t dim = 2) {
-  const int64_t c = x.size(dim) / 2;
-  return x.slice(dim, i * c, (i + 1) * c);
+at::Tensor chunk_of(const at::Tensor& x, int64_t i) {
+  const int64_t c = x.size(2) / 2;
+  return x.slice(2, i * c, (i + 1) * c);
 }
 
 /// Starts sending `out` to the next rank of the ring and receiving `in` from the previous one.

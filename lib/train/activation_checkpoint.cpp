@@ -57,13 +57,6 @@ ActivationCheckpoint::ActivationCheckpoint(const JobConfig& config,
   }
 }
 
-bool ActivationCheckpoint::any() const {
-  for (Recompute m : modes_) {
-    if (m != Recompute::kNone) return true;
-  }
-  return false;
-}
-
 Tensors ActivationCheckpoint::run_layers(int64_t first, int64_t end, const Tensors& inputs,
                                          const ForwardContext& context,
                                          const LayerRunner& run) const {

@@ -24,8 +24,6 @@ class ActivationCheckpoint {
 
   /// What layer `layer` recomputes.
   Recompute mode(int64_t layer) const { return modes_.at(static_cast<size_t>(layer)); }
-  /// Whether any layer recomputes.
-  bool any() const;
 
   /// Runs layers [first, end) through `run`: those that recompute one at a time, as their mode
   /// says, the others as they come. *Collective* like `run`, in the forward and again in the

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <mutex>
 
-#include "dtensor/ring_attention.h"
 #include "support/run_ranks.h"
+#include "support/tensors.h"
 #include "support/training_runs.h"
 #include "train/parallel_model.h"
 
@@ -18,11 +18,7 @@ namespace {
 
 /// This rank's two chunks of x along dim 1 (the sequence), concatenated.
 at::Tensor my_part(const at::Tensor& x, const comm::Group& ring) {
-  const int64_t c = x.size(1) / (2 * ring.size());
-  std::vector<at::Tensor> parts;
-  for (int64_t id : ring_chunks(ring.rank(), ring.size()))
-    parts.push_back(x.slice(1, id * c, (id + 1) * c));
-  return at::cat(parts, 1);
+  return testing::ring_part(x, 1, ring.rank(), ring.size());
 }
 
 /// The worst |difference| over ranks of logits and of ring-summed parameter gradients.
