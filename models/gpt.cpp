@@ -3,13 +3,11 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
-#include <limits>
 
 #include "core/error.h"
 #include "dmodule/registry.h"
 #include "dtensor/context_parallel.h"
 #include "dtensor/ops.h"
-#include "family/lm_loss.h"
 
 namespace vescale::models {
 namespace {
@@ -97,33 +95,27 @@ Tensors Block::forward(const Tensors& inputs) {
 }
 
 GPT::GPT(const GPTConfig& config, int64_t tp)
-    : Module("GPT"),
+    : DecoderLM("GPT", config.vocab_size, config.block_size, config.n_layer,
+                config.padded_vocab(tp)),
       config_(config),
-      padded_vocab_(config.padded_vocab(tp)),
       dropout_(std::make_shared<DropoutState>()) {
   VS_USER_CHECK(config.vocab_size > 0 && config.block_size > 0 && config.n_layer > 0,
                 "[model] gpt needs positive vocab_size, block_size and n_layer");
   register_gpt_modules();
   dropout_->p = config.dropout;
   auto transformer = std::make_shared<Container>();
-  transformer_ = register_module("transformer", transformer);
-  wte_ = transformer->add("wte", std::make_shared<Embedding>(padded_vocab_, config.n_embd));
+  register_module("transformer", transformer);
+  wte_ = transformer->add("wte", std::make_shared<Embedding>(padded_vocab(), config.n_embd));
   wpe_ = transformer->add("wpe", std::make_shared<Embedding>(config.block_size, config.n_embd));
   drop_ = transformer->add("drop", std::make_shared<Dropout>(dropout_));
   auto h = transformer->add("h", std::make_shared<Container>());
   for (int64_t i = 0; i < config.n_layer; ++i) {
     blocks_.push_back(h->add(std::to_string(i), std::make_shared<Block>(config, dropout_)));
   }
-  ln_f_ = transformer->add("ln_f", std::make_shared<LayerNorm>(config.n_embd));
+  final_norm_ = transformer->add("ln_f", std::make_shared<LayerNorm>(config.n_embd));
   lm_head_ = register_module(
       "lm_head", std::make_shared<TiedLinear>(wte_->all_parameter_names().at(0).second));
   assign_names();
-}
-
-Tensors GPT::forward(const Tensors& inputs) {
-  const DTensor logits = run_range(0, layer_count(), inputs.at(0));
-  if (inputs.size() < 2) return {logits};
-  return {lm_loss(logits, inputs[1])};
 }
 
 Tensors GPT::run_layers(int64_t first, int64_t end, const Tensors& inputs,
@@ -132,43 +124,16 @@ Tensors GPT::run_layers(int64_t first, int64_t end, const Tensors& inputs,
   dropout_->counter = context.step;
   dropout_->row_offset = context.row_offset;
   dropout_->global_rows = context.global_rows;
-  return {run_range(first, end, inputs.at(0))};
-}
-
-DTensor GPT::run_range(int64_t first, int64_t end, DTensor x) {
-  VS_CHECK(0 <= first && first < end && end <= layer_count(), "[model] GPT layers [{}, {}) of {}",
-           first, end, layer_count());
-  for (int64_t layer = first; layer < end; ++layer) {
-    if (layer == 0) {
-      x = embed(x);
-    } else if (layer <= config_.n_layer) {
-      x = (*blocks_[static_cast<size_t>(layer - 1)])(x);
-    } else {
-      x = head(x);
-    }
-  }
-  return x;
+  return DecoderLM::run_layers(first, end, inputs, context);
 }
 
 DTensor GPT::embed(const DTensor& idx) {
   const int64_t t = idx.size(1);
-  VS_USER_CHECK(global_sequence_length(t) <= config_.block_size,
-                "[model] sequence of {} tokens is longer than block_size {}",
-                global_sequence_length(t), config_.block_size);
   const DeviceMesh& mesh = idx.mesh();
   // Under context parallelism, the global positions of this rank's part of the sequence.
   DTensor pos = distribute_tensor(sequence_positions(0, t, t, mesh.device()), mesh,
                                   Placements(mesh.ndim(), Placement::replicate()));
   return (*drop_)(ops::add((*wte_)(idx), (*wpe_)(pos)));
-}
-
-DTensor GPT::head(const DTensor& x) {
-  DTensor logits = (*lm_head_)((*ln_f_)(x));
-  if (padded_vocab_ > config_.vocab_size) {
-    const DTensor& wte = wte_->param("weight");
-    logits = ops::add(logits, vocab_mask(wte.spec(), config_.vocab_size, wte.dtype()));
-  }
-  return logits;
 }
 
 }  // namespace vescale::models

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "dmodule/module.h"
-#include "family/layered_model.h"
+#include "models/decoder_lm.h"
 #include "models/layers.h"
 
 namespace vescale::models {
@@ -64,36 +64,28 @@ class Block : public Module {
   std::shared_ptr<Module> ln_1_, attn_, ln_2_, mlp_;
 };
 
-class GPT : public Module, public LayeredModel {
+/// Layers (DecoderLM): 0: the embeddings (wte + wpe, dropout); 1..n_layer: the blocks;
+/// n_layer + 1: ln_f and the head tied to wte. forward() keeps dropout as the last run's context
+/// left it (a fresh model: training, step 0).
+class GPT : public DecoderLM {
  public:
   /// `tp` only sets the vocabulary padding (docs/design.md §8).
   GPT(const GPTConfig& config, int64_t tp = 1);
   const GPTConfig& config() const { return config_; }
-  int64_t padded_vocab() const { return padded_vocab_; }
   /// The seed of the dropout masks (their counter and rows come with each run's context).
   void set_dropout_seed(uint64_t seed) { dropout_->seed = seed; }
 
-  /// 0: the embeddings (idx [B, T] -> x [B, T, C]); 1..n_layer: the blocks; n_layer + 1: the
-  /// head (x -> logits [B, T, V_padded]).
-  int64_t layer_count() const override { return config_.n_layer + 2; }
+  /// The layers with dropout as `context` says.
   Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
                      const ForwardContext& context) override;
 
  protected:
-  /// inputs: {idx [B, T]} -> {logits [B, T, V_padded]}; {idx, targets [B, T]} -> {loss}. Dropout
-  /// as the last run's context left it (a fresh model: training, step 0).
-  Tensors forward(const Tensors& inputs) override;
+  DTensor embed(const DTensor& idx) override;
 
  private:
-  DTensor run_range(int64_t first, int64_t end, DTensor x);
-  DTensor embed(const DTensor& idx);
-  DTensor head(const DTensor& x);
-
   GPTConfig config_;
-  int64_t padded_vocab_;
   std::shared_ptr<DropoutState> dropout_;
-  std::shared_ptr<Module> transformer_, wte_, wpe_, drop_, ln_f_, lm_head_;
-  std::vector<std::shared_ptr<Module>> blocks_;
+  std::shared_ptr<Module> wte_, wpe_, drop_;
 };
 
 /// Registers the built-in GPT blocks ("CausalSelfAttention", "GPTMLP") as module types.

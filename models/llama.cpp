@@ -6,7 +6,6 @@
 
 #include "core/error.h"
 #include "dtensor/ops.h"
-#include "family/lm_loss.h"
 #include "models/layers.h"
 
 namespace vescale::models {
@@ -82,7 +81,7 @@ Tensors LlamaDecoderLayer::forward(const Tensors& inputs) {
 }
 
 Llama::Llama(const LlamaConfig& c, int64_t tp)
-    : Module("Llama"), config_(c), padded_vocab_(c.padded_vocab(tp)) {
+    : DecoderLM("Llama", c.vocab_size, c.block_size, c.n_layer, c.padded_vocab(tp)), config_(c) {
   VS_USER_CHECK(c.vocab_size > 0 && c.block_size > 0 && c.n_layer > 0,
                 "[model] llama needs positive vocab_size, block_size and n_layer");
   VS_USER_CHECK(c.n_head > 0 && c.n_embd % c.n_head == 0 && (c.n_embd / c.n_head) % 2 == 0,
@@ -93,56 +92,19 @@ Llama::Llama(const LlamaConfig& c, int64_t tp)
                 "[model] llama: n_kv_head {} must divide n_head {}", c.n_kv_head, c.n_head);
   auto model = std::make_shared<Container>();
   register_module("model", model);
-  embed_ = model->add("embed_tokens", std::make_shared<Embedding>(padded_vocab_, c.n_embd));
+  embed_ = model->add("embed_tokens", std::make_shared<Embedding>(padded_vocab(), c.n_embd));
   auto layers = model->add("layers", std::make_shared<Container>());
   for (int64_t i = 0; i < c.n_layer; ++i)
-    layers_.push_back(layers->add(std::to_string(i), std::make_shared<LlamaDecoderLayer>(c)));
-  norm_ = model->add("norm", std::make_shared<RMSNorm>(c.n_embd, c.rms_norm_eps));
+    blocks_.push_back(layers->add(std::to_string(i), std::make_shared<LlamaDecoderLayer>(c)));
+  final_norm_ = model->add("norm", std::make_shared<RMSNorm>(c.n_embd, c.rms_norm_eps));
   if (c.tie_embeddings) {
     lm_head_ = register_module(
         "lm_head", std::make_shared<TiedLinear>(embed_->all_parameter_names().at(0).second));
   } else {
-    lm_head_ = register_module("lm_head", std::make_shared<Linear>(c.n_embd, padded_vocab_, false));
+    lm_head_ =
+        register_module("lm_head", std::make_shared<Linear>(c.n_embd, padded_vocab(), false));
   }
   assign_names();
-}
-
-Tensors Llama::forward(const Tensors& inputs) {
-  const DTensor logits = run_range(0, layer_count(), inputs.at(0));
-  if (inputs.size() < 2) return {logits};
-  return {lm_loss(logits, inputs[1])};
-}
-
-Tensors Llama::run_layers(int64_t first, int64_t end, const Tensors& inputs,
-                          const ForwardContext& /*context: no dropout*/) {
-  return {run_range(first, end, inputs.at(0))};
-}
-
-DTensor Llama::run_range(int64_t first, int64_t end, DTensor x) {
-  VS_CHECK(0 <= first && first < end && end <= layer_count(), "[model] Llama layers [{}, {}) of {}",
-           first, end, layer_count());
-  for (int64_t layer = first; layer < end; ++layer) {
-    if (layer == 0) {
-      VS_USER_CHECK(x.size(1) <= config_.block_size,
-                    "[model] sequence of {} tokens is longer than block_size {}", x.size(1),
-                    config_.block_size);
-      x = (*embed_)(x);
-    } else if (layer <= config_.n_layer) {
-      x = (*layers_[static_cast<size_t>(layer - 1)])(x);
-    } else {
-      x = head(x);
-    }
-  }
-  return x;
-}
-
-DTensor Llama::head(const DTensor& x) {
-  DTensor logits = (*lm_head_)((*norm_)(x));
-  if (padded_vocab_ > config_.vocab_size) {
-    const DTensor& w = lm_head_->param("weight");
-    logits = ops::add(logits, vocab_mask(w.spec(), config_.vocab_size, w.dtype()));
-  }
-  return logits;
 }
 
 }  // namespace vescale::models

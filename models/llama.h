@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "dmodule/module.h"
-#include "family/layered_model.h"
+#include "models/decoder_lm.h"
 
 namespace vescale::models {
 
@@ -78,30 +78,20 @@ class LlamaDecoderLayer : public Module {
   std::shared_ptr<Module> input_norm_, attn_, post_norm_, mlp_;
 };
 
-class Llama : public Module, public LayeredModel {
+/// Layers (DecoderLM): 0: the token embedding; 1..n_layer: the decoder layers; n_layer + 1: the
+/// final norm and lm_head (tied to the embedding or its own). No dropout.
+class Llama : public DecoderLM {
  public:
   /// `tp` only sets the vocabulary padding.
   Llama(const LlamaConfig& config, int64_t tp = 1);
   const LlamaConfig& config() const { return config_; }
 
-  /// 0: the embedding (idx [B, T] -> x [B, T, C]); 1..n_layer: the decoder layers; n_layer + 1:
-  /// the head (final norm and lm_head: x -> logits [B, T, V_padded]).
-  int64_t layer_count() const override { return config_.n_layer + 2; }
-  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
-                     const ForwardContext& context) override;
-
  protected:
-  /// inputs: {idx [B, T]} -> {logits}; {idx, targets} -> {loss}.
-  Tensors forward(const Tensors& inputs) override;
+  DTensor embed(const DTensor& idx) override { return (*embed_)(idx); }
 
  private:
-  DTensor run_range(int64_t first, int64_t end, DTensor x);
-  DTensor head(const DTensor& x);
-
   LlamaConfig config_;
-  int64_t padded_vocab_;
-  std::shared_ptr<Module> embed_, norm_, lm_head_;
-  std::vector<std::shared_ptr<Module>> layers_;
+  std::shared_ptr<Module> embed_;
 };
 
 }  // namespace vescale::models
