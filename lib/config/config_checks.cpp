@@ -61,6 +61,16 @@ void check_combinations(const JobConfig& c) {
       "config {}: training.activation_checkpoint = \"{}\" recomputes transformer "
       "blocks, and model.name = \"{}\" has none; set it to \"none\"",
       c.source, c.activation_checkpoint, c.model);
+  if (c.cp > 1) {
+    VS_USER_CHECK(c.family().transformer_shape(c.model_spec()).has_value(),
+                  "config {}: parallel.cp = {} splits the sequences of attention, and model.name = "
+                  "\"{}\" has none; set parallel.cp = 1",
+                  c.source, c.cp, c.model);
+    VS_USER_CHECK(c.seq_len % (2 * c.cp) == 0,
+                  "config {}: training.seq_len = {} does not split into 2 x parallel.cp = {} equal "
+                  "chunks (each cp rank holds two, for causal load balance); use a multiple of {}",
+                  c.source, c.seq_len, 2 * c.cp, 2 * c.cp);
+  }
   VS_USER_CHECK(c.data_source == "synthetic" || !c.data_path.empty(),
                 "config {}: data.source = \"{}\" needs data.path", c.source, c.data_source);
   VS_USER_CHECK(c.family().objective() == Objective::kNextToken || c.data_source == "synthetic",

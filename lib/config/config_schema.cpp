@@ -51,6 +51,10 @@ std::vector<ConfigKey> parallel_keys() {
           "Pipeline-parallel ranks (stages are cut from the model's layers)",
           within(1, kMaxMeshDim)),
       key("parallel.dp", &C::dp, 1, "Data-parallel replicas", within(1, kMaxMeshDim)),
+      key("parallel.cp", &C::cp, 1,
+          "Context-parallel ranks: each holds 2 of 2 x cp chunks of every sequence, attention runs "
+          "as a ring (transformer families; training.seq_len divisible by 2 x cp)",
+          within(1, kMaxMeshDim)),
       key("parallel.tp", &C::tp, 1, "Tensor-parallel degree", within(1, kMaxMeshDim)),
       key("parallel.tp_shape", &C::tp_shape, {},
           "A 2-D tp mesh tp_a x tp_b ([2, 2], multiplying to parallel.tp) for plans with two "
@@ -68,7 +72,8 @@ std::vector<ConfigKey> parallel_keys() {
           "Stages: balanced (by estimated cost), or the layers that start stages 2, 3, ... "
           "([\"transformer.h.2\"])"),
       key("parallel.zero", &C::zero, 0,
-          "ZeRO over dp: 0 off, 1 optimizer state sharded, 2 and gradients, 3 and parameters "
+          "ZeRO over dp (dp x cp): 0 off, 1 optimizer state sharded, 2 and gradients, 3 and "
+          "parameters "
           "(FSDP)",
           within(0, 3)),
   };

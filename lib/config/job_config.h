@@ -32,9 +32,9 @@ struct JobConfig {
   std::string model;     ///< the family: "gpt", "mlp"
   ModelKeys model_keys;  ///< every family's [model] keys, by name without "model."
   // [parallel]
-  int64_t pp, dp, tp, microbatches, pp_virtual;
+  int64_t pp, dp, cp, tp, microbatches, pp_virtual;
   std::vector<int64_t> tp_shape;  ///< {} (a 1-D tp mesh) or {tp_a, tp_b}, tp_a x tp_b = tp
-  int64_t zero;                   ///< ZeRO stage over dp: 0 (none) to 3 (parameters too)
+  int64_t zero;                   ///< ZeRO stage over dp x cp: 0 (none) to 3 (parameters too)
   std::string plan, pp_schedule;
   std::vector<std::string> pp_split;  ///< {"balanced"} or the FQNs that start stages 2, 3, ...
   // [data]
@@ -83,11 +83,13 @@ struct JobConfig {
   static JobConfig parse(const std::string& toml_text, const std::string& source,
                          const std::vector<std::string>& overrides = {});
 
-  /// The parallel degrees as the [parallel] keys name them, outer to inner: pp, dp, tp.
-  MeshDims parallel_dims() const { return job_mesh_dims(pp, dp, {tp}); }
+  /// The parallel degrees as the [parallel] keys name them, outer to inner: pp, dp, cp (when
+  /// more than 1), tp.
+  MeshDims parallel_dims() const { return job_mesh_dims(pp, dp, cp, {tp}); }
   /// The job mesh's dims: parallel_dims() with tp as the tp mesh (tp_a, tp_b under tp_shape).
-  MeshDims mesh_dims() const { return job_mesh_dims(pp, dp, tp_dims()); }
-  /// "parallel.pp x dp x tp = 1 x 2 x 2": the mesh as messages name it.
+  MeshDims mesh_dims() const { return job_mesh_dims(pp, dp, cp, tp_dims()); }
+  /// "parallel.pp x dp x tp = 1 x 2 x 2" (pp x dp x cp x tp with cp): the mesh as messages name
+  /// it.
   std::string mesh_text() const;
   int64_t world_size() const { return ranks_of(parallel_dims()); }
   /// The tp mesh's sizes: tp_shape, or {tp} for a 1-D tp mesh.

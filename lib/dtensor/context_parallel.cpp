@@ -26,6 +26,19 @@ const comm::Group* ContextParallelScope::ring() {
   return open_ring;
 }
 
+at::Tensor sequence_part(const at::Tensor& whole, int64_t dim, int rank, int size) {
+  if (size == 1) return whole;
+  const int64_t length = whole.size(dim);
+  VS_CHECK(length % (2 * size) == 0,
+           "[context parallel] a sequence of {} tokens does not split into 2 x {} chunks", length,
+           size);
+  const int64_t c = length / (2 * size);
+  std::vector<at::Tensor> parts;
+  for (int64_t id : ring_chunks(rank, size))
+    parts.push_back(whole.narrow(dim, id * c, c));
+  return at::cat(parts, dim);
+}
+
 std::vector<SequenceRun> sequence_runs(int64_t first, int64_t count, int64_t local_length) {
   const comm::Group* ring = open_ring;
   if (ring == nullptr) return {{first, first, count}};

@@ -33,6 +33,11 @@ class ContextParallelScope {
   const comm::Group* previous_;
 };
 
+/// Rank `rank`'s part of `whole` along its sequence dim `dim` under context parallelism over
+/// `size` ranks: its two chunks (ring_chunks) concatenated. The length must split into 2 x size
+/// chunks.
+at::Tensor sequence_part(const at::Tensor& whole, int64_t dim, int rank, int size);
+
 /// A run of a rank's sequence part that is one run of the whole sequence: local positions
 /// [local, local + count) are global positions [global, global + count).
 struct SequenceRun {

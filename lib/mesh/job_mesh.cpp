@@ -8,6 +8,13 @@ namespace vescale {
 
 namespace {
 
+int64_t ranks_of_sizes(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    n *= s;
+  return n;
+}
+
 MeshSpec spec_of(const MeshDims& dims) {
   MeshSpec spec;
   for (const MeshDim& d : dims) {
@@ -25,26 +32,66 @@ JobMesh::JobMesh(DeviceMesh mesh, MeshDims dims)
       param_mesh_(mesh_.sub(dims_with_role(dims_, DimRole::kTensor))) {}
 
 JobMesh::JobMesh(const comm::Group& world, const MeshDims& dims)
-    : JobMesh(DeviceMesh(world, spec_of(dims)), dims) {}
+    : JobMesh(DeviceMesh(world, spec_of(dims)), dims) {
+  const std::vector<std::string> names = replica_dims();
+  if (names.size() < 2) return;
+  // One line per coordinate on the other dims, walking the replica dims row-major (dp-major).
+  std::vector<int> along;
+  for (const auto& name : names)
+    along.push_back(mesh_.dim_index(name));
+  const std::vector<int64_t> sizes = replica_sizes();
+  const int64_t count = ranks_of_sizes(sizes);
+  std::vector<std::vector<int>> lines;
+  for (int r = 0; r < world.size(); ++r) {
+    std::vector<int64_t> coord = mesh_.coordinate_of(r);
+    if (std::any_of(along.begin(), along.end(), [&](int d) { return coord[d] != 0; })) continue;
+    std::vector<int> line;
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t rest = i;
+      for (size_t k = along.size(); k-- > 0;) {
+        coord[along[k]] = rest % sizes[k];
+        rest /= sizes[k];
+      }
+      line.push_back(mesh_.rank_at(coord));
+    }
+    lines.push_back(std::move(line));
+  }
+  replicas_ = world.split(lines, "dp");
+}
 
 JobMesh JobMesh::layout(const MeshDims& dims, int world_rank) {
   return JobMesh(DeviceMesh::layout(spec_of(dims), world_rank), dims);
 }
 
 JobMesh::JobMesh(const comm::Group& world, int64_t pp, int64_t dp, int64_t tp)
-    : JobMesh(world, job_mesh_dims(pp, dp, {tp})) {}
+    : JobMesh(world, job_mesh_dims(pp, dp, 1, {tp})) {}
 
 JobMesh::JobMesh(const comm::Group& world, int64_t pp, int64_t dp,
                  const std::vector<int64_t>& tp_dims)
-    : JobMesh(world, job_mesh_dims(pp, dp, tp_dims)) {}
+    : JobMesh(world, job_mesh_dims(pp, dp, 1, tp_dims)) {}
 
 JobMesh JobMesh::layout(int64_t pp, int64_t dp, int64_t tp, int world_rank) {
-  return layout(job_mesh_dims(pp, dp, {tp}), world_rank);
+  return layout(job_mesh_dims(pp, dp, 1, {tp}), world_rank);
 }
 
 JobMesh JobMesh::layout(int64_t pp, int64_t dp, const std::vector<int64_t>& tp_dims,
                         int world_rank) {
-  return layout(job_mesh_dims(pp, dp, tp_dims), world_rank);
+  return layout(job_mesh_dims(pp, dp, 1, tp_dims), world_rank);
+}
+
+std::vector<std::string> JobMesh::replica_dims() const {
+  std::vector<std::string> names;
+  for (const MeshDim& d : dims_) {
+    if (d.role == DimRole::kData || d.role == DimRole::kContext) names.push_back(d.name);
+  }
+  return names;
+}
+
+std::vector<int64_t> JobMesh::replica_sizes() const {
+  std::vector<int64_t> sizes;
+  for (const auto& name : replica_dims())
+    sizes.push_back(mesh_.size(name));
+  return sizes;
 }
 
 int64_t JobMesh::tp_rank() const {

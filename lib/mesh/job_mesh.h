@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,14 +40,27 @@ class JobMesh {
 
   int64_t pp() const { return mesh_.size("pp"); }
   int64_t dp() const { return mesh_.size("dp"); }
+  /// The cp degree: 1 on a mesh without a cp dim.
+  int64_t cp() const { return mesh_.has_dim("cp") ? mesh_.size("cp") : 1; }
   /// The tp degree: the tp mesh's ranks, over all its dims.
   int64_t tp() const { return param_mesh_.numel(); }
   int64_t pp_rank() const { return coordinate("pp"); }
   int64_t dp_rank() const { return coordinate("dp"); }
+  int64_t cp_rank() const { return mesh_.has_dim("cp") ? coordinate("cp") : 0; }
   /// This rank's index in its tp mesh (row-major over a 2-D one).
   int64_t tp_rank() const;
   /// This rank's group along a dim ("dp": data parallel peers). Needs groups.
   const comm::Group& group(const std::string& dim) const { return mesh_.group(dim); }
+
+  /// The dims whose ranks are replicas of the parameters on other data, outer first: {"dp"}, or
+  /// {"dp", "cp"} (DESIGN §17). Gradients are averaged over them and ZeRO splits over them.
+  std::vector<std::string> replica_dims() const;
+  /// Their sizes, in the same order.
+  std::vector<int64_t> replica_sizes() const;
+  /// This rank's group of replicas: dp's group, or the dp x cp ranks numbered dp-major (its rank
+  /// is dp_rank() x cp() + cp_rank()); labelled "dp", as its bytes are the data-parallel ones.
+  /// Needs groups.
+  const comm::Group& replicas() const { return replicas_ ? *replicas_ : group("dp"); }
 
   /// The group of the pp ranks `members` of this rank's pipeline (this rank must be one of them):
   /// e.g. the first and last stage's ranks that share a tied weight. *Collective* over the pp
@@ -74,6 +88,7 @@ class JobMesh {
   MeshDims dims_;
   DeviceMesh mesh_;
   DeviceMesh param_mesh_;
+  std::optional<comm::Group> replicas_;  // over several replica dims (cp > 1)
 };
 
 }  // namespace vescale

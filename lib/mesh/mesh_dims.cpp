@@ -7,10 +7,11 @@
 
 namespace vescale {
 
-MeshDims job_mesh_dims(int64_t pp, int64_t dp, const std::vector<int64_t>& tp_dims) {
+MeshDims job_mesh_dims(int64_t pp, int64_t dp, int64_t cp, const std::vector<int64_t>& tp_dims) {
   VS_CHECK(tp_dims.size() == 1 || tp_dims.size() == 2, "[mesh] a tp mesh has 1 or 2 dims, not {}",
            tp_dims.size());
   MeshDims dims{{"pp", pp, DimRole::kPipeline}, {"dp", dp, DimRole::kData}};
+  if (cp > 1) dims.push_back({"cp", cp, DimRole::kContext});
   if (tp_dims.size() == 1) {
     dims.push_back({"tp", tp_dims[0], DimRole::kTensor});
   } else {

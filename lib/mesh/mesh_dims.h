@@ -12,6 +12,7 @@ namespace vescale {
 enum class DimRole {
   kPipeline,  ///< pp: stages of the model's layers
   kData,      ///< dp: replicas of the parameters on other rows of the batch (grads reduced)
+  kContext,   ///< cp: replicas of the parameters on other parts of each sequence (grads reduced)
   kTensor,    ///< tp: the plan's placements shard parameters and activations over it
 };
 
@@ -23,9 +24,10 @@ struct MeshDim {
 
 using MeshDims = std::vector<MeshDim>;
 
-/// The job mesh's dims, outer to inner: pp, dp, then the tp mesh, "tp" or (a 2-D tp mesh,
-/// `tp_dims` of two sizes) "tp_a", "tp_b". TP groups are neighbouring ranks.
-MeshDims job_mesh_dims(int64_t pp, int64_t dp, const std::vector<int64_t>& tp_dims);
+/// The job mesh's dims, outer to inner: pp, dp, cp (only when `cp` > 1, so meshes without context
+/// parallelism keep their names), then the tp mesh, "tp" or (a 2-D tp mesh, `tp_dims` of two
+/// sizes) "tp_a", "tp_b". TP groups are neighbouring ranks.
+MeshDims job_mesh_dims(int64_t pp, int64_t dp, int64_t cp, const std::vector<int64_t>& tp_dims);
 
 /// The product of the sizes.
 int64_t ranks_of(const MeshDims& dims);

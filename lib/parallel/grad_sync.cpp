@@ -11,9 +11,10 @@ namespace vescale {
 
 GradSync::GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp,
                    int64_t bucket_bytes, DpGrads dp_grads,
-                   std::optional<at::ScalarType> reduce_dtype)
+                   std::optional<at::ScalarType> reduce_dtype, std::vector<int64_t> dp_nesting)
     : params_(std::move(params)),
       dp_(std::move(dp)),
+      dp_nesting_(std::move(dp_nesting)),
       bucket_bytes_(bucket_bytes),
       dp_grads_(dp_grads),
       reduce_dtype_(reduce_dtype),
@@ -21,6 +22,7 @@ GradSync::GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp,
       extra_sums_(params_.size()),
       where_(params_.size(), {kNoBucket, 0}),
       filled_(params_.size()) {
+  if (dp_nesting_.empty() && dp_) dp_nesting_ = {dp_->size()};
   // Nothing to reduce where every group is a single rank: no hooks, no buckets.
   bool any_group = dp_ && dp_->size() > 1;
   for (DTensor* p : params_)
@@ -117,7 +119,7 @@ void GradSync::plan_buckets() {
     if (b.reductions.front().scatter) {
       std::vector<std::vector<FlatRange>> pieces;
       for (size_t k : b.params)
-        pieces.push_back(dp_pieces(params_[k]->to_local().sizes().vec(), dp_->size()));
+        pieces.push_back(dp_pieces(params_[k]->to_local().sizes().vec(), dp_nesting_));
       b.packing = std::make_shared<DpPacking>(std::move(pieces), dp_->size());
     } else {
       b.flat = at::zeros({b.numel}, params_[b.params.front()]->to_local().options().dtype(b.dtype));

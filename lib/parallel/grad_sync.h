@@ -53,9 +53,12 @@ class GradSync {
   /// parallelism). Installs the gradient hooks.
   /// `reduce_dtype`: reduce in this scalar type (mixed precision: float32 for bf16 gradients;
   /// the reduced gradients are then piece_grad()s of that type, not .grad).
+  /// `dp_nesting`: the sizes of the replica dims `dp` spans, outer first ({dp, cp}: how a
+  /// reduce-scatter's pieces nest, NOTE [ZeRO pieces]); empty: one dim.
   GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp, int64_t bucket_bytes,
            DpGrads dp_grads = DpGrads::kAllReduce,
-           std::optional<at::ScalarType> reduce_dtype = std::nullopt);
+           std::optional<at::ScalarType> reduce_dtype = std::nullopt,
+           std::vector<int64_t> dp_nesting = {});
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
 
@@ -128,6 +131,7 @@ class GradSync {
 
   std::vector<DTensor*> params_;
   std::optional<comm::Group> dp_;
+  std::vector<int64_t> dp_nesting_;  // the replica dims' sizes ({dp.size()} for one dim)
   int64_t bucket_bytes_;
   DpGrads dp_grads_;
   std::optional<at::ScalarType> reduce_dtype_;

@@ -18,15 +18,17 @@ double evaluate(ParallelModel& model) {
   for (int64_t first = 0; first < batches; first += mesh.dp()) {
     const int64_t w = first + mesh.dp_rank();
     if (w < batches) {
-      sum += model.forward_loss(model.task().val_batch(w));
+      sum += model.forward_loss(model.val_batch(w));
       count += 1;
     } else if (lockstep) {
-      model.forward_loss(model.task().val_batch(first));
+      model.forward_loss(model.val_batch(first));
     }
   }
   at::Tensor totals =
       at::tensor({sum, count}, at::TensorOptions(at::kDouble).device(mesh.mesh().device()));
-  mesh.group("dp").all_reduce(totals, comm::ReduceOp::kSum);
+  // The cp ranks of a dp rank run the same windows, each its part of the tokens: their means
+  // average to the windows' (every part has as many tokens).
+  mesh.replicas().all_reduce(totals, comm::ReduceOp::kSum);
   // Under a pipeline only the last stage's rank has the losses: the others add 0.
   if (mesh.pp() > 1) {
     at::Tensor losses = totals.narrow(0, 0, 1).clone();

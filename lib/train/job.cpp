@@ -11,8 +11,9 @@
 namespace vescale {
 namespace {
 
-/// Gradient reduction over dp (and over the holders of a tied weight), and ZeRO's sharding of
-/// the state over dp: ZeRO-3 keeps each parameter's rows and gathers a layer's around its run.
+/// Gradient reduction over the replicas, dp x cp (and over the holders of a tied weight), and
+/// ZeRO's sharding of the state over them: ZeRO-3 keeps each parameter's rows and gathers a layer's
+/// around its run.
 void setup_grad_sync(Job& job, bool mixed) {
   ParallelModel& model = *job.model;
   const JobConfig& c = model.config();
@@ -20,9 +21,9 @@ void setup_grad_sync(Job& job, bool mixed) {
   for (const auto& [fqn, p] : model.params())
     params.push_back(p);
   const auto bucket_bytes = static_cast<int64_t>(c.bucket_mb * (1 << 20));
-  job.grad_sync = std::make_unique<GradSync>(params, model.mesh().group("dp"), bucket_bytes,
-                                             Zero::dp_grads(static_cast<int>(c.zero)),
-                                             mixed ? std::optional(state_dtype(c)) : std::nullopt);
+  job.grad_sync = std::make_unique<GradSync>(
+      params, model.mesh().replicas(), bucket_bytes, Zero::dp_grads(static_cast<int>(c.zero)),
+      mixed ? std::optional(state_dtype(c)) : std::nullopt, model.mesh().replica_sizes());
   for (const TiedParameter& t : model.tied())
     job.grad_sync->add_sum(model.params()[t.index].second, t.holders);
   if (c.zero == 0) return;
@@ -80,10 +81,13 @@ void setup_optimizer(Job& job) {
 std::vector<StepParam> step_params(const ParallelModel& model) {
   const JobConfig& c = model.config();
   // Pieces on different pp ranks are different parameters: disjoint over pp too; under ZeRO each
-  // dp rank clips its own rows.
+  // replica (dp x cp) clips its own rows.
   std::vector<std::string> across;
   if (c.pp > 1) across.push_back("pp");
-  if (c.zero > 0) across.push_back("dp");
+  if (c.zero > 0) {
+    for (const auto& name : model.mesh().replica_dims())
+      across.push_back(name);
+  }
   std::vector<StepParam> out;
   for (const auto& [fqn, p] : model.params()) {
     std::vector<bool> sharded;
@@ -109,7 +113,10 @@ void setup_train_step(Job& job) {
   }
   std::vector<int> norm_dims = model.mesh().param_mesh_dims();
   if (c.pp > 1) norm_dims.push_back(model.mesh().mesh().dim_index("pp"));
-  if (c.zero > 0) norm_dims.push_back(model.mesh().mesh().dim_index("dp"));
+  if (c.zero > 0) {
+    for (const auto& name : model.mesh().replica_dims())
+      norm_dims.push_back(model.mesh().mesh().dim_index(name));
+  }
   Job* self = &job;
   job.train_step = std::make_unique<TrainStep>(model.mesh(), step_params(model), norm_dims,
                                                job.schedule(), *job.grad_sync, *job.optimizer,

@@ -192,7 +192,20 @@ void ParallelModel::move_state(size_t k, ParameterState state) {
 Batch ParallelModel::micro_batch(int64_t step, int64_t micro) const {
   const BatchSlice slice = batch_slice(config_.global_batch_size, config_.dp, mesh_.dp_rank(),
                                        config_.microbatches, micro);
-  return task_->train_batch(step, slice);
+  return sequence_part(task_->train_batch(step, slice));
+}
+
+Batch ParallelModel::val_batch(int64_t index) const {
+  return sequence_part(task_->val_batch(index));
+}
+
+Batch ParallelModel::sequence_part(Batch batch) const {
+  if (mesh_.cp() == 1) return batch;
+  const comm::Group& ring = mesh_.group("cp");
+  batch.inputs = vescale::sequence_part(batch.inputs, 1, ring.rank(), ring.size());
+  batch.targets = vescale::sequence_part(batch.targets, 1, ring.rank(), ring.size());
+  batch.context.cp = &ring;
+  return batch;
 }
 
 LayerRunner ParallelModel::layer_runner() {

@@ -105,8 +105,10 @@ class ParallelModel {
   std::map<std::string, at::Tensor> take_float32_init() { return std::move(float32_init_); }
 
   /// Micro-batch `micro` of training step `step` on this rank: its dp slice, the micro-batch's
-  /// rows.
+  /// rows, and under context parallelism this rank's part of each sequence.
   Batch micro_batch(int64_t step, int64_t micro) const;
+  /// Validation batch `index` as this rank runs it (its part of each sequence under cp).
+  Batch val_batch(int64_t index) const;
   /// Runs the task's layers, recomputing in the backward as training.activation_checkpoint
   /// says, inside the wrapper a training job installed.
   LayerRunner layer_runner();
@@ -124,6 +126,8 @@ class ParallelModel {
   std::map<const Parameter*, size_t> param_index() const;
   void find_tied(const PipelinePlan& plan);
   void make_pipeline(const PipelinePlan& plan);
+  /// `batch` cut to this rank's part of each sequence, its context on the cp ring (cp > 1).
+  Batch sequence_part(Batch batch) const;
 
   JobConfig config_;
   JobMesh mesh_;

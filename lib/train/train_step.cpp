@@ -47,7 +47,8 @@ double TrainStep::mean_loss(const std::vector<double>& losses) const {
     sum += l;
   at::Tensor loss = at::full({1}, sum / static_cast<double>(schedule_.microbatches()),
                              at::TensorOptions(at::kDouble).device(mesh_.mesh().device()));
-  mesh_.group("dp").all_reduce(loss, comm::ReduceOp::kAvg);
+  // Over dp x cp: a cp rank's loss is the mean of its part of the tokens, as many as the others'.
+  mesh_.replicas().all_reduce(loss, comm::ReduceOp::kAvg);
   // Under a pipeline only the last stage's rank has losses: the others add 0.
   if (mesh_.pp() > 1) mesh_.group("pp").all_reduce(loss, comm::ReduceOp::kSum);
   return loss.item<double>();

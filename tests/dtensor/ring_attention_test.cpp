@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "dtensor/context_parallel.h"
 #include "dtensor/local_kernels.h"
 #include "support/run_ranks.h"
 #include "support/tensors.h"
@@ -19,7 +20,7 @@ namespace {
 
 /// This rank's two chunks of x [B, H, T, D] along T, concatenated.
 at::Tensor my_chunks(const at::Tensor& x, int rank, int size) {
-  return testing::ring_part(x, 2, rank, size);
+  return sequence_part(x, 2, rank, size);
 }
 
 struct Reference {

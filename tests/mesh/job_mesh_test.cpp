@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
+
+#include "support/run_ranks.h"
+
 namespace vescale {
 namespace {
 
@@ -56,6 +60,42 @@ TEST(JobMesh, ReplicaOfAPieceIsItsCoordinateOverTheOtherDims) {
     EXPECT_EQ(unique.count, 1);
     EXPECT_EQ(unique.index, 0);
   }
+}
+
+TEST(JobMesh, ContextParallelDimSitsBetweenDpAndTp) {
+  // Rank 5 of pp=1 x dp=2 x cp=2 x tp=2 sits at (0, 1, 0, 1).
+  const JobMesh mesh = JobMesh::layout(job_mesh_dims(1, 2, 2, {2}), 5);
+  EXPECT_EQ(mesh.mesh().dim_names(), (std::vector<std::string>{"pp", "dp", "cp", "tp"}));
+  EXPECT_EQ(mesh.cp(), 2);
+  EXPECT_EQ(mesh.cp_rank(), 0);
+  EXPECT_EQ(mesh.dp_rank(), 1);
+  EXPECT_EQ(mesh.tp_rank(), 1);
+  EXPECT_EQ(mesh.replica_dims(), (std::vector<std::string>{"dp", "cp"}));
+  EXPECT_EQ(mesh.replica_sizes(), (std::vector<int64_t>{2, 2}));
+  // Without context parallelism the mesh keeps its three dims.
+  const JobMesh plain = JobMesh::layout(job_mesh_dims(1, 2, 1, {2}), 5 % 4);
+  EXPECT_EQ(plain.mesh().dim_names(), (std::vector<std::string>{"pp", "dp", "tp"}));
+  EXPECT_EQ(plain.cp(), 1);
+  EXPECT_EQ(plain.replica_dims(), std::vector<std::string>{"dp"});
+}
+
+TEST(JobMesh, ReplicasAreDpByCpNumberedDpMajor) {
+  // dp=2 x cp=2 x tp=2: the ranks of one tp coordinate are the 4 replicas, rank dp x 2 + cp.
+  std::mutex mu;
+  std::vector<std::vector<int>> members(8);
+  std::vector<int> rank_in(8);
+  testing::run_ranks(8, [&](const comm::Group& world) {
+    const JobMesh mesh(world, job_mesh_dims(1, 2, 2, {2}));
+    const comm::Group& replicas = mesh.replicas();
+    std::lock_guard<std::mutex> lock(mu);
+    members[world.rank()] = replicas.root_ranks();
+    rank_in[world.rank()] = replicas.rank();
+    EXPECT_EQ(replicas.rank(), mesh.dp_rank() * 2 + mesh.cp_rank());
+    EXPECT_EQ(replicas.label(), "dp");
+  });
+  EXPECT_EQ(members[0], (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(members[3], (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(rank_in[6], 3);
 }
 
 }  // namespace

@@ -1,8 +1,7 @@
 #include "support/tensors.h"
 
 #include <ATen/ATen.h>
-
-#include "dtensor/ring_attention.h"
+#include <c10/util/accumulate.h>
 
 namespace vescale::testing {
 
@@ -17,14 +16,6 @@ at::Tensor box_of(const at::Tensor& full, const DTensorSpec& spec) {
   for (size_t d = 0; d < box.sizes.size(); ++d)
     out = out.narrow(static_cast<int64_t>(d), box.offsets[d], box.sizes[d]);
   return out.contiguous();
-}
-
-at::Tensor ring_part(const at::Tensor& full, int64_t dim, int rank, int size) {
-  const int64_t c = full.size(dim) / (2 * size);
-  std::vector<at::Tensor> parts;
-  for (int64_t id : ring_chunks(rank, size))
-    parts.push_back(full.slice(dim, id * c, (id + 1) * c));
-  return at::cat(parts, dim);
 }
 
 }  // namespace vescale::testing

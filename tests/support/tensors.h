@@ -13,8 +13,5 @@ namespace vescale::testing {
 at::Tensor pattern(const std::vector<int64_t>& shape, double phase);
 /// This rank's piece of `full` under `spec` (Partial dims keep the whole).
 at::Tensor box_of(const at::Tensor& full, const DTensorSpec& spec);
-/// Rank `rank`'s part of `full` along the sequence dim `dim` under context parallelism over
-/// `size` ranks: its two chunks (ring_chunks), concatenated.
-at::Tensor ring_part(const at::Tensor& full, int64_t dim, int rank, int size);
 
 }  // namespace vescale::testing

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "dtensor/context_parallel.h"
 #include "support/run_ranks.h"
 #include "support/tensors.h"
 #include "support/training_runs.h"
@@ -18,7 +19,7 @@ namespace {
 
 /// This rank's two chunks of x along dim 1 (the sequence), concatenated.
 at::Tensor my_part(const at::Tensor& x, const comm::Group& ring) {
-  return testing::ring_part(x, 1, ring.rank(), ring.size());
+  return sequence_part(x, 1, ring.rank(), ring.size());
 }
 
 /// The worst |difference| over ranks of logits and of ring-summed parameter gradients.

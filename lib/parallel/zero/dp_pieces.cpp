@@ -10,31 +10,48 @@
 
 namespace vescale {
 
-std::vector<FlatRange> dp_pieces(const std::vector<int64_t>& local_shape, int64_t dp) {
+std::vector<FlatRange> dp_pieces(const std::vector<int64_t>& local_shape,
+                                 const std::vector<int64_t>& nesting) {
   VS_CHECK(!local_shape.empty(), "[zero] a 0-dim tensor has no rows to split over dp");
   const int64_t row = c10::multiply_integers(local_shape.begin() + 1, local_shape.end());
-  const auto sizes = chunk_sizes(local_shape[0], dp);
-  const auto offsets = chunk_offsets(local_shape[0], dp);
+  // Rows [offset, offset + count) per replica, refined one dim at a time.
+  std::vector<std::pair<int64_t, int64_t>> rows{{0, local_shape[0]}};
+  for (int64_t parts : nesting) {
+    std::vector<std::pair<int64_t, int64_t>> finer;
+    for (const auto& [offset, count] : rows) {
+      const auto sizes = chunk_sizes(count, parts);
+      const auto offsets = chunk_offsets(count, parts);
+      for (int64_t r = 0; r < parts; ++r)
+        finer.emplace_back(offset + offsets[r], sizes[r]);
+    }
+    rows = std::move(finer);
+  }
   std::vector<FlatRange> out;
-  for (int64_t r = 0; r < dp; ++r)
-    out.push_back({offsets[r] * row, sizes[r] * row});
+  for (const auto& [offset, count] : rows)
+    out.push_back({offset * row, count * row});
   return out;
 }
 
-DTensorSpec dp_piece_spec(const DTensorSpec& spec) {
-  const int dp = spec.mesh.dim_index("dp");
-  VS_CHECK(spec.placements[dp].is_replicate(), "[zero] {} is not replicated over dp", spec.str());
+DTensorSpec dp_piece_spec(const DTensorSpec& spec, const std::vector<std::string>& replica_dims) {
   VS_CHECK(spec.ndim() > 0, "[zero] a 0-dim tensor has no rows to split over dp");
+  std::vector<int> replica;
+  for (const auto& name : replica_dims) {
+    replica.push_back(spec.mesh.dim_index(name));
+    VS_CHECK(spec.placements[replica.back()].is_replicate(), "[zero] {} is not replicated over {}",
+             spec.str(), name);
+  }
   std::vector<std::string> order;
   Placements placements;
   const auto names = spec.mesh.dim_names();
   for (int i = 0; i < spec.mesh.ndim(); ++i) {
-    if (i == dp) continue;
+    if (std::find(replica.begin(), replica.end(), i) != replica.end()) continue;
     order.push_back(names[i]);
     placements.push_back(spec.placements[i]);
   }
-  order.push_back("dp");
-  placements.push_back(Placement::shard(0));
+  for (const auto& name : replica_dims) {
+    order.push_back(name);
+    placements.push_back(Placement::shard(0));
+  }
   return DTensorSpec(spec.mesh.sub(order), placements, spec.shape);
 }
 

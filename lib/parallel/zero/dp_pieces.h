@@ -9,11 +9,15 @@
 // re-ordered (pp, tp, dp), with S(0) on dp, the innermost split (DTensorSpec splits outer dims
 // first). Optimizer state, reduced gradients and ZeRO-3 parameters are pieces; a checkpoint
 // stores them in global coordinates and any layout reads them back.
+// Under context parallelism the replicas are dp x cp (JobMesh::replica_dims): the rows are
+// chunked over dp, then each dp chunk over cp — S(0) on dp then S(0) on cp, innermost — which
+// for uneven rows is not one chunk over dp x cp, so the pieces follow the nesting.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "dtensor/dtensor_spec.h"
@@ -26,13 +30,17 @@ struct FlatRange {
   int64_t numel = 0;
 };
 
-/// Each dp rank's rows of a local tensor of `local_shape` (at least one dim), as flat ranges.
-std::vector<FlatRange> dp_pieces(const std::vector<int64_t>& local_shape, int64_t dp);
+/// Each replica's rows of a local tensor of `local_shape` (at least one dim), as flat ranges, for
+/// replica dims of sizes `nesting` (outer first: {dp}, or {dp, cp}): chunked over the first,
+/// each chunk over the next. Replica i is numbered row-major over the dims (dp-major).
+std::vector<FlatRange> dp_pieces(const std::vector<int64_t>& local_shape,
+                                 const std::vector<int64_t>& nesting);
 
-/// Where a dp rank's piece of a parameter sits in the global tensor: `spec` is the parameter on
-/// the job mesh (Replicate on "dp"); the result lives on that mesh re-ordered with dp innermost.
-/// Its local box is this rank's dp_pieces() range of the parameter's local shard.
-DTensorSpec dp_piece_spec(const DTensorSpec& spec);
+/// Where a replica's piece of a parameter sits in the global tensor: `spec` is the parameter on
+/// the job mesh (Replicate on each of `replica_dims`, "dp" or "dp", "cp"); the result lives on
+/// that mesh re-ordered with the replica dims innermost, S(0) on each. Its local box is this
+/// rank's dp_pieces() range of the parameter's local shard.
+DTensorSpec dp_piece_spec(const DTensorSpec& spec, const std::vector<std::string>& replica_dims);
 
 /// The pieces of several flat tensors packed for one collective over `dp` ranks: rank r's segment
 /// holds piece r of every tensor in order, each segment padded to the longest, so a

@@ -51,14 +51,14 @@ DpGrads Zero::dp_grads(int stage) {
 
 Zero::Zero(int stage, std::vector<std::pair<std::string, DTensor*>> params, const JobMesh& mesh,
            const GradSync& grad_sync, int64_t bucket_bytes)
-    : stage_(stage), params_(std::move(params)), dp_(mesh.group("dp")), grad_sync_(grad_sync) {
+    : stage_(stage), params_(std::move(params)), dp_(mesh.replicas()), grad_sync_(grad_sync) {
   VS_CHECK(stage >= 1 && stage <= 3, "[zero] stage {} (1, 2 or 3)", stage);
   for (const auto& [fqn, p] : params_) {
     VS_USER_CHECK(p->ndim() > 0, "[zero] parameter {} has no dims: ZeRO splits rows over dp", fqn);
     const at::Tensor& local = p->to_local();
     VS_CHECK(local.is_contiguous(), "[zero] parameter {} is not contiguous", fqn);
-    pieces_.push_back(dp_pieces(local.sizes().vec(), dp_.size()));
-    specs_.push_back(dp_piece_spec(p->spec().on_mesh(mesh.mesh())));
+    pieces_.push_back(dp_pieces(local.sizes().vec(), mesh.replica_sizes()));
+    specs_.push_back(dp_piece_spec(p->spec().on_mesh(mesh.mesh()), mesh.replica_dims()));
     // The spec's box and the flat rows must be the same elements (NOTE [ZeRO pieces]).
     const FlatRange& mine = pieces_.back()[dp_.rank()];
     const int64_t row = local.dim() > 1 ? local.numel() / std::max<int64_t>(local.size(0), 1) : 1;
