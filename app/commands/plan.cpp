@@ -3,6 +3,7 @@
 
 #include "commands/commands.h"
 #include "config/job_config.h"
+#include "config/ring_volume.h"
 #include "core/error.h"
 #include "dmodule/parallelize.h"
 #include "mesh/job_mesh.h"
@@ -77,6 +78,21 @@ std::string schedule_report(const JobConfig& config) {
   return out;
 }
 
+/// Under context parallelism: which tokens a rank holds and what its ring sends per step.
+std::string context_parallel_line(const JobConfig& config) {
+  if (config.cp == 1) return "";
+  const int64_t chunk = config.seq_len / (2 * config.cp);
+  const RingVolume ring = ring_volume(config);
+  return fmt::format(
+      "context parallel: cp = {}: cp rank r holds tokens [r x {}, (r + 1) x {}) and [({} - r) x "
+      "{}, ({} - r) x {}) of each {}-token sequence; ring attention sends {:.0f} B of keys and "
+      "values per step from a rank of the first stage ({:.0f} attention calls x 3 x (cp - 1) x "
+      "{:.0f} B{})\n",
+      config.cp, chunk, chunk, 2 * config.cp - 1, chunk, 2 * config.cp, chunk, config.seq_len,
+      ring.send_bytes_per_step, ring.calls, ring.kv_pair_bytes,
+      config.activation_checkpoint == "full" ? ", and the reruns of full recompute" : "");
+}
+
 }  // namespace
 
 void add_plan_command(CLI::App& app, const Invocation&) {
@@ -146,6 +162,7 @@ void add_plan_command(CLI::App& app, const Invocation&) {
     for (const auto& w : warnings)
       print("warning: " + w + "\n");
     print(data_line);
+    print(context_parallel_line(config));
     print(fmt::format("ok: {} on {} with plan {} ({} warnings)\n", config.model,
                       fmt::format("tp={}", config.tp),
                       config.plan.empty() ? "(replicate)" : config.plan, warnings.size()));

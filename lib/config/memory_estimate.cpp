@@ -13,7 +13,7 @@ namespace vescale {
 
 BlockActivations block_activations(const JobConfig& c, const ActivationShape& s, double blocks) {
   const double C = s.n_embd, tp = s.tp;
-  const double attention_core = 5.0 * s.n_head * s.seq_len / tp;
+  const double attention_core = s.ring ? 0.0 : 5.0 * s.n_head * s.seq_len / tp;
   const double rest = s.sp ? 34.0 * C / tp : tp > 1 ? 10.0 * C + 24.0 * C / tp : 34.0 * C;
   const double to_bytes = s.element_bytes / 2.0;  // the counts are at 2 bytes an element
   const double whole = (rest + attention_core) * to_bytes;
@@ -38,11 +38,11 @@ MemoryEstimate estimate_memory(const JobConfig& c) {
   const double optimizer_states = c.optimizer == "sgd" ? 1.0 : 2.0;
   const double masters = c.dtype == "bfloat16" ? 4.0 : 0.0;
   m.state_bytes = m.parameters * (2.0 * element + masters + optimizer_states * state_element);
-  const double ranks =
-      static_cast<double>(c.pp) * static_cast<double>(c.dp) * static_cast<double>(c.tp);
+  const auto ranks = static_cast<double>(c.world_size());
   const double rows = static_cast<double>(c.global_batch_size) /
                       (static_cast<double>(c.dp) * static_cast<double>(c.microbatches));
-  const double outputs = c.family().output_elements_per_sample(spec);
+  // A sample's outputs on one rank: its part of the sequence under context parallelism.
+  const double outputs = c.family().output_elements_per_sample(spec) / static_cast<double>(c.cp);
   m.per_rank_floor_bytes = m.state_bytes / ranks + 2.0 * rows * outputs * state_element;
   if (const std::optional<TransformerShape> shape = c.family().transformer_shape(spec)) {
     const double seq_len = static_cast<double>(c.seq_len);
@@ -51,10 +51,12 @@ MemoryEstimate estimate_memory(const JobConfig& c) {
                             seq_len,
                             static_cast<double>(c.tp),
                             true,
-                            element};
+                            element,
+                            c.cp > 1};
     const BlockActivations blocks =
         block_activations(c, a, static_cast<double>(shape->n_layer) / static_cast<double>(c.pp));
-    m.activation_bytes = rows * seq_len * (blocks.kept + blocks.working);
+    const double tokens = seq_len / static_cast<double>(c.cp);  // a rank's part of a sequence
+    m.activation_bytes = rows * tokens * (blocks.kept + blocks.working);
   }
   return m;
 }

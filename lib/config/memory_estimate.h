@@ -26,9 +26,13 @@ struct ActivationShape {
   double n_embd = 0, n_head = 0, seq_len = 0, tp = 1;
   bool sp = false;           ///< sequence parallel: what lies between attention and MLP is split
   double element_bytes = 4;  ///< of the compute dtype
+  /// Context parallelism: attention runs as a ring, which keeps no T x T probabilities (the 5
+  /// heads T term), only q, k, v and the output, already counted per token.
+  bool ring = false;
 };
 
-/// What a rank's transformer blocks keep for their backward, in bytes per token of a micro-batch.
+/// What a rank's transformer blocks keep for their backward, in bytes per token of a micro-batch
+/// on that rank (T / cp of each sequence under context parallelism).
 /// A block keeps (Korthikanti et al. 2022, at 2 bytes an element) 34 C + 5 heads T without tp,
 /// 10 C + 24 C / tp + 5 heads T / tp with tp, 34 C / tp + 5 heads T / tp with sequence
 /// parallelism; recomputing the attention core (selective) drops its 5 heads T; recomputing the

@@ -68,6 +68,14 @@ class ClearErrors(unittest.TestCase):
                        "--training.activation_checkpoint=full",
                        needle='model.name = "mlp" has none; set it to "none"')
 
+    def test_context_parallelism_that_cannot_split(self):
+        mlp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs",
+                           "mlp-tp.toml")
+        self.one_error("train", mlp, "--job.dump_folder=out", "--parallel.cp=2",
+                       needle='model.name = "mlp" has none; set parallel.cp = 1')
+        self.one_error("plan", "lint", self.config, "--parallel.cp=3",
+                       needle="does not split into 2 x parallel.cp = 6 equal chunks")
+
     def test_merge_to_an_empty_name(self):
         self.one_error("merge", self.step, "-o", "", needle="merge: -o '' is not a file name")
         self.one_error("merge", self.step, "-o", "no/such/folder/model.h5",
