@@ -294,7 +294,7 @@ void add_plan_auto_command(CLI::App& plan) {
   auto o = std::make_shared<AutoOptions>();
   CLI::App* cmd = plan.add_subcommand(
       "auto",
-      "Choose a layout for N ranks: enumerate pp x dp x tp, sp, zero, micro-batches and "
+      "Choose a layout for N ranks: enumerate pp x dp x cp x tp, sp, zero, micro-batches and "
       "schedules, predict each one's step time and memory from this machine's measured facts, "
       "and rank them");
   cmd->add_option("config", o->config, "Job config (TOML)")->required();

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "config/memory_estimate.h"
+#include "config/ring_volume.h"
 #include "core/error.h"
 #include "dmodule/parallelize.h"
 #include "dtensor/dtensor_spec.h"
@@ -34,9 +35,12 @@ namespace vescale::autoplan {
 //              (pipeline::simulate) with each stage's forward and backward times;
 //   comm     = tp's all-reduces (or all-gathers and reduce-scatters with sp) around attention
 //              and MLP at the fitted bandwidth (their latency is in the framework time), and
-//              alpha + bytes / bandwidth per call for dp's gradient reduction as the ZeRO stage
-//              does it, pp's activations and their gradients, and the few small all-reduces
-//              every step makes; none is assumed hidden behind compute.
+//              alpha + bytes / bandwidth per call for the gradient reduction over the replicas
+//              (dp x cp) as the ZeRO stage does it, cp's ring of keys and values, pp's
+//              activations and their gradients, and the few small all-reduces every step makes;
+//              none is assumed hidden behind compute.
+// Context parallelism: a rank computes T / cp tokens of each sequence, its attention matmuls
+// at one chunk's size, plus the ring's own ops; its activations keep no T x T probabilities.
 // Memory per rank: parameters, gradients and optimizer state from the parameters' local shapes
 // under the plan, divided over dp as the ZeRO stage divides them; activations from the
 // per-token counts of Korthikanti et al. (2022) in the compute dtype under the layout's
@@ -86,7 +90,8 @@ std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm
   const bool master = job_dtype(c) != state_dtype(c);
   const double optimizer_copies =
       c.optimizer == "adamw" ? 2.0 : (c.optimizer == "sgd" && c.momentum > 0 ? 1.0 : 0.0);
-  const double dp = static_cast<double>(c.dp);
+  // ZeRO divides over the replicas, dp x cp.
+  const double dp = static_cast<double>(c.dp * c.cp);
   std::vector<StateMemory> by_rank(c.pp);
   for (size_t s = 0; s < lm.pipe.stages.size(); ++s) {
     bool has_embedding = false, has_head = false;
@@ -133,7 +138,8 @@ struct Shape {
   TransformerShape model;
   double vocab;  ///< padded for the layout's tp
   double tp, dp, m, b, t, C, heads;
-  double tokens;  ///< per micro-batch
+  double cp;      ///< context parallel ranks: a rank holds t / cp tokens of each sequence
+  double tokens;  ///< per micro-batch on a rank
   bool sp;
   double size;  ///< bytes of a compute-dtype element
 };
@@ -153,31 +159,34 @@ Shape shape_of(const JobConfig& c, const Layout& layout, const LayoutModel& lm) 
           *model,
           vocab,
           static_cast<double>(c.tp),
-          static_cast<double>(c.dp),
+          static_cast<double>(c.dp * c.cp),  // the replicas
           static_cast<double>(c.microbatches),
           b,
           t,
           static_cast<double>(model->n_embd),
           static_cast<double>(model->n_head),
-          b * t,
+          static_cast<double>(c.cp),
+          b * t / static_cast<double>(c.cp),
           layout.sp && c.tp > 1,
           bytes_of(job_dtype(c))};
 }
 
 /// A block's forward + backward of one micro-batch, analytically: its parameter matmuls at the
 /// rate of the MLP's first matmul, its attention matmuls (12 C T per token, MFU's count) at the
-/// rate of one T x T x C/heads matmul, and its elementwise work (per token, forward: layer
-/// norms, residual adds and the attention output on C, or C/tp with sp; GELU on 4C/tp; the
-/// scaled, masked softmax on heads/tp x T scores; backward twice that) at the bandwidth.
+/// rate of one T x T x C/heads matmul (under context parallelism, of one chunk's: T / 2cp), and
+/// its elementwise work (per token, forward: layer norms, residual adds and the attention output
+/// on C, or C/tp with sp; GELU on 4C/tp; the scaled, masked softmax on heads/tp x T scores;
+/// backward twice that) at the bandwidth; a rank's tokens are T / cp of each sequence.
 double analytic_block(const ComputeFacts& f, double size, double b, double t, double c,
-                      double heads, double block_parameters, double tp, bool sp) {
-  const double tokens = b * t;
+                      double heads, double block_parameters, double tp, bool sp, double cp = 1) {
+  const double tokens = b * t / cp;
+  const double chunk = cp > 1 ? t / (2.0 * cp) : t;
   const double param_flops = 6.0 * block_parameters * tokens / tp;
   const double attention_flops = 12.0 * c * t * tokens / tp;
   const double elems =
       3.0 * tokens * (14.0 * (sp ? c / tp : c) + 12.0 * c / tp + 8.0 * heads / tp * t);
   return param_flops / f.gemm_rate(2.0 * tokens * c * 4.0 * c / tp) +
-         attention_flops / f.gemm_rate(2.0 * t * t * c / heads) +
+         attention_flops / f.gemm_rate(2.0 * chunk * chunk * c / heads) +
          elems * size / f.stream_bytes_per_s;
 }
 
@@ -213,10 +222,13 @@ StageTimes stage_times(const Shape& s, const MachineFacts& facts) {
                      12.0 * probe_c * probe_c + 13.0 * probe_c, 1.0, false);
   const double measured_over_analytic =
       std::max(1.0, (f.block_probe_s - f.block_overhead_s) / probe_analytic);
+  // The ring's own ops: a rank's 2 cp + 1 blocks (3 with its own keys, 2 with each other
+  // rank's), ~8 ops each (scores, mask, max, exp, sum, matmul, merge), forward and twice back.
+  const double ring_s = s.cp > 1 ? 3.0 * (2.0 * s.cp + 1.0) * 8.0 * f.op_overhead_s : 0.0;
   const double block_s =
-      (measured_over_analytic *
-           analytic_block(f, s.size, s.b, s.t, s.C, s.heads, s.model.block_parameters, s.tp, s.sp) +
-       framework.block_s) *
+      (measured_over_analytic * analytic_block(f, s.size, s.b, s.t, s.C, s.heads,
+                                               s.model.block_parameters, s.tp, s.sp, s.cp) +
+       framework.block_s + ring_s) *
       (1.0 + recompute_share(s));
   const double gemm_rate = f.gemm_rate(2.0 * s.tokens * s.C * 4.0 * s.C / s.tp);
   const PipelinePlan& pipe = s.lm.pipe;
@@ -263,8 +275,9 @@ double dp_comm_time(const Shape& s, const StateMemory& mine, double blocks,
   const double grad_bytes = mine.grads * (c.zero >= 2 ? s.dp : 1.0);  // the whole stage's
   const double bucket = std::max(1.0, c.bucket_mb * 1024 * 1024);
   const double buckets = std::ceil(grad_bytes / bucket);
+  const auto replicas = static_cast<int64_t>(s.dp);
   auto per_bucket = [&](const std::string& op) {
-    return buckets * facts.fit(op, c.dp).time(grad_bytes / buckets);
+    return buckets * facts.fit(op, replicas).time(grad_bytes / buckets);
   };
   switch (c.zero) {
     case 0:
@@ -278,14 +291,14 @@ double dp_comm_time(const Shape& s, const StateMemory& mine, double blocks,
       // reduce-scattered after its backward, per micro-batch.
       const double per_block = grad_bytes / std::max(1.0, blocks + 1.0);
       return s.m * (blocks + 1.0) *
-             (2.0 * facts.fit("all_gather", c.dp).time(per_block) +
-              facts.fit("reduce_scatter", c.dp).time(per_block));
+             (2.0 * facts.fit("all_gather", replicas).time(per_block) +
+              facts.fit("reduce_scatter", replicas).time(per_block));
     }
   }
 }
 
-/// Communication on the busiest rank per step: tp's activations, dp's gradients, pp's transfers
-/// and the few small all-reduces every step makes.
+/// Communication on the busiest rank per step: tp's activations, the replicas' (dp x cp)
+/// gradients, cp's ring, pp's transfers and the few small all-reduces every step makes.
 double comm_time(const Shape& s, const StateMemory& mine, double blocks,
                  const MachineFacts& facts) {
   const JobConfig& c = s.c;
@@ -302,7 +315,14 @@ double comm_time(const Shape& s, const StateMemory& mine, double blocks,
       comm += calls * act_bytes / facts.fit("all_reduce", c.tp).bytes_per_s;
     }
   }
-  if (c.dp > 1) comm += dp_comm_time(s, mine, blocks, facts);
+  if (s.dp > 1) comm += dp_comm_time(s, mine, blocks, facts);
+  if (c.cp > 1) {
+    // The ring's key/value chunks (and their gradients) to the next cp rank, per block and
+    // micro-batch: config/ring_volume.h.
+    const RingVolume ring = ring_volume(c);
+    comm +=
+        s.m * blocks * ring.sends_per_call * facts.fit("send_recv", c.cp).time(ring.kv_pair_bytes);
+  }
   if (c.pp > 1) {
     const double crossing = s.sp ? act_bytes / s.tp : act_bytes;
     // Each of the rank's stages sends its output (or receives its input) and the gradient back.
@@ -319,8 +339,8 @@ double comm_time(const Shape& s, const StateMemory& mine, double blocks,
 /// and block as config/memory_estimate.h counts them, under the layout's recompute), plus the
 /// logits and their gradient, and a recomputed block's working set once.
 double activation_bytes(const Shape& s, double blocks, double in_flight) {
-  const BlockActivations a =
-      block_activations(s.c, ActivationShape{s.C, s.heads, s.t, s.tp, s.sp, s.size}, blocks);
+  const BlockActivations a = block_activations(
+      s.c, ActivationShape{s.C, s.heads, s.t, s.tp, s.sp, s.size, s.cp > 1}, blocks);
   return in_flight * (s.tokens * a.kept + 2.0 * s.tokens * s.vocab / s.tp * s.size) +
          s.tokens * a.working;
 }

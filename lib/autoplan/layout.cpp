@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+
 #include "core/error.h"
 #include "dmodule/parallelize.h"
 #include "dmodule/plan.h"
@@ -17,6 +19,7 @@ namespace vescale::autoplan {
 std::vector<std::string> Layout::overrides() const {
   return {fmt::format("parallel.pp={}", pp),
           fmt::format("parallel.dp={}", dp),
+          fmt::format("parallel.cp={}", cp),
           fmt::format("parallel.tp={}", tp),
           fmt::format("parallel.zero={}", zero),
           fmt::format("parallel.microbatches={}", microbatches),
@@ -28,8 +31,9 @@ std::vector<std::string> Layout::overrides() const {
 }
 
 std::string Layout::str() const {
-  std::string out = fmt::format("pp={} dp={} tp={}{} zero={} mb={}", pp, dp, tp, sp ? " sp" : "",
-                                zero, microbatches);
+  std::string out =
+      fmt::format("pp={} dp={}{} tp={}{} zero={} mb={}", pp, dp,
+                  cp > 1 ? fmt::format(" cp={}", cp) : "", tp, sp ? " sp" : "", zero, microbatches);
   if (pp > 1) out += fmt::format(" {}", schedule);
   if (pp > 1 && virtual_stages > 1) out += fmt::format(" v={}", virtual_stages);
   if (recompute != "none") out += fmt::format(" ac={}", recompute);
@@ -72,44 +76,57 @@ std::vector<std::pair<std::string, bool>> tp_plans(const std::string& model) {
   return out;
 }
 
+/// The ways `nproc` ranks split into pp x cp x tp (dp the rest), cp only where `base`'s sequences
+/// split into 2 cp chunks of a transformer's.
+std::vector<std::array<int64_t, 3>> meshes(const JobConfig& base, int64_t nproc) {
+  const bool splits_sequences = base.family().transformer_shape(base.model_spec()).has_value();
+  std::vector<std::array<int64_t, 3>> out;
+  for (int64_t pp : divisors(nproc)) {
+    for (int64_t cp : divisors(nproc / pp)) {
+      if (cp > 1 && (!splits_sequences || base.seq_len % (2 * cp) != 0)) continue;
+      for (int64_t tp : divisors(nproc / pp / cp))
+        out.push_back({pp, cp, tp});
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Enumeration enumerate_layouts(const JobConfig& base, int64_t nproc) {
   VS_USER_CHECK(nproc >= 1, "plan auto: --nproc must be at least 1, not {}", nproc);
   Enumeration out;
   const auto plans = tp_plans(base.model);
-  for (int64_t pp : divisors(nproc)) {
-    for (int64_t tp : divisors(nproc / pp)) {
-      const int64_t dp = nproc / pp / tp;
-      std::vector<std::pair<std::string, bool>> layout_plans = {{"", false}};
-      if (tp > 1) layout_plans = plans;
-      for (const auto& [plan, sp] : layout_plans) {
-        for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-          if (base.global_batch_size % dp != 0) {
-            ++out.considered;
-            out.rejected.push_back(
-                fmt::format("dp={}: training.global_batch_size = {} is not "
-                            "divisible by it",
-                            dp, base.global_batch_size));
-            continue;
+  for (const auto& [pp, cp, tp] : meshes(base, nproc)) {
+    const int64_t dp = nproc / pp / cp / tp;
+    std::vector<std::pair<std::string, bool>> layout_plans = {{"", false}};
+    if (tp > 1) layout_plans = plans;
+    for (const auto& [plan, sp] : layout_plans) {
+      // ZeRO shards over the replicas, dp x cp.
+      for (int64_t zero = 0; zero <= (dp * cp > 1 ? 3 : 0); ++zero) {
+        if (base.global_batch_size % dp != 0) {
+          ++out.considered;
+          out.rejected.push_back(
+              fmt::format("dp={}: training.global_batch_size = {} is not divisible by it", dp,
+                          base.global_batch_size));
+          continue;
+        }
+        for (int64_t mb : divisors(base.global_batch_size / dp)) {
+          std::vector<std::pair<std::string, int64_t>> schedules = {{"1f1b", 1}};
+          if (pp > 1) {
+            schedules.clear();
+            for (const auto& name : pipeline::schedule_names())
+              for (int64_t v : {1, 2})
+                schedules.emplace_back(name, v);
           }
-          for (int64_t mb : divisors(base.global_batch_size / dp)) {
-            std::vector<std::pair<std::string, int64_t>> schedules = {{"1f1b", 1}};
-            if (pp > 1) {
-              schedules.clear();
-              for (const auto& name : pipeline::schedule_names())
-                for (int64_t v : {1, 2})
-                  schedules.emplace_back(name, v);
-            }
-            for (const auto& [schedule, v] : schedules) {
-              Layout l{pp, dp, tp, sp, zero, mb, schedule, v, plan, base.activation_checkpoint};
-              ++out.considered;
-              try {
-                check_layout(layout_config(base, l));
-                out.valid.push_back(l);
-              } catch (const UserError& e) {
-                out.rejected.push_back(l.str() + ": " + e.what());
-              }
+          for (const auto& [schedule, v] : schedules) {
+            Layout l{pp, dp, tp, sp, zero, mb, schedule, v, plan, base.activation_checkpoint, cp};
+            ++out.considered;
+            try {
+              check_layout(layout_config(base, l));
+              out.valid.push_back(l);
+            } catch (const UserError& e) {
+              out.rejected.push_back(l.str() + ": " + e.what());
             }
           }
         }

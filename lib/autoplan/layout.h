@@ -1,6 +1,6 @@
-// The layouts `plan auto` chooses from (NOTE [Plan auto]): how N ranks split into pp x dp x tp,
-// with or without sequence parallelism, which ZeRO stage, how many micro-batches, and for pp > 1
-// which schedule with how many stages per rank. Every layout enumerated passes the checks of
+// The layouts `plan auto` chooses from (NOTE [Plan auto]): how N ranks split into pp x dp x cp x
+// tp, with or without sequence parallelism, which ZeRO stage, how many micro-batches, and for pp >
+// 1 which schedule with how many stages per rank. Every layout enumerated passes the checks of
 // `plan lint` and `plan schedule`.
 #pragma once
 
@@ -21,10 +21,12 @@ struct Layout {
   int64_t virtual_stages = 1;      ///< pp > 1 only
   std::string plan;                ///< zoo plan; empty: replicate everything (tp = 1)
   std::string recompute = "none";  ///< training.activation_checkpoint
+  int64_t cp = 1;                  ///< context parallel ranks (a transformer's sequences split)
 
   /// The config overrides that select this layout: "parallel.pp=2", ...
   std::vector<std::string> overrides() const;
-  /// "pp=2 dp=1 tp=2 sp zero=0 mb=4 1f1b" (and " ac=full" under activation checkpointing)
+  /// "pp=2 dp=1 tp=2 sp zero=0 mb=4 1f1b" (" cp=2" after dp under context parallelism, and
+  /// " ac=full" under activation checkpointing)
   std::string str() const;
 };
 

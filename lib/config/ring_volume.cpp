@@ -17,7 +17,8 @@ RingVolume ring_volume(const JobConfig& c) {
   v.calls = blocks * static_cast<double>(c.microbatches);
   // Full recompute reruns a recomputing block's forward, ring included, in its backward.
   const double rerun = c.activation_checkpoint == "full" ? c.recomputed_share() : 0.0;
-  v.send_bytes_per_step = v.calls * (3.0 + rerun) * static_cast<double>(c.cp - 1) * v.kv_pair_bytes;
+  v.sends_per_call = (3.0 + rerun) * static_cast<double>(c.cp - 1);
+  v.send_bytes_per_step = v.calls * v.sends_per_call * v.kv_pair_bytes;
   return v;
 }
 

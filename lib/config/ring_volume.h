@@ -7,8 +7,9 @@
 namespace vescale {
 
 struct RingVolume {
-  double kv_pair_bytes = 0;  ///< one rank's keys and values for one attention call
-  double calls = 0;          ///< attention calls per step on a rank: its blocks x micro-batches
+  double kv_pair_bytes = 0;   ///< one rank's keys and values for one attention call
+  double calls = 0;           ///< attention calls per step on a rank: its blocks x micro-batches
+  double sends_per_call = 0;  ///< pairs a rank sends per call: 3 (cp - 1), more with reruns
   /// Bytes a rank sends over cp per step: per call its pair P - 1 times in the forward, and in
   /// the backward P - 1 times again with P - 1 hops of their gradients.
   double send_bytes_per_step = 0;

@@ -9,6 +9,7 @@
 
 #include "autoplan/cost_model.h"
 #include "autoplan/layout.h"
+#include "config/ring_volume.h"
 #include "core/error.h"
 #include "dmodule/parallelize.h"
 #include "mesh/job_mesh.h"
@@ -35,11 +36,11 @@ TEST(PlanAuto, EnumerationIsCompleteAndOnlyValid) {
   std::set<std::string> seen;
   for (const Layout& l : e.valid) {
     EXPECT_TRUE(seen.insert(l.str()).second) << "listed twice: " << l.str();
-    EXPECT_EQ(l.pp * l.dp * l.tp, 4) << l.str();
+    EXPECT_EQ(l.pp * l.dp * l.cp * l.tp, 4) << l.str();
     // What `plan lint` does, from the config the layout writes.
     const JobConfig c = layout_config(base, l);
     auto model = build_model(c);
-    const JobMesh job = JobMesh::layout(c.pp, c.dp, c.tp_dims());
+    const JobMesh job = JobMesh::layout(c.mesh_dims());
     EXPECT_NO_THROW(resolve_plan(job_plan(c), *model, job.param_mesh())) << l.str();
     if (c.pp > 1) {
       EXPECT_NO_THROW(pipeline::make_schedule(c.pp_schedule, static_cast<int>(c.pp),
@@ -48,15 +49,18 @@ TEST(PlanAuto, EnumerationIsCompleteAndOnlyValid) {
           << l.str();
     }
   }
-  // Complete: every (pp, dp, tp) split, sp on and off under tp, every ZeRO stage under dp, every
-  // micro-batch count dividing the batch, every schedule the project has.
+  // Complete: every (pp, dp, cp, tp) split (16 tokens: cp 2 and 4 split them), sp on and off
+  // under tp, every ZeRO stage over dp x cp, every micro-batch count dividing the batch, every
+  // schedule the project has. Counted here for cp = 1.
   auto has = [&](const std::string& text) { return seen.count(text) == 1; };
   for (const char* expected :
        {"pp=1 dp=4 tp=1 zero=0 mb=1", "pp=1 dp=4 tp=1 zero=3 mb=2", "pp=1 dp=1 tp=4 sp zero=0 mb=1",
         "pp=1 dp=1 tp=4 zero=0 mb=8", "pp=1 dp=2 tp=2 sp zero=1 mb=4",
         "pp=2 dp=2 tp=1 zero=2 mb=2 1f1b", "pp=2 dp=1 tp=2 sp zero=0 mb=4 gpipe",
         "pp=4 dp=1 tp=1 zero=0 mb=8 interleaved-1f1b v=2", "pp=4 dp=1 tp=1 zero=0 mb=8 zbv v=2",
-        "pp=2 dp=1 tp=2 zero=0 mb=2 zb-h1"}) {
+        "pp=2 dp=1 tp=2 zero=0 mb=2 zb-h1", "pp=1 dp=2 cp=2 tp=1 zero=3 mb=2",
+        "pp=1 dp=1 cp=2 tp=2 sp zero=1 mb=8", "pp=1 dp=1 cp=4 tp=1 zero=0 mb=1",
+        "pp=2 dp=1 cp=2 tp=1 zero=0 mb=4 zbv v=2"}) {
     EXPECT_TRUE(has(expected)) << "missing: " << expected;
   }
   for (int64_t pp : {1, 2, 4})
@@ -70,7 +74,7 @@ TEST(PlanAuto, EnumerationIsCompleteAndOnlyValid) {
           pp > 1 ? 2 * static_cast<int64_t>(pipeline::schedule_names().size()) : 1;
       int64_t listed = 0;
       for (const Layout& l : e.valid)
-        listed += l.pp == pp && l.tp == tp;
+        listed += l.pp == pp && l.tp == tp && l.cp == 1;
       for (const auto& r : e.rejected)
         listed += r.rfind(fmt::format("pp={} dp={} tp={}", pp, dp, tp), 0) == 0;
       EXPECT_EQ(listed, zeros * sps * mbs * schedules) << "pp=" << pp << " tp=" << tp;
@@ -90,7 +94,10 @@ TEST(PlanAuto, StateMemoryMatchesTheTrainersTensorBytes) {
            {"parallel.dp=2", "parallel.tp=2", "parallel.zero=2",
             "parallel.plan=\"gpt/megatron-sp\""},
            {"parallel.pp=2", "parallel.microbatches=2"},
-           {"parallel.pp=2", "parallel.dp=2", "parallel.zero=3", "parallel.microbatches=2"}}) {
+           {"parallel.pp=2", "parallel.dp=2", "parallel.zero=3", "parallel.microbatches=2"},
+           {"parallel.dp=2", "parallel.cp=2", "parallel.zero=3"},
+           {"parallel.cp=2", "parallel.tp=2", "parallel.zero=1",
+            "parallel.plan=\"gpt/megatron-sp\""}}) {
     std::vector<std::string> overrides = {"parallel.microbatches=1"};
     overrides.insert(overrides.end(), layout.begin(), layout.end());
     overrides.insert(overrides.end(), {"model.n_layer=4", "model.n_embd=32"});
@@ -128,6 +135,32 @@ MachineFacts synthetic_facts() {
   for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "send_recv"})
     facts.comm[op][2] = {1e-5, 1e9};
   return facts;
+}
+
+TEST(PlanAuto, ContextParallelismIsPricedByItsRing) {
+  // 256 tokens: on cp = 2 a rank keeps half the tokens' activations and none of the T x T
+  // probabilities, computes about half the block work and sends the ring's bytes.
+  const JobConfig base = gpt({"model.block_size=256", "training.seq_len=256"});
+  const MachineFacts facts = synthetic_facts();
+  Layout one;
+  Layout ring;
+  ring.cp = 2;
+  const Prediction alone = predict(layout_config(base, one), one, facts);
+  const JobConfig c = layout_config(base, ring);
+  const Prediction split = predict(c, ring, facts);
+  const RingVolume volume = ring_volume(c);
+  std::printf(
+      "cp 1: compute %.3g s, comm %.3g s, activations %.0f B; cp 2: compute %.3g s, comm "
+      "%.3g s, activations %.0f B, ring %.0f B per step\n",
+      alone.compute_s, alone.comm_s, alone.activations, split.compute_s, split.comm_s,
+      split.activations, volume.send_bytes_per_step);
+  EXPECT_LT(split.activations, alone.activations / 2);
+  EXPECT_LT(split.compute_s, alone.compute_s);
+  EXPECT_GT(split.comm_s, alone.comm_s);
+  // 4 blocks x 4 micro-batches x 3 sends of 2 x 2 rows x 128 tokens x 16 x 8 B.
+  EXPECT_EQ(volume.send_bytes_per_step, 4.0 * 4 * 3 * (2.0 * 2 * 128 * 16 * 8));
+  // The ring's time is at least its bytes at the fitted bandwidth.
+  EXPECT_GE(split.comm_s - alone.comm_s, volume.send_bytes_per_step / 1e9);
 }
 
 TEST(PlanAuto, BubbleIsTheSchedulesSimulation) {
