@@ -30,8 +30,11 @@
 #   7. recompute: activation checkpointing none / selective / full on 1 process for gpt-tiny and
 #      a GPT of 8 blocks, C = 256, T = 512: the activation bytes metrics report, the median step
 #      time, each against none, and the peak resident memory.
+#   8. cp: context parallelism at T = 1024 (gpt-tiny's model, 2 sequences a step) on cp = 1, 2
+#      and 4 processes: tokens/s, rank 0's activation bytes against cp = 1, the bytes it sent
+#      over cp in a step against the ring formula plan lint states, and its peak resident memory.
 # Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or peers, comm, train, pipeline,
-# checkpoint, export, recompute, peer-threads; a comma list) runs only those tables.
+# checkpoint, export, recompute, cp, peer-threads; a comma list) runs only those tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,7 +46,7 @@ BIN="${VESCALE_TRAIN:-${BUILD_DIR:-build}/vescale-train}"
 SIZES=(--sizes 1K,64K,1M,16M)
 [ $# -gt 0 ] && SIZES=("$@")
 
-BENCH=${BENCH:-peers,comm,train,pipeline,zero,checkpoint,export,recompute}
+BENCH=${BENCH:-peers,comm,train,pipeline,zero,checkpoint,export,recompute,cp}
 wanted() { [[ ",$BENCH," == *",$1,"* ]]; }
 
 if wanted comm; then
@@ -408,5 +411,38 @@ done
 for mode in none selective full; do
   recompute_row "8x256,T512" "$mode" 8 --model.n_layer=8 --model.n_embd=256 --model.n_head=8 \
     --model.block_size=512 --training.seq_len=512 --training.global_batch_size=8
+done
+fi
+
+# --- context parallelism ---------------------------------------------------------------------
+if wanted cp; then
+echo
+echo "context parallelism: gpt-tiny's model (4 blocks, C = 128) at T = 1024, 2 sequences a step,"
+echo "float32, cp ranks as processes on this machine; tokens/s: median over the steps after the"
+echo "first; activations and cp bytes: rank 0's in the last step (metrics.jsonl); formula: the"
+echo "ring volume plan lint states, 3 (cp - 1) key/value chunk pairs per block"
+printf '| cp | tokens/s | activations | vs cp 1 | cp bytes sent | formula | peak RSS |\n| --- | --- | --- | --- | --- | --- | --- |\n'
+for cp in 1 2 4; do
+  dir="$OUT/cp-$cp"
+  args=(--job.dump_folder="$dir" --training.steps=8 --eval.interval=0 --eval.windows=1
+    --metrics.log_interval=1 --parallel.dp=1 --parallel.tp=1 --parallel.plan=
+    --parallel.cp="$cp" --model.block_size=1024 --training.seq_len=1024
+    --training.global_batch_size=2)
+  log=$("$BIN" train configs/gpt-tiny.toml "${args[@]}" 2>&1)
+  peak=$(echo "$log" | grep "done:" | head -1 | sed -n 's/.*peak RSS \(.*\)$/\1/p')
+  formula=$("$BIN" plan lint configs/gpt-tiny.toml "${args[@]}" |
+    sed -n 's/.*ring attention sends \([0-9]*\) B.*/\1/p')
+  python3 - "$dir/metrics.jsonl" "$cp" "$peak" "${formula:-0}" "$OUT/cp-base" <<'PY'
+import json, statistics, sys
+path, cp, peak, formula, base_file = sys.argv[1:]
+lines = [json.loads(l) for l in open(path) if '"step_time_s"' in l]
+act = lines[-1]["state_bytes"]["activations"]
+sent = lines[-1].get("comm_bytes_by_kind", {}).get("cp", {}).get("send", 0)
+tps = statistics.median(l["tokens_per_s"] for l in lines[1:])
+if cp == "1":
+    open(base_file, "w").write(str(act))
+base = float(open(base_file).read())
+print(f"| {cp} | {tps:.0f} | {act / 2**20:.2f} MiB | {act / base:.2f} | {sent} | {formula} | {peak} |")
+PY
 done
 fi

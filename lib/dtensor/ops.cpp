@@ -235,14 +235,14 @@ DTensor causal_attention(const DTensor& q, const DTensor& k, const DTensor& v) {
        fixed(detail::attention_rule()),
        q.shape(),
        [](const Locals& l, const Specs&, const DTensorSpec&) {
-         // NOTE [Fast paths]: the fused kernel on CUDA (not float64), else
-         // NOTE [Blocked causal attention] (not float64), else
-         // NOTE [Explicit attention].
-         if (use_fused_attention(l[0].device(), l[0].scalar_type()))
-           return fused::causal_attention(l[0], l[1], l[2]);
-         // Context parallelism: this rank's part of each sequence, as a ring.
+         // Context parallelism: this rank's part of each sequence, as a ring (on any device:
+         // the kernels below would see the local tokens only). Else NOTE [Fast paths]: the
+         // fused kernel on CUDA (not float64), else NOTE [Blocked causal attention] (not
+         // float64), else NOTE [Explicit attention].
          if (const comm::Group* ring = ContextParallelScope::ring())
            return ring_causal_attention(l[0], l[1], l[2], *ring);
+         if (use_fused_attention(l[0].device(), l[0].scalar_type()))
+           return fused::causal_attention(l[0], l[1], l[2]);
          const bool blocked = use_blocked_attention(l[0].device(), l[0].scalar_type());
          auto core = [blocked](const std::vector<at::Tensor>& qkv) {
            return std::vector<at::Tensor>{
