@@ -18,10 +18,10 @@ struct CommandEntry {
   void (*add)(CLI::App&, const vescale::app::Invocation&);
 };
 const CommandEntry kCommands[] = {
-    {vescale::app::add_train_command},       {vescale::app::add_eval_command},
-    {vescale::app::add_checkpoint_commands}, {vescale::app::add_export_command},
-    {vescale::app::add_plan_command},        {vescale::app::add_config_command},
-    {vescale::app::add_comm_command},
+    {vescale::app::add_train_command},    {vescale::app::add_eval_command},
+    {vescale::app::add_generate_command}, {vescale::app::add_checkpoint_commands},
+    {vescale::app::add_export_command},   {vescale::app::add_plan_command},
+    {vescale::app::add_config_command},   {vescale::app::add_comm_command},
 };
 
 }  // namespace

@@ -11,6 +11,8 @@ namespace vescale::app {
 void add_train_command(CLI::App& app, const Invocation& invocation);
 /// `vescale-train eval CONFIG.toml --checkpoint PATH`: validation loss of a checkpoint.
 void add_eval_command(CLI::App& app, const Invocation& invocation);
+/// `vescale-train generate CONFIG.toml --checkpoint PATH`: text sampled from a checkpoint.
+void add_generate_command(CLI::App& app, const Invocation& invocation);
 /// `vescale-train plan list | show | lint`: the plan zoo and plan checks.
 void add_plan_command(CLI::App& app, const Invocation& invocation);
 /// `vescale-train plan auto CONFIG.toml --nproc N`: layouts ranked by the cost model.

@@ -5,6 +5,7 @@
 
 #include "checkpoint/step_folders.h"
 #include "commands/commands.h"
+#include "commands/job_launch.h"
 #include "config/job_config.h"
 #include "config/memory_estimate.h"
 #include "core/device.h"
@@ -32,47 +33,6 @@ struct TrainOptions {
   int max_restarts = 0;
   bool print_config = false;
 };
-
-/// "the mesh of job.toml (parallel.pp x dp x tp = 1 x 2 x 2)", for run_on_ranks.
-std::string mesh_of(const JobConfig& c) {
-  return fmt::format("the mesh of {} ({})", c.source, c.mesh_text());
-}
-
-/// The preflight (train/preflight.h) as train runs it: a single process, or a worker under an
-/// outside launcher, scans the data as it builds its task, so it is not scanned twice.
-void precheck(const JobConfig& c) {
-  const bool local = !detect_launch_env();
-  preflight(c, PreflightOptions{local && c.world_size() > 1, local});
-}
-
-/// This rank's device (training.device for LOCAL_RANK), made current, with TF32 matmuls when it
-/// computes float32 on CUDA (NOTE [Fast paths]).
-Device bind_rank_device(const JobConfig& config, const LaunchEnv& env) {
-  const Device device = parse_device(config.device, env.local_rank);
-  bind_device(device);
-  configure_matmul_precision(device, job_dtype(config));
-  return device;
-}
-
-/// The world group of a job: its timeout, backend and the device its tensors live on.
-comm::GroupOptions world_options(const JobConfig& config, Device device) {
-  comm::GroupOptions group;
-  group.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
-  group.backend = comm::parse_backend(config.backend);
-  group.device = device;
-  return group;
-}
-
-/// Binds this rank's device and connects the job's world group; rank 0 says which device,
-/// backend and fast paths the job uses.
-comm::Group connect_job(const JobConfig& config, const LaunchEnv& env) {
-  const Device device = bind_rank_device(config, env);
-  comm::Group world = connect_world(env, world_options(config, device));
-  log_rank0("[device] rank 0 computes on {} (training.device = {}), comm backend {}; {}",
-            device.str(), config.device, comm::backend_name(world.backend()),
-            fast_paths_summary(device, job_dtype(config)));
-  return world;
-}
 
 /// How the local launcher supervises a train job: time to save on a signal (comm.timeout_s, at
 /// least a minute), the preempted exit code, and restarts from the newest committed checkpoint
@@ -163,22 +123,7 @@ void add_eval_command(CLI::App& app, const Invocation& invocation) {
   eval->callback([options, checkpoint, eval, &invocation] {
     const JobConfig config = JobConfig::load(options->config, collect_overrides(eval->remaining()));
     precheck(config);
-    // "latest": the job's own newest committed step. The checkpoint is opened once here, so
-    // that a wrong path is one error line before any process starts.
-    std::string path = *checkpoint;
-    if (path == "latest") {
-      const std::optional<std::string> newest = newest_checkpoint(config.dump_folder);
-      VS_USER_CHECK(newest.has_value(),
-                    "eval --checkpoint=latest: {} holds no committed checkpoint (job.dump_folder "
-                    "of {})",
-                    checkpoints_folder(config.dump_folder).string(), config.source);
-      path = *newest;
-    }
-    if (hf::is_hf_path(path)) {
-      hf::HFWeights{path, config};  // config.json and the tensors' shapes checked
-    } else {
-      CheckpointReader{path};
-    }
+    const std::string path = open_model_checkpoint(config, *checkpoint, "eval");
     const int code = run_on_ranks(static_cast<int>(config.world_size()), mesh_of(config),
                                   invocation, [&](const LaunchEnv& env) {
                                     const double val_loss =

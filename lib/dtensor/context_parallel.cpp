@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "dtensor/kv_cache.h"
 #include "dtensor/ring_attention.h"
 
 namespace vescale {
@@ -41,7 +42,9 @@ at::Tensor sequence_part(const at::Tensor& whole, int64_t dim, int rank, int siz
 
 std::vector<SequenceRun> sequence_runs(int64_t first, int64_t count, int64_t local_length) {
   const comm::Group* ring = open_ring;
-  if (ring == nullptr) return {{first, first, count}};
+  // Generation: the tokens follow those a KV cache holds (NOTE [KV cache]).
+  const int64_t past = KvCacheScope::past();
+  if (ring == nullptr) return {{first, past + first, count}};
   VS_CHECK(local_length % 2 == 0, "[context parallel] a rank's {} tokens are not two equal chunks",
            local_length);
   const int64_t c = local_length / 2;
@@ -50,14 +53,14 @@ std::vector<SequenceRun> sequence_runs(int64_t first, int64_t count, int64_t loc
   for (int64_t i = 0; i < 2; ++i) {
     // Local chunk i holds global chunk chunks[i]: its part inside [first, first + count).
     const int64_t begin = std::max(first, i * c), end = std::min(first + count, (i + 1) * c);
-    if (begin < end) runs.push_back({begin, chunks[i] * c + (begin - i * c), end - begin});
+    if (begin < end) runs.push_back({begin, past + chunks[i] * c + (begin - i * c), end - begin});
   }
   return runs;
 }
 
 int64_t global_sequence_length(int64_t local_length) {
   const comm::Group* ring = open_ring;
-  return ring == nullptr ? local_length : local_length * ring->size();
+  return KvCacheScope::past() + (ring == nullptr ? local_length : local_length * ring->size());
 }
 
 at::Tensor sequence_positions(int64_t first, int64_t count, int64_t local_length,

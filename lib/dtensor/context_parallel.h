@@ -4,7 +4,7 @@
 // ask here: causal_attention runs as a ring, rotary turns and dropout masks by the tokens'
 // global positions, and models look up position embeddings through sequence_positions. Outside a
 // scope (no context parallelism) a rank's sequence is the whole one and every answer is the
-// identity.
+// identity, but under a KV cache (NOTE [KV cache]): there positions start after the cached ones.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -77,6 +77,26 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   return at::bmm(at::softmax(scores, -1), v3).view({b, h, t, d});
 }
 
+at::Tensor cached_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            int64_t past) {
+  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3), n = k.size(2);
+  TORCH_CHECK(n == past + t, "[attention] ", n, " keys for ", past, " cached and ", t,
+              " new positions");
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const at::Tensor q3 = q.reshape({b * h, t, d});
+  const at::Tensor k3 = k.reshape({b * h, n, d});
+  const at::Tensor v3 = v.reshape({b * h, n, d});
+  at::Tensor scores = at::bmm(q3, k3.transpose(1, 2)).mul_(scale);
+  if (t > 1) {
+    // Query i (position past + i) sees keys [0, past + i].
+    const at::Tensor keys = at::arange(n, q.options().dtype(at::kLong));
+    const at::Tensor queries = at::arange(t, q.options().dtype(at::kLong)).add_(past);
+    scores.masked_fill_(keys.unsqueeze(0) > queries.unsqueeze(1),
+                        -std::numeric_limits<double>::infinity());
+  }
+  return at::bmm(at::softmax(scores, -1), v3).view({b, h, t, d});
+}
+
 namespace {
 
 using torch::autograd::AutogradContext;

@@ -27,6 +27,11 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
 /// The matmuls are bmm over [B*H, T, D] views, so k^T is a stride, not a copy.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
+/// Attention of t new queries q [B, H, t, D] to `past` cached positions and themselves: k, v
+/// [B, H, past + t, D], query i seeing keys [0, past + i]. With past = 0, causal_attention.
+at::Tensor cached_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            int64_t past);
+
 /// The same attention by blocks of query rows, skipping the keys above the diagonal, with a
 /// hand-written backward (NOTE [Blocked causal attention]). Not bitwise the explicit kernel: the
 /// fast path for float32 and bfloat16 off CUDA (ops::causal_attention picks it through

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/torch_features.h"
 #include "dtensor/context_parallel.h"
+#include "dtensor/kv_cache.h"
 #include "dtensor/local_kernels.h"
 #include "dtensor/op_driver.h"
 #include "dtensor/recompute.h"
@@ -239,6 +240,8 @@ DTensor causal_attention(const DTensor& q, const DTensor& k, const DTensor& v) {
          // the kernels below would see the local tokens only). Else NOTE [Fast paths]: the
          // fused kernel on CUDA (not float64), else NOTE [Blocked causal attention] (not
          // float64), else NOTE [Explicit attention].
+         // Generation: the new tokens against the cached ones (NOTE [KV cache]).
+         if (KvCache* cache = KvCacheScope::cache()) return cache->attend(l[0], l[1], l[2]);
          if (const comm::Group* ring = ContextParallelScope::ring())
            return ring_causal_attention(l[0], l[1], l[2], *ring);
          if (use_fused_attention(l[0].device(), l[0].scalar_type()))

@@ -1,0 +1,174 @@
+// `vescale-train generate CONFIG.toml --checkpoint PATH [--prompt TEXT ...]`: text sampled from a
+// checkpoint on the config's mesh (lib/generate/).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <sstream>
+
+#include "commands/commands.h"
+#include "commands/job_launch.h"
+#include "core/error.h"
+#include "core/input_file.h"
+#include "core/logging.h"
+#include "generate/generator.h"
+#include "runtime.h"
+#include "train/checkpointing.h"
+
+namespace vescale::app {
+namespace {
+
+struct GenerateCommandOptions {
+  std::string config, checkpoint, prompt, prompt_file, prompt_ids;
+  GenerateOptions run;
+  bool no_cache = false;
+};
+
+/// Text models (data.source = "text") read and write bytes, as the data pipeline does; the others
+/// token ids.
+bool byte_tokens(const JobConfig& c) {
+  return c.data_source == "text";
+}
+
+std::vector<int64_t> parse_ids(const std::string& text, int64_t vocab_size) {
+  std::vector<int64_t> ids;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    int64_t id = -1;
+    try {
+      id = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    VS_USER_CHECK(used == item.size() && !item.empty() && id >= 0 && id < vocab_size,
+                  "generate --prompt-ids: '{}' is not a token id in [0, {}) (e.g. 1,2,3)", item,
+                  vocab_size);
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+/// The prompt's token ids from whichever of --prompt, --prompt-file, --prompt-ids was given.
+std::vector<int64_t> prompt_tokens(const GenerateCommandOptions& o, const JobConfig& c) {
+  const int given = !o.prompt.empty() + !o.prompt_file.empty() + !o.prompt_ids.empty();
+  VS_USER_CHECK(given <= 1, "generate: give one of --prompt, --prompt-file, --prompt-ids");
+  const int64_t vocab = c.family().vocab_size(c.model_spec());
+  if (!o.prompt_ids.empty()) return parse_ids(o.prompt_ids, vocab);
+  if (!byte_tokens(c)) {
+    VS_USER_CHECK(given == 0,
+                  "generate: {} trains on data.source = \"{}\", whose tokens are ids: "
+                  "give the prompt as --prompt-ids 1,2,3",
+                  c.source, c.data_source);
+    return {0};
+  }
+  const std::string text = !o.prompt_file.empty() ? read_input_file(o.prompt_file, "prompt file")
+                           : !o.prompt.empty()    ? o.prompt
+                                                  : std::string("\n");
+  std::vector<int64_t> ids;
+  for (unsigned char ch : text)
+    ids.push_back(ch);
+  return ids;
+}
+
+/// Tokens as the user reads them: bytes for a text model, else ids separated by spaces.
+std::string render(const std::vector<int64_t>& tokens, bool bytes) {
+  std::string out;
+  for (int64_t t : tokens)
+    out += bytes ? std::string(1, static_cast<char>(t)) : fmt::format("{} ", t);
+  return out;
+}
+
+void print_now(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+/// Rank 0's output: the prompt and, for one sample, each token as it comes; for several, each
+/// sample after the last step. The summary goes to standard error.
+int run_generate(const GenerateCommandOptions& o, const JobConfig& config, const std::string& path,
+                 const LaunchEnv& env) {
+  ParallelModel model(config, connect_job(config, env), JobPurpose::kEvaluate);
+  log_rank0("{}; generating (no optimizer)", model.description());
+  load_model(model, path);
+  const std::vector<int64_t> prompt = prompt_tokens(o, config);
+  const bool bytes = byte_tokens(config);
+  const bool rank0 = env.rank == 0;
+  const bool stream = o.run.num_samples == 1;
+  if (rank0 && stream) print_now(render(prompt, bytes));
+  GenerateOptions run = o.run;
+  run.use_cache = !o.no_cache;
+  const Generation g = generate(model, prompt, run, [&](int64_t, const std::vector<int64_t>& t) {
+    if (rank0 && stream) print_now(render({t[0]}, bytes));
+  });
+  if (!rank0) return 0;
+  if (stream) print_now("\n");
+  for (size_t k = 0; !stream && k < g.tokens.size(); ++k)
+    print_now(fmt::format("---------- sample {} ----------\n{}{}\n", k + 1, render(prompt, bytes),
+                          render(g.tokens[k], bytes)));
+  const double new_tokens = static_cast<double>(run.max_new_tokens * run.num_samples);
+  std::fprintf(
+      stderr,
+      "[generate] %zu prompt tokens, %lld new tokens in each of %lld sample(s), %.2f s: %.1f "
+      "tokens/s after the first; time to first token %.3f s; KV cache %s (%.1f MiB on "
+      "rank 0), %lld context restarts\n",
+      prompt.size(), static_cast<long long>(run.max_new_tokens),
+      static_cast<long long>(run.num_samples), g.total_s,
+      run.max_new_tokens > 1 ? (new_tokens - static_cast<double>(run.num_samples)) /
+                                   std::max(1e-9, g.total_s - g.first_token_s)
+                             : 0.0,
+      g.first_token_s, run.use_cache ? "on" : "off", static_cast<double>(g.cache_bytes) / (1 << 20),
+      static_cast<long long>(g.restarts));
+  return 0;
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app, const Invocation& invocation) {
+  auto o = std::make_shared<GenerateCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate",
+      "Sample text from a checkpoint on a job config's model, mesh and plan, with a KV cache: "
+      "the prompt and the tokens as they come on standard output, a summary (tokens/s, time to "
+      "first token) on standard error");
+  cmd->add_option("config", o->config, "Job config (TOML)")->required();
+  cmd->add_option("--checkpoint", o->checkpoint,
+                  "Step folder, checkpoints or dump folder (its newest step), merged .h5, latest "
+                  "(the config's dump folder's newest step), or hf:DIR")
+      ->required();
+  cmd->add_option("--prompt", o->prompt, "Prompt text (text models; default: a newline)");
+  cmd->add_option("--prompt-file", o->prompt_file, "Read the prompt text from this file");
+  cmd->add_option("--prompt-ids", o->prompt_ids,
+                  "Prompt as token ids, e.g. 1,2,3 (models of token files or synthetic data)");
+  cmd->add_option("--max-new-tokens", o->run.max_new_tokens, "Tokens to generate per sample")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--temperature", o->run.sampling.temperature,
+                  "Divide the logits by this before sampling (lower: more likely text)")
+      ->check(CLI::Range(1e-6, 1e6));
+  cmd->add_option("--top-k", o->run.sampling.top_k,
+                  "Sample among the K most likely tokens (0: all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  cmd->add_option("--top-p", o->run.sampling.top_p,
+                  "Sample among the most likely tokens whose probabilities reach P (1: all)")
+      ->check(CLI::Range(1e-9, 1.0));
+  cmd->add_option("--seed", o->run.sampling.seed,
+                  "Seed of the samples: the same seed gives the same text on any layout");
+  cmd->add_flag("--greedy", o->run.sampling.greedy, "Always the most likely token (no sampling)");
+  cmd->add_option("--num-samples", o->run.num_samples, "Samples generated at once from the prompt")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+  cmd->add_flag("--no-cache", o->no_cache,
+                "Run the whole context every step instead of the KV cache (to compare speed)");
+  cmd->allow_extras();
+  cmd->callback([o, cmd, &invocation] {
+    const JobConfig config = JobConfig::load(o->config, collect_overrides(cmd->remaining()));
+    precheck(config);
+    const std::string path = open_model_checkpoint(config, o->checkpoint, "generate");
+    prompt_tokens(*o, config);  // a bad prompt is one error line before any process starts
+    const int code =
+        run_on_ranks(static_cast<int>(config.world_size()), mesh_of(config), invocation,
+                     [&](const LaunchEnv& env) { return run_generate(*o, config, path, env); });
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace vescale::app

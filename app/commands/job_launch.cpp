@@ -1,0 +1,77 @@
+#include "commands/job_launch.h"
+
+#include <optional>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/step_folders.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/torch_features.h"
+#include "hf/import.h"
+#include "runtime.h"
+#include "train/checkpointing.h"
+#include "train/model_factory.h"
+#include "train/preflight.h"
+
+namespace vescale::app {
+namespace {
+
+/// This rank's device (training.device for LOCAL_RANK), made current, with TF32 matmuls when it
+/// computes float32 on CUDA (NOTE [Fast paths]).
+Device bind_rank_device(const JobConfig& config, const LaunchEnv& env) {
+  const Device device = parse_device(config.device, env.local_rank);
+  bind_device(device);
+  configure_matmul_precision(device, job_dtype(config));
+  return device;
+}
+
+/// The world group of a job: its timeout, backend and the device its tensors live on.
+comm::GroupOptions world_options(const JobConfig& config, Device device) {
+  comm::GroupOptions group;
+  group.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
+  group.backend = comm::parse_backend(config.backend);
+  group.device = device;
+  return group;
+}
+
+}  // namespace
+
+std::string mesh_of(const JobConfig& c) {
+  return fmt::format("the mesh of {} ({})", c.source, c.mesh_text());
+}
+
+void precheck(const JobConfig& c) {
+  const bool local = !detect_launch_env();
+  preflight(c, PreflightOptions{local && c.world_size() > 1, local});
+}
+
+comm::Group connect_job(const JobConfig& config, const LaunchEnv& env) {
+  const Device device = bind_rank_device(config, env);
+  comm::Group world = connect_world(env, world_options(config, device));
+  log_rank0("[device] rank 0 computes on {} (training.device = {}), comm backend {}; {}",
+            device.str(), config.device, comm::backend_name(world.backend()),
+            fast_paths_summary(device, job_dtype(config)));
+  return world;
+}
+
+std::string open_model_checkpoint(const JobConfig& config, const std::string& path,
+                                  const std::string& command) {
+  std::string resolved = path;
+  if (path == "latest") {
+    const std::optional<std::string> newest = newest_checkpoint(config.dump_folder);
+    VS_USER_CHECK(
+        newest.has_value(),
+        "{} --checkpoint=latest: {} holds no committed checkpoint (job.dump_folder of {})", command,
+        checkpoints_folder(config.dump_folder).string(), config.source);
+    resolved = *newest;
+  }
+  if (hf::is_hf_path(resolved)) {
+    hf::HFWeights{resolved, config};  // config.json and the tensors' shapes checked
+  } else {
+    CheckpointReader{resolved};
+  }
+  return resolved;
+}
+
+}  // namespace vescale::app

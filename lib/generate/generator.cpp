@@ -1,0 +1,91 @@
+#include "generate/generator.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <chrono>
+
+#include "core/error.h"
+#include "dtensor/kv_cache.h"
+
+namespace vescale {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// Each sample's next token from the last position of `logits` [B, t, V].
+std::vector<int64_t> pick(const at::Tensor& logits, const SamplingOptions& o, int64_t step) {
+  std::vector<int64_t> out;
+  for (int64_t row = 0; row < logits.size(0); ++row)
+    out.push_back(pick_token(logits[row][logits.size(1) - 1], o, row, step));
+  return out;
+}
+
+at::Tensor column(const std::vector<int64_t>& tokens) {
+  return at::tensor(tokens, at::kLong).view({static_cast<int64_t>(tokens.size()), 1});
+}
+
+}  // namespace
+
+at::Tensor forward_logits(ParallelModel& model, const at::Tensor& tokens) {
+  const JobConfig& c = model.config();
+  const Batch batch{tokens, at::Tensor(), ForwardContext::eval()};
+  const DeviceMesh& mesh = model.mesh().param_mesh();
+  const auto layers = static_cast<int64_t>(model.task().layers().size());
+  const DTensor logits =
+      model.layer_runner()(0, layers, model.task().inputs(batch, mesh), batch.context).at(0);
+  return logits.full_tensor().narrow(2, 0, c.family().vocab_size(c.model_spec())).cpu();
+}
+
+Generation generate(ParallelModel& model, const std::vector<int64_t>& prompt,
+                    const GenerateOptions& o, const OnStep& on_step) {
+  const JobConfig& c = model.config();
+  VS_USER_CHECK(c.family().objective() == Objective::kNextToken,
+                "generate: model.name = \"{}\" does not predict tokens", c.model);
+  VS_USER_CHECK(c.pp == 1 && c.cp == 1,
+                "generate runs on tp (and dp) meshes: set --parallel.pp=1 --parallel.cp=1 (a "
+                "checkpoint of any layout loads on any other)");
+  VS_USER_CHECK(o.max_new_tokens >= 1 && o.num_samples >= 1,
+                "generate: --max-new-tokens and --num-samples must be at least 1");
+  const int64_t block_size = c.model_keys.integer("block_size");
+  const auto prompt_length = static_cast<int64_t>(prompt.size());
+  VS_USER_CHECK(prompt_length >= 1 && prompt_length <= block_size,
+                "generate: the prompt has {} tokens; it must have 1 to model.block_size = {}",
+                prompt_length, block_size);
+  torch::autograd::AutoGradMode no_grad(false);
+  const auto start = std::chrono::steady_clock::now();
+  Generation out;
+  out.tokens.assign(static_cast<size_t>(o.num_samples), {});
+  // The context the model sees, [num_samples, <= block_size], and with the cache the tokens of
+  // it not cached yet.
+  at::Tensor context = at::tensor(prompt, at::kLong).repeat({o.num_samples, 1});
+  at::Tensor fresh = context;
+  KvCache cache(block_size);
+  std::optional<KvCacheScope> scope;
+  if (o.use_cache) scope.emplace(&cache);
+  for (int64_t step = 0; step < o.max_new_tokens; ++step) {
+    const at::Tensor logits = forward_logits(model, o.use_cache ? fresh : context);
+    if (o.use_cache) cache.advance(fresh.size(1));
+    const std::vector<int64_t> next = pick(logits, o.sampling, step);
+    if (step == 0) out.first_token_s = seconds_since(start);
+    for (size_t row = 0; row < next.size(); ++row)
+      out.tokens[row].push_back(next[row]);
+    if (on_step) on_step(step, next);
+    fresh = column(next);
+    context = at::cat({context, fresh}, 1);
+    if (context.size(1) > block_size) {
+      // Restart from the last block_size / 2 tokens, prefilled again from position 0.
+      context = context.narrow(1, context.size(1) - block_size / 2, block_size / 2).contiguous();
+      fresh = context;
+      cache.reset();
+      ++out.restarts;
+    }
+  }
+  out.total_s = seconds_since(start);
+  out.cache_bytes = cache.bytes();
+  return out;
+}
+
+}  // namespace vescale
