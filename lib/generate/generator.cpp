@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <chrono>
+#include <optional>
 
 #include "core/error.h"
 #include "dtensor/kv_cache.h"
@@ -15,28 +16,43 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-/// Each sample's next token from the last position of `logits` [B, t, V].
-std::vector<int64_t> pick(const at::Tensor& logits, const SamplingOptions& o, int64_t step) {
-  std::vector<int64_t> out;
-  for (int64_t row = 0; row < logits.size(0); ++row)
-    out.push_back(pick_token(logits[row][logits.size(1) - 1], o, row, step));
-  return out;
-}
-
 at::Tensor column(const std::vector<int64_t>& tokens) {
   return at::tensor(tokens, at::kLong).view({static_cast<int64_t>(tokens.size()), 1});
 }
 
 }  // namespace
 
-at::Tensor forward_logits(ParallelModel& model, const at::Tensor& tokens) {
+std::optional<at::Tensor> forward_logits(ParallelModel& model, const at::Tensor& tokens) {
   const JobConfig& c = model.config();
   const Batch batch{tokens, at::Tensor(), ForwardContext::eval()};
-  const DeviceMesh& mesh = model.mesh().param_mesh();
-  const auto layers = static_cast<int64_t>(model.task().layers().size());
-  const DTensor logits =
-      model.layer_runner()(0, layers, model.task().inputs(batch, mesh), batch.context).at(0);
-  return logits.full_tensor().narrow(2, 0, c.family().vocab_size(c.model_spec())).cpu();
+  std::optional<DTensor> logits;
+  if (PipelineRunner* pipeline = model.pipeline()) {
+    logits = pipeline->forward_outputs(batch);
+  } else {
+    const DeviceMesh& mesh = model.mesh().param_mesh();
+    const auto layers = static_cast<int64_t>(model.task().layers().size());
+    logits = model.layer_runner()(0, layers, model.task().inputs(batch, mesh), batch.context).at(0);
+  }
+  if (!logits) return std::nullopt;
+  return logits->full_tensor().narrow(2, 0, c.family().vocab_size(c.model_spec())).cpu();
+}
+
+std::vector<int64_t> next_tokens(ParallelModel& model, const at::Tensor& tokens,
+                                 const SamplingOptions& sampling, int64_t step) {
+  const std::optional<at::Tensor> logits = forward_logits(model, tokens);
+  const int64_t rows = tokens.size(0);
+  at::Tensor picked = at::zeros({rows}, at::kLong);
+  if (logits) {
+    for (int64_t row = 0; row < rows; ++row)
+      picked[row] = pick_token((*logits)[row][logits->size(1) - 1], sampling, row, step);
+  }
+  if (PipelineRunner* pipeline = model.pipeline()) {
+    // The last stage's ranks picked: the other pp ranks take their tokens.
+    at::Tensor on_device = picked.to(model.mesh().mesh().device());
+    model.mesh().group("pp").broadcast(on_device, pipeline->schedule().stage_rank.back());
+    picked = on_device.cpu();
+  }
+  return std::vector<int64_t>(picked.data_ptr<int64_t>(), picked.data_ptr<int64_t>() + rows);
 }
 
 Generation generate(ParallelModel& model, const std::vector<int64_t>& prompt,
@@ -44,9 +60,9 @@ Generation generate(ParallelModel& model, const std::vector<int64_t>& prompt,
   const JobConfig& c = model.config();
   VS_USER_CHECK(c.family().objective() == Objective::kNextToken,
                 "generate: model.name = \"{}\" does not predict tokens", c.model);
-  VS_USER_CHECK(c.pp == 1 && c.cp == 1,
-                "generate runs on tp (and dp) meshes: set --parallel.pp=1 --parallel.cp=1 (a "
-                "checkpoint of any layout loads on any other)");
+  VS_USER_CHECK(c.cp == 1,
+                "generate runs the whole sequence on each rank: set --parallel.cp=1 (a checkpoint "
+                "of any layout loads on any other)");
   VS_USER_CHECK(o.max_new_tokens >= 1 && o.num_samples >= 1,
                 "generate: --max-new-tokens and --num-samples must be at least 1");
   const int64_t block_size = c.model_keys.integer("block_size");
@@ -66,9 +82,9 @@ Generation generate(ParallelModel& model, const std::vector<int64_t>& prompt,
   std::optional<KvCacheScope> scope;
   if (o.use_cache) scope.emplace(&cache);
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
-    const at::Tensor logits = forward_logits(model, o.use_cache ? fresh : context);
+    const std::vector<int64_t> next =
+        next_tokens(model, o.use_cache ? fresh : context, o.sampling, step);
     if (o.use_cache) cache.advance(fresh.size(1));
-    const std::vector<int64_t> next = pick(logits, o.sampling, step);
     if (step == 0) out.first_token_s = seconds_since(start);
     for (size_t row = 0; row < next.size(); ++row)
       out.tokens[row].push_back(next[row]);

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "generate/sampler.h"
@@ -39,12 +40,18 @@ struct Generation {
 using OnStep = std::function<void(int64_t step, const std::vector<int64_t>& tokens)>;
 
 /// Generates from `prompt` (token ids, at least one, at most model.block_size) with `model` (a
-/// next-token family, pp = 1, cp = 1; any tp and plan). *Collective* over the model's mesh.
+/// next-token family, cp = 1; any tp, plan and pipeline). *Collective* over the model's mesh.
 Generation generate(ParallelModel& model, const std::vector<int64_t>& prompt,
                     const GenerateOptions& options, const OnStep& on_step = {});
 
-/// The logits [B, t, vocab_size] (padding cut) of `tokens` [B, t] as every rank sees them; under
-/// an open KvCacheScope `tokens` are the new ones after the cached. *Collective*.
-at::Tensor forward_logits(ParallelModel& model, const at::Tensor& tokens);
+/// The logits [B, t, vocab_size] (padding cut) of `tokens` [B, t], on every rank, or under a
+/// pipeline on the ranks of its last stage (the stages pass the activations along); under an open
+/// KvCacheScope `tokens` are the new ones after the cached. *Collective*.
+std::optional<at::Tensor> forward_logits(ParallelModel& model, const at::Tensor& tokens);
+
+/// Each sample's next token after `tokens` [B, t] at `step`, the same on every rank: picked where
+/// the logits are and sent to the other pp ranks. *Collective*.
+std::vector<int64_t> next_tokens(ParallelModel& model, const at::Tensor& tokens,
+                                 const SamplingOptions& sampling, int64_t step);
 
 }  // namespace vescale

@@ -278,14 +278,14 @@ void PipelineRunner::send(int stage, int micro, bool gradient) {
   }
 }
 
-double PipelineRunner::forward_loss(const Batch& batch) {
+std::optional<DTensor> PipelineRunner::forward_outputs(const Batch& batch) {
   // Stage after stage with blocking transfers (a chain: no deadlock). The batch may have other
-  // rows than a training micro-batch, so each transfer first says its local shape.
+  // rows and another sequence length than a training micro-batch, so each transfer first says
+  // the activation's global shape; its placements are the boundary's.
   torch::autograd::AutoGradMode no_grad(false);
   const DeviceMesh& mesh = mesh_.param_mesh();
   const comm::Group& pp = mesh_.group("pp");
   const at::TensorOptions longs = at::TensorOptions(at::kLong).device(mesh.device());
-  double loss = 0;
   std::optional<DTensor> carried;
   for (int s = 0; s < schedule_.stages(); ++s) {
     if (!local(s)) continue;
@@ -295,33 +295,33 @@ double PipelineRunner::forward_loss(const Batch& batch) {
     } else if (local(s - 1)) {
       in = {*carried};
     } else {
-      const DTensorSpec& spec = *boundary_[s - 1];
-      at::Tensor shape = at::empty({spec.ndim()}, longs);
+      const DTensorSpec& boundary = *boundary_[s - 1];
+      at::Tensor shape = at::empty({boundary.ndim()}, longs);
       pp.recv(shape, schedule_.stage_rank[s - 1]);
       const at::Tensor host = shape.cpu();
-      std::vector<int64_t> local_shape(host.data_ptr<int64_t>(),
-                                       host.data_ptr<int64_t>() + spec.ndim());
+      const DTensorSpec spec = boundary.with_shape(std::vector<int64_t>(
+          host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + boundary.ndim()));
       at::Tensor data =
-          at::empty(local_shape, at::TensorOptions(dtypes_[s - 1]).device(mesh.device()));
+          at::empty(spec.local_shape(), at::TensorOptions(dtypes_[s - 1]).device(mesh.device()));
       pp.recv(data, schedule_.stage_rank[s - 1]);
-      // Rows (dim 0) are never split inside a stage: the global shape follows the local one.
-      std::vector<int64_t> global = spec.shape;
-      global[0] = local_shape[0];
-      in = {DTensor(data, spec.with_shape(global))};
+      in = {DTensor(data, spec)};
     }
-    const DTensor out = run_layers_(stages_[s].first, stages_[s].end, in, batch.context).at(0);
-    if (is_last(s)) {
-      loss = task_.loss({out}, batch, mesh).to_local().item<double>();
-    } else if (local(s + 1)) {
-      carried = out;
+    DTensor out = run_layers_(stages_[s].first, stages_[s].end, in, batch.context).at(0);
+    if (is_last(s)) return out;
+    if (local(s + 1)) {
+      carried = std::move(out);
     } else {
-      const at::Tensor data = out.to_local().contiguous();
-      pp.send(at::tensor(data.sizes().vec(), at::kLong).to(mesh.device()),
-              schedule_.stage_rank[s + 1]);
-      pp.send(data, schedule_.stage_rank[s + 1]);
+      pp.send(at::tensor(out.shape(), at::kLong).to(mesh.device()), schedule_.stage_rank[s + 1]);
+      pp.send(out.to_local().contiguous(), schedule_.stage_rank[s + 1]);
     }
   }
-  return loss;
+  return std::nullopt;
+}
+
+double PipelineRunner::forward_loss(const Batch& batch) {
+  const std::optional<DTensor> out = forward_outputs(batch);
+  if (!out) return 0;
+  return task_.loss({*out}, batch, mesh_.param_mesh()).to_local().item<double>();
 }
 
 }  // namespace vescale

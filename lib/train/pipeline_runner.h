@@ -52,8 +52,12 @@ class PipelineRunner : public Schedule {
   std::vector<double> run(const MicroBatches& batches) override;
   int64_t microbatches() const override { return schedule_.microbatches; }
 
-  /// The mean loss of `batch` by a forward along the pipeline (no gradients): the value on the
-  /// rank of the last stage, 0 on the others. *Collective* over the pp group.
+  /// The last stage's outputs of `batch` (any rows and sequence length) by a forward along the
+  /// pipeline without gradients: on the ranks of the last stage; empty on the others.
+  /// *Collective* over the pp group.
+  std::optional<DTensor> forward_outputs(const Batch& batch);
+  /// The mean loss of `batch` by forward_outputs: the value on the rank of the last stage, 0 on
+  /// the others. *Collective* over the pp group.
   double forward_loss(const Batch& batch);
   /// Whether this rank runs the last stage (and so computes losses).
   bool has_last_stage() const;

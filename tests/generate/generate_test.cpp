@@ -1,6 +1,6 @@
 // generate (NOTE [KV cache]) on threads-as-ranks, float64: with the cache, the logits at every
-// position equal a full forward's without it; greedy tokens are the same on 1 process, tp2 and
-// tp4, with and without the cache; a seed's samples repeat and do not depend on the layout.
+// position equal a full forward's without it; greedy tokens are the same on 1 process, tp2, tp4
+// and pp2, with and without the cache; a seed's samples repeat and do not depend on the layout.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -44,13 +44,13 @@ T on_model(const JobConfig& config, const std::function<T(ParallelModel&)>& fn) 
 double cached_against_full(ParallelModel& model) {
   torch::autograd::AutoGradMode no_grad(false);
   const at::Tensor tokens = at::arange(40, at::kLong).view({2, 20}).mul(7).remainder(50);
-  const at::Tensor full = forward_logits(model, tokens);
+  const at::Tensor full = forward_logits(model, tokens).value();
   KvCache cache(32);
   const KvCacheScope scope(&cache);
-  std::vector<at::Tensor> parts{forward_logits(model, tokens.narrow(1, 0, 5))};
+  std::vector<at::Tensor> parts{forward_logits(model, tokens.narrow(1, 0, 5)).value()};
   cache.advance(5);
   for (int64_t t = 5; t < 20; ++t) {
-    parts.push_back(forward_logits(model, tokens.narrow(1, t, 1)));
+    parts.push_back(forward_logits(model, tokens.narrow(1, t, 1)).value());
     cache.advance(1);
   }
   return (at::cat(parts, 1) - full).abs().max().item<double>();
@@ -100,9 +100,16 @@ TEST(Generate, GreedyTokensAreTheSameOnEveryLayoutWithAndWithoutTheCache) {
                 reference)
           << toml.substr(0, 40) << " tp" << tp;
     }
+    // Stages pass the activations along; the last stage's ranks pick.
+    EXPECT_EQ(tokens_of(config_of(toml, {"parallel.pp=2"}), o), reference) << "pp2";
+    EXPECT_EQ(tokens_of(config_of(toml, {"parallel.pp=2", "parallel.tp=2",
+                                         "parallel.plan=\"" + plan + "\""}),
+                        no_cache),
+              reference)
+        << "pp2 x tp2 without the cache";
     std::printf(
-        "%s greedy, 24 tokens: the same on 1 process (with and without the cache), tp2 "
-        "and tp4\n",
+        "%s greedy, 24 tokens: the same on 1 process (with and without the cache), tp2, "
+        "tp4, pp2 and pp2 x tp2\n",
         gpt ? "gpt" : "llama");
   }
 }
