@@ -33,8 +33,12 @@
 #   8. cp: context parallelism at T = 1024 (gpt-tiny's model, 2 sequences a step) on cp = 1, 2
 #      and 4 processes: tokens/s, rank 0's activation bytes against cp = 1, the bytes it sent
 #      over cp in a step against the ring formula plan lint states, and its peak resident memory.
+#   9. generate: 256 new tokens (greedy, 1 process) from gpt-tiny trained 200 steps and from a GPT
+#      of 8 blocks, C = 256, block_size 512 (one step trained: its speed, not its text), with and
+#      without the KV cache: tokens/s, the mean time of a step in the first and the last quarter
+#      of the steps, the time to the first token, and the context restarts.
 # Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or peers, comm, train, pipeline,
-# checkpoint, export, recompute, cp, peer-threads; a comma list) runs only those tables.
+# checkpoint, export, recompute, cp, generate, peer-threads; a comma list) runs only those tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,7 +50,7 @@ BIN="${VESCALE_TRAIN:-${BUILD_DIR:-build}/vescale-train}"
 SIZES=(--sizes 1K,64K,1M,16M)
 [ $# -gt 0 ] && SIZES=("$@")
 
-BENCH=${BENCH:-peers,comm,train,pipeline,zero,checkpoint,export,recompute,cp}
+BENCH=${BENCH:-peers,comm,train,pipeline,zero,checkpoint,export,recompute,cp,generate}
 wanted() { [[ ",$BENCH," == *",$1,"* ]]; }
 
 if wanted comm; then
@@ -446,3 +450,31 @@ print(f"| {cp} | {tps:.0f} | {act / 2**20:.2f} MiB | {act / base:.2f} | {sent} |
 PY
 done
 fi
+
+# --- generate ----------------------------------------------------------------------------------
+if wanted generate; then
+echo
+echo "generate: 256 new tokens after a 1-token prompt, greedy, 1 process, float32; ms a step:"
+echo "the mean over the first and the last quarter of the steps after the first"
+printf '| model | KV cache | tokens/s | ms a step, first quarter | last quarter | first token s | restarts |\n| --- | --- | --- | --- | --- | --- | --- |\n'
+one=(--parallel.dp=1 --parallel.tp=1 --parallel.plan= --eval.interval=0 --eval.windows=1)
+gen_rows() {  # label, dump folder, overrides...
+  local label=$1 dir=$2 cache line
+  shift 2
+  for cache in on off; do
+    line=$("$BIN" generate configs/gpt-tiny.toml --checkpoint "$dir/checkpoints/latest" "${one[@]}" \
+      "$@" --max-new-tokens 256 --greedy $([ $cache = off ] && echo --no-cache) 2>&1 >/dev/null |
+      grep "\[generate\]")
+    echo "$line" | sed -E 's/.*s: ([0-9.]+) tokens\/s after the first; time to first token ([0-9.]+) s; ([0-9.]+) ms a step in the first quarter, ([0-9.]+) ms in the last; .* ([0-9]+) context restarts/| '"$label"' | '"$cache"' | \1 | \3 | \4 | \2 | \5 |/'
+  done
+}
+"$BIN" train configs/gpt-tiny.toml --job.dump_folder="$OUT/gen-tiny" "${one[@]}" --training.steps=200 \
+  --checkpoint.interval=200 >/dev/null 2>&1
+gen_rows gpt-tiny "$OUT/gen-tiny"
+big=(--model.n_layer=8 --model.n_embd=256 --model.n_head=8 --model.block_size=512)
+"$BIN" train configs/gpt-tiny.toml --job.dump_folder="$OUT/gen-big" "${one[@]}" "${big[@]}" \
+  --training.steps=1 --training.seq_len=512 --training.global_batch_size=2 \
+  --checkpoint.interval=1 >/dev/null 2>&1
+gen_rows "8x256,block 512" "$OUT/gen-big" "${big[@]}"
+fi
+

@@ -84,6 +84,21 @@ void print_now(const std::string& text) {
   std::fflush(stdout);
 }
 
+/// "[generate] 4 prompt tokens, 200 new tokens in each of 1 sample(s), 0.16 s: ..." for stderr.
+std::string summary_line(size_t prompt_tokens, const GenerateOptions& run, const Generation& g,
+                         double early_s, double late_s) {
+  const double rows = static_cast<double>(run.num_samples);
+  const double after_first = static_cast<double>(run.max_new_tokens - 1) * rows;
+  return fmt::format(
+      "[generate] {} prompt tokens, {} new tokens in each of {} sample(s), {:.2f} s: {:.1f} "
+      "tokens/s after the first; time to first token {:.3f} s; {:.2f} ms a step in the first "
+      "quarter, {:.2f} ms in the last; KV cache {} ({:.1f} MiB on rank 0), {} context restarts",
+      prompt_tokens, run.max_new_tokens, run.num_samples, g.total_s,
+      after_first / std::max(1e-9, g.total_s - g.first_token_s), g.first_token_s, early_s * 1e3,
+      late_s * 1e3, run.use_cache ? "on" : "off", static_cast<double>(g.cache_bytes) / (1 << 20),
+      g.restarts);
+}
+
 /// Rank 0's output: the prompt and, for one sample, each token as it comes; for several, each
 /// sample after the last step. The summary goes to standard error.
 int run_generate(const GenerateCommandOptions& o, const JobConfig& config, const std::string& path,
@@ -106,19 +121,8 @@ int run_generate(const GenerateCommandOptions& o, const JobConfig& config, const
   for (size_t k = 0; !stream && k < g.tokens.size(); ++k)
     print_now(fmt::format("---------- sample {} ----------\n{}{}\n", k + 1, render(prompt, bytes),
                           render(g.tokens[k], bytes)));
-  const double new_tokens = static_cast<double>(run.max_new_tokens * run.num_samples);
-  std::fprintf(
-      stderr,
-      "[generate] %zu prompt tokens, %lld new tokens in each of %lld sample(s), %.2f s: %.1f "
-      "tokens/s after the first; time to first token %.3f s; KV cache %s (%.1f MiB on "
-      "rank 0), %lld context restarts\n",
-      prompt.size(), static_cast<long long>(run.max_new_tokens),
-      static_cast<long long>(run.num_samples), g.total_s,
-      run.max_new_tokens > 1 ? (new_tokens - static_cast<double>(run.num_samples)) /
-                                   std::max(1e-9, g.total_s - g.first_token_s)
-                             : 0.0,
-      g.first_token_s, run.use_cache ? "on" : "off", static_cast<double>(g.cache_bytes) / (1 << 20),
-      static_cast<long long>(g.restarts));
+  const auto [early, late] = g.early_late_step_s();
+  std::fprintf(stderr, "%s\n", summary_line(prompt.size(), run, g, early, late).c_str());
   return 0;
 }
 

@@ -55,6 +55,20 @@ std::vector<int64_t> next_tokens(ParallelModel& model, const at::Tensor& tokens,
   return std::vector<int64_t>(picked.data_ptr<int64_t>(), picked.data_ptr<int64_t>() + rows);
 }
 
+std::pair<double, double> Generation::early_late_step_s() const {
+  // The steps after the first (the prefill), in quarters.
+  const auto n = static_cast<int64_t>(step_s.size()) - 1;
+  const int64_t quarter = std::max<int64_t>(n / 4, 1);
+  if (n < 1) return {0.0, 0.0};
+  auto mean = [&](int64_t first) {
+    double sum = 0;
+    for (int64_t i = first; i < first + quarter; ++i)
+      sum += step_s[static_cast<size_t>(i)];
+    return sum / static_cast<double>(quarter);
+  };
+  return {mean(1), mean(1 + n - quarter)};
+}
+
 Generation generate(ParallelModel& model, const std::vector<int64_t>& prompt,
                     const GenerateOptions& o, const OnStep& on_step) {
   const JobConfig& c = model.config();
@@ -82,12 +96,14 @@ Generation generate(ParallelModel& model, const std::vector<int64_t>& prompt,
   std::optional<KvCacheScope> scope;
   if (o.use_cache) scope.emplace(&cache);
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
+    const auto step_start = std::chrono::steady_clock::now();
     const std::vector<int64_t> next =
         next_tokens(model, o.use_cache ? fresh : context, o.sampling, step);
     if (o.use_cache) cache.advance(fresh.size(1));
     if (step == 0) out.first_token_s = seconds_since(start);
     for (size_t row = 0; row < next.size(); ++row)
       out.tokens[row].push_back(next[row]);
+    out.step_s.push_back(seconds_since(step_start));
     if (on_step) on_step(step, next);
     fresh = column(next);
     context = at::cat({context, fresh}, 1);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "generate/sampler.h"
@@ -32,8 +33,11 @@ struct Generation {
   std::vector<std::vector<int64_t>> tokens;  ///< per sample, the new tokens
   double first_token_s = 0;                  ///< the prompt's forward and the first pick
   double total_s = 0;
-  int64_t cache_bytes = 0;  ///< this rank's KV cache at the end
-  int64_t restarts = 0;     ///< times the context restarted from its last block_size / 2 tokens
+  int64_t cache_bytes = 0;     ///< this rank's KV cache at the end
+  int64_t restarts = 0;        ///< times the context restarted from its last block_size / 2 tokens
+  std::vector<double> step_s;  ///< seconds of each step (its forward and pick)
+  /// Mean seconds per step over the first and the last quarter of the steps after the first.
+  std::pair<double, double> early_late_step_s() const;
 };
 
 /// Called after each step with its position among the new tokens and each sample's new token.
