@@ -163,6 +163,9 @@ std::vector<ConfigKey> checkpoint_and_run_keys() {
           "Print and record metrics every this many steps", within(1, 1e12)),
       key("metrics.peak_flops", &C::peak_flops, 0.0,
           "Peak FLOP/s per rank for MFU (0: measured matmul rate)", at_least(0)),
+      key("metrics.tensorboard", &C::tensorboard, false,
+          "Also write each metrics line as TensorBoard scalars (events.out.tfevents.* in the dump "
+          "folder: tensorboard --logdir DUMP_FOLDER)"),
       key("comm.timeout_s", &C::timeout_s, 300.0, "Seconds any collective may take",
           within_open_lo(0, 7 * 24 * 3600)),
       key("comm.backend", &C::backend, "auto", "auto (nccl on CUDA, gloo on cpu), gloo or nccl"),

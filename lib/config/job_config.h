@@ -67,6 +67,7 @@ struct JobConfig {
   // [metrics]
   int64_t log_interval;
   double peak_flops;
+  bool tensorboard;  ///< also write TensorBoard events (NOTE [TensorBoard events])
   // [comm]
   double timeout_s;
   std::string backend;

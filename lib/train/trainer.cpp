@@ -23,6 +23,7 @@
 #include "train/nonfinite.h"
 #include "train/preemption.h"
 #include "train/run_folder.h"
+#include "train/tensorboard.h"
 
 namespace vescale {
 namespace {
@@ -129,6 +130,9 @@ class TrainingLoop {
         hooks_(std::move(hooks)),
         folder_(job, world, resumed, start_step),
         writer_(folder_.metrics_path(), job.run_id),
+        tensorboard_(c_.tensorboard && !folder_.metrics_path().empty()
+                         ? std::filesystem::path(folder_.metrics_path()).parent_path().string()
+                         : ""),
         meter_(job, world),
         activations_(job),
         checkpointer_(job, world),
@@ -173,7 +177,10 @@ class TrainingLoop {
           step_metrics(meter_, step, start_step_, c_.steps, result, lr, val_loss, step_start,
                        comm_before, comm_after, activations_.with_activations(job_.state_bytes()));
       log_rank0("{}", format_metrics_line(m));
-      if (world_.rank() == 0) writer_.write(m);
+      if (world_.rank() == 0) {
+        writer_.write(m);
+        tensorboard_.write(m);
+      }
     }
     // After the step's metrics line: a crash between the two repeats the line on resume rather
     // than losing it (evaluation reads the state, so the saved state is the same).
@@ -253,6 +260,7 @@ class TrainingLoop {
   const TrainHooks hooks_;
   const RunFolder folder_;
   MetricsWriter writer_;
+  TensorBoardWriter tensorboard_;  ///< metrics.tensorboard (rank 0)
   Meter meter_;
   ActivationMeter activations_;
   JobCheckpointer checkpointer_;

@@ -10,10 +10,11 @@ import json
 import os
 import shutil
 import struct
+import subprocess
 import tempfile
 import unittest
 
-from common import SYSTEM_PYTHON, run
+from common import BINARY, SYSTEM_PYTHON, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = os.path.join(HERE, "hf_reference.py")
@@ -185,6 +186,15 @@ class HFExport(unittest.TestCase):
                 losses.append(float(result.stdout.split()[-1]))
             print(f"{family}: eval of the checkpoint {losses[0]!r}, of hf:DIR {losses[1]!r}")
             self.assertEqual(losses[0], losses[1])
+            # generate takes hf:DIR too: the same greedy tokens.
+            texts = []
+            for source in (checkpoint, "hf:" + exported):
+                result = subprocess.run([BINARY, "generate", config, "--checkpoint", source, *one,
+                                         "--greedy", "--max-new-tokens", "6"],
+                                        capture_output=True, timeout=300)  # any bytes
+                self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+                texts.append(result.stdout)
+            self.assertEqual(texts[0], texts[1], family)
             # Training from hf:DIR with lr = 0 saves the imported parameters as they are.
             dump = os.path.join(self.folder, f"{family}-from-hf")
             result = run("train", config, f"--job.dump_folder={dump}",
