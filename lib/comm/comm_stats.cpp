@@ -54,6 +54,16 @@ int64_t CommStats::total_bytes() const {
   return total;
 }
 
+void CommStats::record_wait(const std::string& label, double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  waits_[label] += seconds;
+}
+
+WaitSnapshot CommStats::wait_snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return waits_;
+}
+
 CommSnapshot CommStats::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return counts_;

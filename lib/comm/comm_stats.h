@@ -45,10 +45,18 @@ struct CommCount {
 /// Every counter, keyed by (label, kind).
 using CommSnapshot = std::map<std::pair<std::string, CommKind>, CommCount>;
 
+/// Seconds blocked in waits, by group label.
+using WaitSnapshot = std::map<std::string, double>;
+
 /// Thread-safe counters of one rank (collectives may run on autograd threads too).
 class CommStats {
  public:
   void record(const std::string& label, CommKind kind, int64_t bytes);
+  /// Adds `seconds` this rank was blocked waiting for a collective or transfer of a group
+  /// labelled `label` (NOTE [Step anatomy]).
+  void record_wait(const std::string& label, double seconds);
+  /// A copy of the wait counters.
+  WaitSnapshot wait_snapshot() const;
 
   /// Bytes sent over groups labelled `label` ("tp", "dp", ...), all kinds.
   int64_t bytes(const std::string& label) const;
@@ -62,6 +70,7 @@ class CommStats {
  private:
   mutable std::mutex mutex_;
   CommSnapshot counts_;
+  WaitSnapshot waits_;
 };
 
 }  // namespace vescale::comm

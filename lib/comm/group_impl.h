@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -111,7 +112,12 @@ struct Group::Impl {
 
   void wait(const c10::intrusive_ptr<::c10d::Work>& work, const char* what) const {
     heartbeat::WaitScope waiting;  // NOTE [Heartbeat]
+    const auto start = std::chrono::steady_clock::now();
     guarded(what, [&] { return work->wait(options.timeout); });
+    // NOTE [Step anatomy]: the time this rank was blocked, by mesh dim.
+    stats->record_wait(
+        options.label,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
 };
 

@@ -65,6 +65,45 @@ void set_comm_bytes(StepMetrics& m, const comm::CommSnapshot& before,
   }
 }
 
+void set_comm_waits(StepMetrics& m, const comm::WaitSnapshot& before,
+                    const comm::WaitSnapshot& after) {
+  m.comm_wait_s.clear();
+  for (const auto& [label, seconds] : after) {
+    if (label == "world") continue;
+    const auto earlier = before.find(label);
+    m.comm_wait_s[label] = seconds - (earlier == before.end() ? 0.0 : earlier->second);
+  }
+}
+
+std::vector<std::pair<std::string, double>> step_phases(const StepMetrics& m) {
+  const StepAnatomy& t = m.time;
+  const double sum = t.forward_s + t.backward_s + t.bubble_s + t.grad_sync_s + t.optimizer_s;
+  return {{"forward", t.forward_s},     {"backward", t.backward_s},
+          {"bubble", t.bubble_s},       {"grad_sync", t.grad_sync_s},
+          {"optimizer", t.optimizer_s}, {"other", std::max(0.0, m.step_time_s - sum)}};
+}
+
+namespace {
+
+/// " | fwd 12ms bwd 20ms sync 1ms opt 3ms other 2ms (blocked: tp 4ms, dp 1ms)".
+std::string anatomy_text(const StepMetrics& m) {
+  static const std::map<std::string, std::string> kShort = {
+      {"forward", "fwd"},    {"backward", "bwd"},  {"bubble", "bubble"},
+      {"grad_sync", "sync"}, {"optimizer", "opt"}, {"other", "other"}};
+  std::vector<std::string> parts;
+  for (const auto& [name, seconds] : step_phases(m)) {
+    if (name == "bubble" && seconds == 0) continue;
+    parts.push_back(fmt::format("{} {:.0f}ms", kShort.at(name), seconds * 1e3));
+  }
+  std::vector<std::string> waits;
+  for (const auto& [label, seconds] : m.comm_wait_s)
+    waits.push_back(fmt::format("{} {:.0f}ms", label, seconds * 1e3));
+  return fmt::format(" | {}{}", fmt::join(parts, " "),
+                     waits.empty() ? "" : fmt::format(" (blocked: {})", fmt::join(waits, ", ")));
+}
+
+}  // namespace
+
 std::string format_metrics_line(const StepMetrics& m) {
   int64_t comm = 0;
   for (const auto& entry : m.comm_bytes)
@@ -80,6 +119,7 @@ std::string format_metrics_line(const StepMetrics& m) {
                       state.empty() ? "" : fmt::format(" ({})", fmt::join(state, ", ")));
   line +=
       fmt::format(" | comm {}/step{}", format_bytes(static_cast<double>(comm)), dp_comm_by_kind(m));
+  line += anatomy_text(m);
   // The last step's line ends the run: "done", not an ETA of nothing.
   const bool last = m.total_steps > 0 && m.step >= m.total_steps;
   line += last ? " | done" : fmt::format(" | eta {}", format_duration(m.eta_s));
@@ -106,6 +146,11 @@ std::string metrics_json(const StepMetrics& m, const std::string& run_id) {
   j["comm_bytes"] = m.comm_bytes;
   j["comm_bytes_by_kind"] = m.comm_bytes_by_kind;
   j["step_time_s"] = m.step_time_s;
+  nlohmann::ordered_json time;
+  for (const auto& [name, seconds] : step_phases(m))
+    time[name] = seconds;
+  j["time_s"] = time;
+  j["comm_wait_s"] = m.comm_wait_s;
   return j.dump();
 }
 

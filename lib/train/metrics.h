@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/comm_stats.h"
+#include "train/step_anatomy.h"
 
 namespace vescale {
 
@@ -35,6 +36,8 @@ struct StepMetrics {
   std::map<std::string, int64_t> comm_bytes;  ///< per step, by mesh dim
   CommBytesByKind comm_bytes_by_kind;         ///< per step, by mesh dim and kind; no zero kinds
   double step_time_s = 0;
+  StepAnatomy time;                           ///< NOTE [Step anatomy]
+  std::map<std::string, double> comm_wait_s;  ///< blocked in waits, by mesh dim
   double eta_s = 0;
 };
 
@@ -44,6 +47,11 @@ void set_comm_bytes(StepMetrics& m, const comm::CommSnapshot& before,
                     const comm::CommSnapshot& after);
 
 /// "step 120/2000 | loss 1.9342 | lr 2.9e-4 | grad_norm 0.81 | tok/s 51,240 | mfu 0.42% | ...".
+/// The step's waits: `after` - `before` by mesh dim ("world" left out).
+void set_comm_waits(StepMetrics& m, const comm::WaitSnapshot& before,
+                    const comm::WaitSnapshot& after);
+/// The step's phases (NOTE [Step anatomy]) in order, and "other": the rest of step_time_s.
+std::vector<std::pair<std::string, double>> step_phases(const StepMetrics& m);
 std::string format_metrics_line(const StepMetrics& m);
 /// The JSON object of one line of metrics.jsonl (`run_id` first, when given).
 std::string metrics_json(const StepMetrics& m, const std::string& run_id = "");

@@ -127,21 +127,30 @@ void PipelineRunner::wait_idle(comm::Work& work) {
 
 std::vector<double> PipelineRunner::run(const MicroBatches& batches) {
   const auto start = Clock::now();
+  const double idle_before = stats_.idle_s;
+  times_ = {};
   std::vector<double> losses(static_cast<size_t>(schedule_.microbatches), 0.0);
   slots_.clear();
   sends_.clear();
   const auto& actions = schedule_.ranks[rank_];
+  // An action's time, but what it waited idle for another stage.
+  auto timed = [this](double& into, const std::function<void()>& action) {
+    const double idle = stats_.idle_s;
+    const auto begin = Clock::now();
+    action();
+    into += seconds_since(begin) - (stats_.idle_s - idle);
+  };
   for (size_t i = 0; i < actions.size(); ++i) {
     const pipeline::Action& a = actions[i];
     switch (a.kind) {
       case ActionKind::kForward:
-        forward(a.stage, a.micro, batches, losses);
+        timed(times_.forward_s, [&] { forward(a.stage, a.micro, batches, losses); });
         break;
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput:
       case ActionKind::kBackwardWeight:
         if (i == last_backward_) notify_last_backward();
-        backward(a.stage, a.micro, a.kind);
+        timed(times_.backward_s, [&] { backward(a.stage, a.micro, a.kind); });
         break;
       case ActionKind::kSendActivation:
         send(a.stage, a.micro, false);
@@ -163,6 +172,7 @@ std::vector<double> PipelineRunner::run(const MicroBatches& batches) {
   slots_.clear();
   stats_.steps += 1;
   stats_.step_s += seconds_since(start);
+  times_.idle_s = stats_.idle_s - idle_before;
   if (!has_last_stage()) return {};
   return losses;
 }

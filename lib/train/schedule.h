@@ -30,8 +30,17 @@ class Schedule {
   /// backward starts.
   void on_last_backward(std::function<void()> listener);
 
+  /// Where the last run()'s time went on this rank: its forwards and its backwards (the
+  /// collectives inside them included), and, under a pipeline, the time idle waiting for other
+  /// stages' activations and gradients (not in the other two).
+  struct Times {
+    double forward_s = 0, backward_s = 0, idle_s = 0;
+  };
+  const Times& times() const { return times_; }
+
  protected:
   void notify_last_backward() const;
+  Times times_;
 
  private:
   std::vector<std::function<void()>> listeners_;

@@ -106,6 +106,10 @@ std::vector<std::pair<std::string, double>> metrics_scalars(const StepMetrics& m
     out.emplace_back("state_bytes/" + kind, static_cast<double>(bytes));
   for (const auto& [dim, bytes] : m.comm_bytes)
     out.emplace_back("comm_bytes/" + dim, static_cast<double>(bytes));
+  for (const auto& [phase, seconds] : step_phases(m))
+    out.emplace_back("time_s/" + phase, seconds);
+  for (const auto& [dim, seconds] : m.comm_wait_s)
+    out.emplace_back("comm_wait_s/" + dim, seconds);
   return out;
 }
 

@@ -8,7 +8,8 @@
 // Event protobuf written by hand: wall_time (field 1, double), step (2, int64), and first
 // file_version "brain.Event:2" (3, string), then summary (5, message) with one Value (1) per
 // scalar: tag (1, string) and simple_value (2, float). Scalars: loss, val_loss, lr, grad_norm,
-// tokens_per_s, mfu, step_time_s, mem_bytes, state_bytes/<kind>, comm_bytes/<mesh dim>.
+// tokens_per_s, mfu, step_time_s, mem_bytes, state_bytes/<kind>, comm_bytes/<mesh dim>,
+// time_s/<phase> and comm_wait_s/<mesh dim> (NOTE [Step anatomy]).
 #pragma once
 
 #include <string>

@@ -1,5 +1,7 @@
 #include "train/train_step.h"
 
+#include <chrono>
+
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -28,16 +30,28 @@ std::vector<GradPiece> TrainStep::grad_pieces() const {
 }
 
 StepResult TrainStep::run(const MicroBatches& batches, double lr) {
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point since) {
+    return std::chrono::duration<double>(Clock::now() - since).count();
+  };
   StepResult result;
   grad_sync_.zero_grad();
   const std::vector<double> losses = schedule_.run(batches);
+  auto start = Clock::now();
   grad_sync_.finish();
+  result.time.grad_sync_s = seconds(start);
+  start = Clock::now();
   result.grad_norm = clip_grad_norm(grad_pieces(), mesh_.mesh(), norm_dims_, max_grad_norm_);
   result.loss = mean_loss(losses);
   // NOTE [Non-finite steps]: every rank has the same loss and norm, so all drop the update.
   result.updated = std::isfinite(result.loss) && std::isfinite(result.grad_norm);
   if (result.updated) optimizer_.step(lr);
   if (after_update_) after_update_();
+  result.time.optimizer_s = seconds(start);
+  const Schedule::Times& t = schedule_.times();
+  result.time.forward_s = t.forward_s;
+  result.time.backward_s = t.backward_s;
+  result.time.bubble_s = t.idle_s;
   return result;
 }
 

@@ -1,5 +1,6 @@
 // One training step in four parts: schedule (forward/backward of every micro-batch) -> grad sync
 // -> clip -> optimizer step; then the step's loss, the global-batch mean.
+
 #pragma once
 
 #include <functional>
@@ -10,6 +11,7 @@
 #include "parallel/grad_clip.h"
 #include "parallel/grad_sync.h"
 #include "train/schedule.h"
+#include "train/step_anatomy.h"
 
 namespace vescale {
 
@@ -25,6 +27,7 @@ struct StepParam {
 struct StepResult {
   double loss = 0;       ///< mean over micro-batches and dp ranks: the global batch's mean loss
   double grad_norm = 0;  ///< before clipping
+  StepAnatomy time;
   /// False when the loss or gradient norm was not finite: the optimizer did not step
   /// (NOTE [Non-finite steps]).
   bool updated = true;

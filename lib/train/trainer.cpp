@@ -154,6 +154,7 @@ class TrainingLoop {
     std::optional<StopAgreement> stop_agreement;
     if (!last) stop_agreement.emplace(world_);
     const comm::CommSnapshot comm_before = meter_.stats.snapshot();
+    const comm::WaitSnapshot waits_before = meter_.stats.wait_snapshot();
     const double lr =
         lr_at(step, c_.steps, c_.lr, c_.warmup_steps, c_.decay == "cosine", c_.min_lr_ratio);
     activations_.start_step();
@@ -165,6 +166,7 @@ class TrainingLoop {
         lr);
     // The step's bytes only: not those of the checkpoint or evaluation that may follow.
     const comm::CommSnapshot comm_after = meter_.stats.snapshot();
+    const comm::WaitSnapshot waits_after = meter_.stats.wait_snapshot();
     summary_.losses.push_back(result.loss);
     nonfinite_.after_step(step, result);
     const auto check_start = Clock::now();
@@ -173,9 +175,11 @@ class TrainingLoop {
 
     const std::optional<double> val_loss = evaluate_after(step, last, stop);
     if ((step + 1) % c_.log_interval == 0 || last || val_loss || stop) {
-      const StepMetrics m =
+      StepMetrics m =
           step_metrics(meter_, step, start_step_, c_.steps, result, lr, val_loss, step_start,
                        comm_before, comm_after, activations_.with_activations(job_.state_bytes()));
+      m.time = result.time;
+      set_comm_waits(m, waits_before, waits_after);
       log_rank0("{}", format_metrics_line(m));
       if (world_.rank() == 0) {
         writer_.write(m);

@@ -1,6 +1,7 @@
 """metrics.tensorboard (NOTE [TensorBoard events]) read back by an independent parser: the TFRecord
 framing with both masked CRC-32Cs checked, the Event and Summary protobuf fields decoded by hand,
-and every scalar of every event equal (as float32) to the metrics.jsonl line of its step."""
+and every scalar of every event equal (as float32) to the metrics.jsonl line of its step, the
+step's phases (NOTE [Step anatomy]) among them."""
 import glob
 import os
 import shutil
@@ -130,9 +131,16 @@ class TensorBoard(unittest.TestCase):
                 expected["val_loss"] = m["val_loss"]
             expected.update({f"state_bytes/{k}": v for k, v in m["state_bytes"].items()})
             expected.update({f"comm_bytes/{k}": v for k, v in m["comm_bytes"].items()})
+            expected.update({f"time_s/{k}": v for k, v in m["time_s"].items()})
+            expected.update({f"comm_wait_s/{k}": v for k, v in m["comm_wait_s"].items()})
             self.assertEqual(by_step[m["step"]]["scalars"],
                              {k: as_float32(v) for k, v in expected.items()}, m["step"])
             checked += len(expected)
+            # NOTE [Step anatomy]: the phases and "other" are the step's time; dp=2 waits on dp.
+            self.assertAlmostEqual(sum(m["time_s"].values()), m["step_time_s"], delta=1e-9)
+            self.assertGreater(m["time_s"]["forward"], 0)
+            self.assertGreater(m["time_s"]["backward"], 0)
+            self.assertIn("dp", m["comm_wait_s"])
         print(f"\n{len(events)} events in {os.path.basename(files[0])}, {checked} scalars equal to "
               f"metrics.jsonl (as float32), e.g. step {lines[-1]['step']}: "
               f"{sorted(by_step[lines[-1]['step']]['scalars'])}")
