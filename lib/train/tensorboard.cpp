@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "checkpoint/crc32c.h"
+#include "core/write_fully.h"
 
 namespace vescale {
 namespace {
@@ -119,17 +120,6 @@ TensorBoardWriter::~TensorBoardWriter() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-bool TensorBoardWriter::append(const std::string& record) {
-  size_t done = 0;
-  while (done < record.size()) {
-    const ssize_t n = ::write(fd_, record.data() + done, record.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 void TensorBoardWriter::write(const StepMetrics& m) {
   if (folder_.empty() || failed_) return;
   const double wall_time = now_seconds();
@@ -144,9 +134,9 @@ void TensorBoardWriter::write(const StepMetrics& m) {
                 .string();
     fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                  0644);
-    ok = fd_ >= 0 && append(tfrecord(version_event(wall_time)));
+    ok = fd_ >= 0 && write_fully(fd_, tfrecord(version_event(wall_time)));
   }
-  ok = ok && append(tfrecord(scalar_event(wall_time, m.step, metrics_scalars(m))));
+  ok = ok && write_fully(fd_, tfrecord(scalar_event(wall_time, m.step, metrics_scalars(m))));
   if (!ok) {
     failed_ = true;
     spdlog::error(

@@ -41,8 +41,6 @@ class TensorBoardWriter {
   const std::string& path() const { return path_; }
 
  private:
-  bool append(const std::string& record);
-
   std::string folder_, path_;
   int fd_ = -1;
   bool failed_ = false;

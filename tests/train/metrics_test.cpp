@@ -117,9 +117,30 @@ TEST(Metrics, NoDpBytesNoBrackets) {
   StepMetrics m;
   m.comm_bytes = {{"tp", 1024}};
   m.comm_bytes_by_kind = {{"tp", {{"all_reduce", 1024}}}};
-  EXPECT_NE(format_metrics_line(m).find("| comm 1KiB/step | eta"), std::string::npos);
+  EXPECT_NE(format_metrics_line(m).find("| comm 1KiB/step | fwd"), std::string::npos);
   EXPECT_NE(metrics_json(m).find(R"("comm_bytes_by_kind":{"tp":{"all_reduce":1024}})"),
             std::string::npos);
+}
+
+TEST(Metrics, TheStepsPhasesAndWaitsSumToItsTime) {
+  // NOTE [Step anatomy]: the phases, the rest as other, no bubble without a pipeline.
+  StepMetrics m;
+  m.step_time_s = 0.050;
+  m.time = {0.012, 0.020, 0.0, 0.001, 0.003};
+  m.comm_wait_s = {{"dp", 0.001}, {"tp", 0.004}};
+  const std::string line = format_metrics_line(m);
+  EXPECT_NE(line.find("| fwd 12ms bwd 20ms sync 1ms opt 3ms other 14ms (blocked: dp 1ms, tp 4ms)"),
+            std::string::npos)
+      << line;
+  const nlohmann::json j = nlohmann::json::parse(metrics_json(m));
+  double sum = 0;
+  for (const auto& [phase, seconds] : j.at("time_s").items())
+    sum += seconds.get<double>();
+  EXPECT_NEAR(sum, 0.050, 1e-12);
+  EXPECT_EQ(j.at("time_s").at("bubble").get<double>(), 0.0);
+  EXPECT_EQ(j.at("comm_wait_s").at("tp").get<double>(), 0.004);
+  m.time.bubble_s = 0.010;
+  EXPECT_NE(format_metrics_line(m).find("bwd 20ms bubble 10ms sync"), std::string::npos);
 }
 
 TEST(Metrics, DpAllReduceBytesOfATrainingStep) {
