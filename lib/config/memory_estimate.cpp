@@ -27,13 +27,17 @@ BlockActivations block_activations(const JobConfig& c, const ActivationShape& s,
   return out;
 }
 
+double compute_element_bytes(const JobConfig& c) {
+  return c.dtype == "float64" ? 8.0 : c.dtype == "bfloat16" ? 2.0 : 4.0;
+}
+
 MemoryEstimate estimate_memory(const JobConfig& c) {
   MemoryEstimate m;
   const ModelSpec spec = c.model_spec();
   m.parameters = c.family().parameter_count(spec);
   // Bytes per parameter: the value and its gradient in the compute dtype, float32 masters under
   // bf16, and the optimizer's states (AdamW 2, SGD 1) in the state dtype.
-  const double element = c.dtype == "float64" ? 8.0 : c.dtype == "bfloat16" ? 2.0 : 4.0;
+  const double element = compute_element_bytes(c);
   const double state_element = c.dtype == "float64" ? 8.0 : 4.0;
   const double optimizer_states = c.optimizer == "sgd" ? 1.0 : 2.0;
   const double masters = c.dtype == "bfloat16" ? 4.0 : 0.0;

@@ -46,6 +46,9 @@ struct BlockActivations {
 /// says.
 BlockActivations block_activations(const JobConfig& c, const ActivationShape& shape, double blocks);
 
+/// Bytes of an element of `c`'s compute dtype (training.dtype): 8, 4 or 2 (bfloat16).
+double compute_element_bytes(const JobConfig& c);
+
 /// From the model sizes, dtype, optimizer, batch and mesh of `c` (all computed in double, so
 /// absurd values do not overflow).
 MemoryEstimate estimate_memory(const JobConfig& c);

@@ -3,13 +3,15 @@
 #include <cmath>
 #include <optional>
 
+#include "config/memory_estimate.h"
+
 namespace vescale {
 
 RingVolume ring_volume(const JobConfig& c) {
   RingVolume v;
   const std::optional<TransformerShape> shape = c.family().transformer_shape(c.model_spec());
   if (c.cp == 1 || !shape) return v;
-  const double element = c.dtype == "float64" ? 8.0 : c.dtype == "bfloat16" ? 2.0 : 4.0;
+  const double element = compute_element_bytes(c);
   const double tokens = static_cast<double>(c.seq_len) / static_cast<double>(c.cp);
   const double width = static_cast<double>(shape->n_embd) / static_cast<double>(c.tp);
   v.kv_pair_bytes = 2.0 * static_cast<double>(c.micro_batch_size()) * tokens * width * element;

@@ -66,35 +66,43 @@ at::Tensor causal_bias(int64_t t, const at::TensorOptions& options) {
   return it->second;
 }
 
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  const at::Tensor q3 = q.reshape({b * h, t, d});
-  const at::Tensor k3 = k.reshape({b * h, t, d});
-  const at::Tensor v3 = v.reshape({b * h, t, d});
-  const at::Tensor scores = at::add(causal_bias(t, q.options()), at::bmm(q3, k3.transpose(1, 2)),
-                                    /*alpha=*/scale);
-  return at::bmm(at::softmax(scores, -1), v3).view({b, h, t, d});
-}
+namespace {
 
-at::Tensor cached_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            int64_t past) {
+/// softmax(q k^T * scale + bias) v for q [B, H, t, D] and k, v [B, H, n, D]: `bias` an additive
+/// [t, n] mask of 0 and -inf applied by the pass that scales (NOTE [Explicit attention]), or
+/// undefined for none.
+at::Tensor biased_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& bias) {
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3), n = k.size(2);
-  TORCH_CHECK(n == past + t, "[attention] ", n, " keys for ", past, " cached and ", t,
-              " new positions");
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::Tensor q3 = q.reshape({b * h, t, d});
   const at::Tensor k3 = k.reshape({b * h, n, d});
   const at::Tensor v3 = v.reshape({b * h, n, d});
-  at::Tensor scores = at::bmm(q3, k3.transpose(1, 2)).mul_(scale);
-  if (t > 1) {
-    // Query i (position past + i) sees keys [0, past + i].
-    const at::Tensor keys = at::arange(n, q.options().dtype(at::kLong));
-    const at::Tensor queries = at::arange(t, q.options().dtype(at::kLong)).add_(past);
-    scores.masked_fill_(keys.unsqueeze(0) > queries.unsqueeze(1),
-                        -std::numeric_limits<double>::infinity());
-  }
+  at::Tensor scores = at::bmm(q3, k3.transpose(1, 2));
+  scores = bias.defined() ? at::add(bias, scores, /*alpha=*/scale) : scores.mul_(scale);
   return at::bmm(at::softmax(scores, -1), v3).view({b, h, t, d});
+}
+
+}  // namespace
+
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return biased_attention(q, k, v, causal_bias(q.size(2), q.options()));
+}
+
+at::Tensor cached_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            int64_t past) {
+  const int64_t t = q.size(2), n = k.size(2);
+  TORCH_CHECK(n == past + t, "[attention] ", n, " keys for ", past, " cached and ", t,
+              " new positions");
+  if (t == 1) return biased_attention(q, k, v, at::Tensor());  // one query sees every key
+  if (past == 0) return causal_attention(q, k, v);
+  // Query i (position past + i) sees keys [0, past + i].
+  const at::Tensor keys = at::arange(n, q.options().dtype(at::kLong));
+  const at::Tensor queries = at::arange(t, q.options().dtype(at::kLong)).add_(past);
+  const at::Tensor bias = at::zeros({t, n}, q.options())
+                              .masked_fill_(keys.unsqueeze(0) > queries.unsqueeze(1),
+                                            -std::numeric_limits<double>::infinity());
+  return biased_attention(q, k, v, bias);
 }
 
 namespace {

@@ -236,11 +236,11 @@ DTensor causal_attention(const DTensor& q, const DTensor& k, const DTensor& v) {
        fixed(detail::attention_rule()),
        q.shape(),
        [](const Locals& l, const Specs&, const DTensorSpec&) {
-         // Context parallelism: this rank's part of each sequence, as a ring (on any device:
-         // the kernels below would see the local tokens only). Else NOTE [Fast paths]: the
-         // fused kernel on CUDA (not float64), else NOTE [Blocked causal attention] (not
-         // float64), else NOTE [Explicit attention].
-         // Generation: the new tokens against the cached ones (NOTE [KV cache]).
+         // Generation: the new tokens against the cached ones (NOTE [KV cache]). Context
+         // parallelism: this rank's part of each sequence, as a ring (on any device: the
+         // kernels below would see the local tokens only). Else NOTE [Fast paths]: the fused
+         // kernel on CUDA (not float64), else NOTE [Blocked causal attention] (not float64),
+         // else NOTE [Explicit attention].
          if (KvCache* cache = KvCacheScope::cache()) return cache->attend(l[0], l[1], l[2]);
          if (const comm::Group* ring = ContextParallelScope::ring())
            return ring_causal_attention(l[0], l[1], l[2], *ring);

@@ -3,18 +3,14 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include <chrono>
 #include <optional>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "dtensor/kv_cache.h"
 
 namespace vescale {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 at::Tensor column(const std::vector<int64_t>& tokens) {
   return at::tensor(tokens, at::kLong).view({static_cast<int64_t>(tokens.size()), 1});
@@ -24,15 +20,8 @@ at::Tensor column(const std::vector<int64_t>& tokens) {
 
 std::optional<at::Tensor> forward_logits(ParallelModel& model, const at::Tensor& tokens) {
   const JobConfig& c = model.config();
-  const Batch batch{tokens, at::Tensor(), ForwardContext::eval()};
-  std::optional<DTensor> logits;
-  if (PipelineRunner* pipeline = model.pipeline()) {
-    logits = pipeline->forward_outputs(batch);
-  } else {
-    const DeviceMesh& mesh = model.mesh().param_mesh();
-    const auto layers = static_cast<int64_t>(model.task().layers().size());
-    logits = model.layer_runner()(0, layers, model.task().inputs(batch, mesh), batch.context).at(0);
-  }
+  const std::optional<DTensor> logits =
+      model.forward_outputs(Batch{tokens, at::Tensor(), ForwardContext::eval()});
   if (!logits) return std::nullopt;
   return logits->full_tensor().narrow(2, 0, c.family().vocab_size(c.model_spec())).cpu();
 }
@@ -85,7 +74,7 @@ Generation generate(ParallelModel& model, const std::vector<int64_t>& prompt,
                 "generate: the prompt has {} tokens; it must have 1 to model.block_size = {}",
                 prompt_length, block_size);
   torch::autograd::AutoGradMode no_grad(false);
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   Generation out;
   out.tokens.assign(static_cast<size_t>(o.num_samples), {});
   // The context the model sees, [num_samples, <= block_size], and with the cache the tokens of
@@ -96,7 +85,7 @@ Generation generate(ParallelModel& model, const std::vector<int64_t>& prompt,
   std::optional<KvCacheScope> scope;
   if (o.use_cache) scope.emplace(&cache);
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
-    const auto step_start = std::chrono::steady_clock::now();
+    const auto step_start = Clock::now();
     const std::vector<int64_t> next =
         next_tokens(model, o.use_cache ? fresh : context, o.sampling, step);
     if (o.use_cache) cache.advance(fresh.size(1));

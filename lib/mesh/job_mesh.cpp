@@ -1,5 +1,7 @@
 #include "mesh/job_mesh.h"
 
+#include <c10/util/accumulate.h>
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -7,13 +9,6 @@
 namespace vescale {
 
 namespace {
-
-int64_t ranks_of_sizes(const std::vector<int64_t>& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes)
-    n *= s;
-  return n;
-}
 
 MeshSpec spec_of(const MeshDims& dims) {
   MeshSpec spec;
@@ -40,7 +35,7 @@ JobMesh::JobMesh(const comm::Group& world, const MeshDims& dims)
   for (const auto& name : names)
     along.push_back(mesh_.dim_index(name));
   const std::vector<int64_t> sizes = replica_sizes();
-  const int64_t count = ranks_of_sizes(sizes);
+  const int64_t count = c10::multiply_integers(sizes);
   std::vector<std::vector<int>> lines;
   for (int r = 0; r < world.size(); ++r) {
     std::vector<int64_t> coord = mesh_.coordinate_of(r);

@@ -46,12 +46,13 @@ struct StepMetrics {
 void set_comm_bytes(StepMetrics& m, const comm::CommSnapshot& before,
                     const comm::CommSnapshot& after);
 
-/// "step 120/2000 | loss 1.9342 | lr 2.9e-4 | grad_norm 0.81 | tok/s 51,240 | mfu 0.42% | ...".
 /// The step's waits: `after` - `before` by mesh dim ("world" left out).
 void set_comm_waits(StepMetrics& m, const comm::WaitSnapshot& before,
                     const comm::WaitSnapshot& after);
 /// The step's phases (NOTE [Step anatomy]) in order, and "other": the rest of step_time_s.
 std::vector<std::pair<std::string, double>> step_phases(const StepMetrics& m);
+
+/// "step 120/2000 | loss 1.9342 | lr 2.9e-4 | grad_norm 0.81 | tok/s 51,240 | mfu 0.42% | ...".
 std::string format_metrics_line(const StepMetrics& m);
 /// The JSON object of one line of metrics.jsonl (`run_id` first, when given).
 std::string metrics_json(const StepMetrics& m, const std::string& run_id = "");

@@ -231,6 +231,11 @@ void ParallelModel::wrap_layers(LayerWrapper wrapper, bool collective_over_dp) {
   collective_over_dp_ = collective_over_dp;
 }
 
+std::optional<DTensor> ParallelModel::forward_outputs(const Batch& batch) {
+  if (pipeline_) return pipeline_->forward_outputs(batch);
+  return task_->forward_outputs(batch, mesh_.param_mesh(), layer_runner()).at(0);
+}
+
 double ParallelModel::forward_loss(const Batch& batch) {
   if (pipeline_) return pipeline_->forward_loss(batch);
   return task_->forward_loss(batch, mesh_.param_mesh(), layer_runner()).to_local().item<double>();

@@ -120,6 +120,10 @@ class ParallelModel {
   /// The mean loss of `batch` without gradients (under a pipeline: on the last stage's rank,
   /// 0 on the others). *Collective* over the parameter mesh (and the pp group).
   double forward_loss(const Batch& batch);
+  /// The model's output on `batch` (logits), for any rows and sequence length: on every rank, or
+  /// under a pipeline on the last stage's ranks (empty on the others). *Collective* over the
+  /// parameter mesh (and the pp group).
+  std::optional<DTensor> forward_outputs(const Batch& batch);
 
  private:
   /// Each of module_'s parameters (by any name) to its index in params_.

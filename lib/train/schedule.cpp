@@ -1,7 +1,6 @@
 #include "train/schedule.h"
 
-#include <chrono>
-
+#include "core/clock.h"
 #include "core/error.h"
 
 namespace vescale {
@@ -21,21 +20,17 @@ GradientAccumulation::GradientAccumulation(int64_t microbatches, ForwardLoss for
 }
 
 std::vector<double> GradientAccumulation::run(const MicroBatches& batches) {
-  using Clock = std::chrono::steady_clock;
-  auto seconds = [](Clock::time_point since) {
-    return std::chrono::duration<double>(Clock::now() - since).count();
-  };
   times_ = {};
   std::vector<double> losses;
   for (int64_t micro = 0; micro < microbatches_; ++micro) {
     auto start = Clock::now();
     DTensor loss = forward_loss_(batches(micro));
-    times_.forward_s += seconds(start);
+    times_.forward_s += seconds_since(start);
     if (micro + 1 == microbatches_) notify_last_backward();
     start = Clock::now();
     (loss.to_local() / static_cast<double>(microbatches_)).backward();
     losses.push_back(loss.to_local().item<double>());
-    times_.backward_s += seconds(start);
+    times_.backward_s += seconds_since(start);
   }
   return losses;
 }

@@ -13,10 +13,15 @@ double Task::flops_per_sample() const {
   return total;
 }
 
+Tensors Task::forward_outputs(const Batch& batch, const DeviceMesh& mesh,
+                              const LayerRunner& run) const {
+  const auto n = static_cast<int64_t>(layers().size());
+  return run(0, n, inputs(batch, mesh), batch.context);
+}
+
 DTensor Task::forward_loss(const Batch& batch, const DeviceMesh& mesh,
                            const LayerRunner& run) const {
-  const auto n = static_cast<int64_t>(layers().size());
-  return loss(run(0, n, inputs(batch, mesh), batch.context), batch, mesh);
+  return loss(forward_outputs(batch, mesh, run), batch, mesh);
 }
 
 std::unique_ptr<Task> make_task(const JobConfig& config) {

@@ -62,8 +62,10 @@ class Task {
   virtual Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
                              const ForwardContext& context) const = 0;
 
-  /// The mean loss of the model on `batch`: inputs, the layers run by `run` (all of them, in one
-  /// call), loss. *Collective* over `mesh`.
+  /// The model's outputs on `batch`: inputs, then the layers run by `run` (all of them, in one
+  /// call). *Collective* over `mesh`.
+  Tensors forward_outputs(const Batch& batch, const DeviceMesh& mesh, const LayerRunner& run) const;
+  /// The mean loss of the model on `batch`: forward_outputs, then loss. *Collective* over `mesh`.
   DTensor forward_loss(const Batch& batch, const DeviceMesh& mesh, const LayerRunner& run) const;
 };
 

@@ -1,10 +1,10 @@
 #include "train/train_step.h"
 
-#include <chrono>
-
 #include <ATen/ATen.h>
 
 #include <cmath>
+
+#include "core/clock.h"
 
 namespace vescale {
 
@@ -30,16 +30,12 @@ std::vector<GradPiece> TrainStep::grad_pieces() const {
 }
 
 StepResult TrainStep::run(const MicroBatches& batches, double lr) {
-  using Clock = std::chrono::steady_clock;
-  auto seconds = [](Clock::time_point since) {
-    return std::chrono::duration<double>(Clock::now() - since).count();
-  };
   StepResult result;
   grad_sync_.zero_grad();
   const std::vector<double> losses = schedule_.run(batches);
   auto start = Clock::now();
   grad_sync_.finish();
-  result.time.grad_sync_s = seconds(start);
+  result.time.grad_sync_s = seconds_since(start);
   start = Clock::now();
   result.grad_norm = clip_grad_norm(grad_pieces(), mesh_.mesh(), norm_dims_, max_grad_norm_);
   result.loss = mean_loss(losses);
@@ -47,7 +43,7 @@ StepResult TrainStep::run(const MicroBatches& batches, double lr) {
   result.updated = std::isfinite(result.loss) && std::isfinite(result.grad_norm);
   if (result.updated) optimizer_.step(lr);
   if (after_update_) after_update_();
-  result.time.optimizer_s = seconds(start);
+  result.time.optimizer_s = seconds_since(start);
   const Schedule::Times& t = schedule_.times();
   result.time.forward_s = t.forward_s;
   result.time.backward_s = t.backward_s;
