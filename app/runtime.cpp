@@ -71,6 +71,7 @@ int run_on_ranks(int nproc, const std::string& wanted_by, const Invocation& invo
                    outcome.exit_code);
     } else if (outcome.exit_code != 0) {
       spdlog::error("[launch] {}", outcome.failure);
+      print_flight_diagnosis(launch.flight_folder);  // NOTE [Flight recorder]
     } else if (outcome.restarts > 0) {
       spdlog::info("[launch] done after {} restart{}", outcome.restarts,
                    outcome.restarts == 1 ? "" : "s");

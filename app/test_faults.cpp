@@ -44,6 +44,25 @@ void maybe_hang_for_test(int rank, int64_t step) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
+void hang_at_collective_for_test(const comm::Group& world) {
+  const char* spec = std::getenv("VESCALE_TEST_HANG_AT_COLLECTIVE");
+  if (spec == nullptr) return;
+  int hang_rank = -1;
+  char label[32] = {};
+  unsigned long long seq = 0;
+  VS_CHECK(std::sscanf(spec, "%d:%31[^:]:%llu", &hang_rank, label, &seq) == 3,
+           "[test] VESCALE_TEST_HANG_AT_COLLECTIVE='{}': expected rank:label:seq", spec);
+  if (world.rank() != hang_rank) return;
+  world.flight()->set_before_call([label = std::string(label), seq](const comm::FlightGroup& group,
+                                                                    uint64_t next, bool transfer) {
+    if (transfer || group.label != label || next != seq) return;
+    spdlog::warn("[test] rank hangs before collective #{} of its {} group", seq, label);
+    spdlog::default_logger()->flush();
+    while (true)
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+  });
+}
+
 TrainHooks test_fault_hooks() {
   return {[](int rank, int64_t step) {
     maybe_die_for_test(rank, step);

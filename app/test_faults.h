@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "comm/group.h"
 #include "train/trainer.h"
 
 namespace vescale {
@@ -18,6 +19,12 @@ void maybe_die_for_test(int rank, int64_t step);
 /// collective) as it is about to run 0-based step `step`: a deadlock in compute, for the
 /// launcher's heartbeat to find (tests/e2e/test_liveness.py). A no-op when unset.
 void maybe_hang_for_test(int rank, int64_t step);
+
+/// Test only: VESCALE_TEST_HANG_AT_COLLECTIVE="rank:label:seq" makes world rank `rank` hang (sleep
+/// forever) as it is about to post collective #seq of its group labelled `label` ("tp", "dp",
+/// ...): a rank that never enters a collective its peers wait in, for the flight recorder's
+/// diagnosis (tests/e2e/test_flight_recorder.py). A no-op when unset.
+void hang_at_collective_for_test(const comm::Group& world);
 
 /// The training loop's hooks that run both before each step.
 TrainHooks test_fault_hooks();

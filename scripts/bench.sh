@@ -37,8 +37,13 @@
 #      of 8 blocks, C = 256, block_size 512 (one step trained: its speed, not its text), with and
 #      without the KV cache: tokens/s, the mean time of a step in the first and the last quarter
 #      of the steps, the time to the first token, and the context restarts.
+#  10. flight: what the flight recorder costs (NOTE [Flight recorder]): ns a call
+#      (vescale-bench-flight), the calls of a step on each rank of gpt-dp2-tp2 and pp 2 x tp 2
+#      (from their dumps after step 20), their share of the step time, and tokens/s with the
+#      recorder on (4096 entries) and off (0), 3 alternating rounds each.
 # Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or peers, comm, train, pipeline,
-# checkpoint, export, recompute, cp, generate, peer-threads; a comma list) runs only those tables.
+# checkpoint, export, recompute, cp, generate, flight, peer-threads; a comma list) runs only those
+# tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,7 +55,7 @@ BIN="${VESCALE_TRAIN:-${BUILD_DIR:-build}/vescale-train}"
 SIZES=(--sizes 1K,64K,1M,16M)
 [ $# -gt 0 ] && SIZES=("$@")
 
-BENCH=${BENCH:-peers,comm,train,pipeline,zero,checkpoint,export,recompute,cp,generate}
+BENCH=${BENCH:-peers,comm,train,pipeline,zero,checkpoint,export,recompute,cp,generate,flight}
 wanted() { [[ ",$BENCH," == *",$1,"* ]]; }
 
 if wanted comm; then
@@ -478,3 +483,44 @@ big=(--model.n_layer=8 --model.n_embd=256 --model.n_head=8 --model.block_size=51
 gen_rows "8x256,block 512" "$OUT/gen-big" "${big[@]}"
 fi
 
+if wanted flight; then
+echo
+FLIGHT="${VESCALE_BENCH_FLIGHT:-${BUILD_DIR:-build}/vescale-bench-flight}"
+"$FLIGHT"
+ns=$("$FLIGHT" | sed -E 's/.*: ([0-9.]+) ns a call.*/\1/')
+echo "flight recorder on 4 ranks, float32, 40 steps: calls of step 20 per rank (its dump), their cost"
+echo "at $ns ns a call against the median step time, and tokens/s with the recorder on and off"
+printf '| job | calls a step (ranks 0-3) | recorder per step | median step | share | tokens/s on | tokens/s off | on vs off |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n'
+flight_rows() {  # label, overrides...
+  local label=$1 round entries
+  shift
+  declare -A tok=([on]="" [off]="")
+  for round in 1 2 3; do
+    for entries in 4096 0; do
+      local dir="$OUT/flight-$round-$entries"
+      "$BIN" train configs/gpt-dp2-tp2.toml --job.dump_folder="$dir" --training.steps=40 \
+        --eval.interval=0 --eval.windows=1 --metrics.log_interval=1 \
+        --comm.flight_recorder_entries=$entries --comm.flight_recorder_dump=20 "$@" >/dev/null 2>&1
+      tok[$([ $entries = 0 ] && echo off || echo on)]+=" $($PY -c "import json,sys; print(json.loads(open(sys.argv[1]).readlines()[-1])['tokens_per_s'])" "$dir/metrics.jsonl")"
+    done
+  done
+  $PY - "$label" "$ns" "$OUT/flight-1-4096" "${tok[on]}" "${tok[off]}" <<'PYEOF'
+import json, os, statistics, sys
+label, ns, folder, on, off = sys.argv[1:]
+calls = []
+for r in range(4):
+    d = json.load(open(os.path.join(folder, "flight", f"rank-{r}.json")))
+    calls.append(sum(1 for e in d["entries"] if e["step"] == 20))
+steps = [json.loads(l)["step_time_s"] for l in open(os.path.join(folder, "metrics.jsonl"))][1:]
+step = statistics.median(steps)
+cost = max(calls) * float(ns) * 1e-9
+on = [float(x) for x in on.split()]
+off = [float(x) for x in off.split()]
+m_on, m_off = statistics.median(on), statistics.median(off)
+print(f"| {label} | {', '.join(map(str, calls))} | {cost * 1e6:.1f} us | {step * 1e3:.1f} ms | "
+      f"{100 * cost / step:.3f}% | {m_on:,.0f} | {m_off:,.0f} | {100 * (m_on / m_off - 1):+.1f}% |")
+PYEOF
+}
+flight_rows "dp 2 x tp 2 megatron-tp"
+flight_rows "pp 2 x tp 2, 4 micro-batches" --parallel.dp=1 --parallel.pp=2 --parallel.microbatches=4
+fi

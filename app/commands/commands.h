@@ -25,5 +25,7 @@ void add_export_command(CLI::App& app, const Invocation& invocation);
 void add_config_command(CLI::App& app, const Invocation& invocation);
 /// `vescale-train comm ...`: communication checks (comm bench).
 void add_comm_command(CLI::App& app, const Invocation& invocation);
+/// `vescale-train diagnose FOLDER`: the flight recorder dumps of a job, diagnosed.
+void add_diagnose_command(CLI::App& app, const Invocation& invocation);
 
 }  // namespace vescale::app

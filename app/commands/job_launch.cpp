@@ -1,9 +1,12 @@
 #include "commands/job_launch.h"
 
+#include <filesystem>
 #include <optional>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/step_folders.h"
+#include "comm/flight_diagnosis.h"
+#include "comm/flight_watch.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -32,6 +35,7 @@ comm::GroupOptions world_options(const JobConfig& config, Device device) {
   group.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
   group.backend = comm::parse_backend(config.backend);
   group.device = device;
+  group.flight_entries = static_cast<size_t>(config.flight_recorder_entries);
   return group;
 }
 
@@ -49,6 +53,14 @@ void precheck(const JobConfig& c) {
 comm::Group connect_job(const JobConfig& config, const LaunchEnv& env) {
   const Device device = bind_rank_device(config, env);
   comm::Group world = connect_world(env, world_options(config, device));
+  if (world.size() > 1) {
+    // NOTE [Flight recorder]: this rank's dump file, without a dump of an earlier run.
+    const std::string dump = comm::flight_dump_file(config.dump_folder, env.rank);
+    std::error_code ec;
+    std::filesystem::remove(dump, ec);
+    world.flight()->set_dump_file(dump);
+    comm::watch_flight(world.flight());
+  }
   log_rank0("[device] rank 0 computes on {} (training.device = {}), comm backend {}; {}",
             device.str(), config.device, comm::backend_name(world.backend()),
             fast_paths_summary(device, job_dtype(config)));

@@ -18,8 +18,9 @@ std::string mesh_of(const JobConfig& c);
 /// outside launcher, scans the data as it builds its task, so it is not scanned twice.
 void precheck(const JobConfig& c);
 
-/// Binds this rank's device and connects the job's world group; rank 0 says which device,
-/// backend and fast paths the job uses.
+/// Binds this rank's device and connects the job's world group, whose flight recorder dumps to
+/// <dump_folder>/flight/rank-N.json (NOTE [Flight recorder]); rank 0 says which device, backend
+/// and fast paths the job uses.
 comm::Group connect_job(const JobConfig& config, const LaunchEnv& env);
 
 /// The model checkpoint `path` names for `command` ("eval"): "latest" is the config's dump

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "checkpoint/step_folders.h"
+#include "comm/flight_diagnosis.h"
 #include "commands/commands.h"
 #include "commands/job_launch.h"
 #include "config/job_config.h"
@@ -32,6 +33,7 @@ struct TrainOptions {
   int nproc = 0;
   int max_restarts = 0;
   bool print_config = false;
+  std::string profile;
 };
 
 /// How the local launcher supervises a train job: time to save on a signal (comm.timeout_s, at
@@ -44,6 +46,8 @@ LocalLaunchOptions train_launch_options(const JobConfig& config, int max_restart
   launch.preempted_exit_code = kPreemptedExitCode;
   launch.max_restarts = max_restarts;
   launch.final_exit_codes = {2, 3, kPreemptedExitCode};  // config error, diverged, preempted
+  if (config.flight_recorder_entries > 0)
+    launch.flight_folder = comm::flight_folder(config.dump_folder);
   const std::string latest = (checkpoints_folder(config.dump_folder) / "latest").string();
   launch.plan_restart = [latest] {
     try {
@@ -73,6 +77,11 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
   train->add_option("--max-restarts", options->max_restarts,
                     "Local launcher: when a worker crashes or is killed, restart all workers from "
                     "the newest committed checkpoint (checkpoint.load=latest), at most N times");
+  train->add_option("--profile", options->profile,
+                    "Write a Chrome trace of steps FIRST-LAST (e.g. 2-3, counted from 1 as the "
+                    "metrics lines do) to <dump_folder>/trace.json: each rank's phases (forward, "
+                    "backward, bubble, grad sync, optimizer, ...) and its collectives and "
+                    "transfers; open it in chrome://tracing or ui.perfetto.dev");
   train->add_flag(
       "--print-config", options->print_config,
       "Print the effective config (every key, with overrides applied, help as comments) and exit");
@@ -87,6 +96,11 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
     VS_USER_CHECK(options->nproc == 0 || options->nproc == config.world_size(),
                   "--nproc {} does not match the mesh of {}: {} = {}", options->nproc,
                   options->config, config.mesh_text(), config.world_size());
+    const StepRange profile =
+        options->profile.empty() ? StepRange{} : StepRange::parse(options->profile, "--profile");
+    VS_USER_CHECK(profile.empty() || profile.last <= config.steps,
+                  "--profile {}: the job runs training.steps = {} steps (config {})",
+                  options->profile, config.steps, options->config);
     precheck(config);
     const auto body = [&](const LaunchEnv& env) {
       PreemptionHandler preemption;  // NOTE [Preemption]: from before the rendezvous on
@@ -96,8 +110,9 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
           "(torchrun --max-restarts, Slurm --requeue) with --checkpoint.load=latest",
           env.source);
       install_memory_meter();  // for the activation bytes of the metrics
-      const TrainSummary summary =
-          run_training(config, connect_job(config, env), test_fault_hooks());
+      const comm::Group world = connect_job(config, env);
+      hang_at_collective_for_test(world);
+      const TrainSummary summary = run_training(config, world, test_fault_hooks(), profile);
       return summary.preempted ? kPreemptedExitCode : 0;
     };
     const int code =

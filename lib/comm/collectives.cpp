@@ -33,7 +33,8 @@ Work Group::all_reduce_async(at::Tensor& tensor, ReduceOp op) const {
   auto work = std::make_shared<Work::Impl>();
   work->keep_alive = impl_;
   work->what = "all_reduce";
-  work->work = impl_->guarded("all_reduce", [&] { return impl_->pg->allreduce(tensors, opts); });
+  work->posted = impl_->post("all_reduce", false, static_cast<int64_t>(tensor.nbytes()),
+                             [&] { return impl_->pg->allreduce(tensors, opts); });
   work->finish = [buffer, tensor, op, n]() mutable {
     if (op == ReduceOp::kAvg) buffer.div_(n);
     if (!buffer.is_same(tensor)) tensor.copy_(buffer);
@@ -110,8 +111,8 @@ Work Group::all_gather_async(const at::Tensor& piece, at::Tensor& out) const {
   auto work = std::make_shared<Work::Impl>();
   work->keep_alive = impl_;
   work->what = "all_gather";
-  work->work =
-      impl_->guarded("all_gather", [&] { return impl_->pg->allgather(outputs, inputs, opts); });
+  work->posted = impl_->post("all_gather", false, static_cast<int64_t>(piece.nbytes()),
+                             [&] { return impl_->pg->allgather(outputs, inputs, opts); });
   // The views and the input must outlive the collective.
   work->finish = [outputs, inputs, received, out]() mutable {
     if (!received.is_same(out)) out.copy_(received);
@@ -214,7 +215,8 @@ void Group::broadcast(at::Tensor& tensor, int root) const {
   ::c10d::BroadcastOptions opts;
   opts.rootRank = root;
   opts.timeout = impl_->options.timeout;
-  impl_->wait(impl_->guarded("broadcast", [&] { return impl_->pg->broadcast(tensors, opts); }),
+  impl_->wait(impl_->post("broadcast", false, static_cast<int64_t>(tensor.nbytes()),
+                          [&] { return impl_->pg->broadcast(tensors, opts); }),
               "broadcast");
   if (!buffer.is_same(tensor)) tensor.copy_(buffer);
   impl_->record(CommKind::kBroadcast,
@@ -225,7 +227,8 @@ void Group::barrier() const {
   if (impl_->size == 1) return;
   ::c10d::BarrierOptions opts;
   opts.timeout = impl_->options.timeout;
-  impl_->wait(impl_->guarded("barrier", [&] { return impl_->pg->barrier(opts); }), "barrier");
+  impl_->wait(impl_->post("barrier", false, 0, [&] { return impl_->pg->barrier(opts); }),
+              "barrier");
   impl_->record(CommKind::kBarrier, 0);
 }
 

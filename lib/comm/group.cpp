@@ -8,7 +8,7 @@ namespace vescale::comm {
 
 void Work::wait() {
   if (!impl_ || impl_->done) return;
-  impl_->keep_alive->wait(impl_->work, impl_->what);
+  impl_->keep_alive->wait(impl_->posted, impl_->what);
   if (impl_->finish) impl_->finish();
   impl_->done = true;
 }
@@ -27,6 +27,10 @@ Group Group::create(const Store& store, int rank, int world, GroupOptions option
   impl->root_ranks.resize(world);
   std::iota(impl->root_ranks.begin(), impl->root_ranks.end(), 0);
   impl->stats = stats ? std::move(stats) : std::make_shared<CommStats>();
+  impl->flight = std::make_shared<FlightRecorder>(rank, options.flight_entries);
+  if (world > 1)
+    impl->flight_group =
+        impl->flight->add_group(options.label, impl->root_ranks, rank, impl->prefix);
   if (world > 1) impl->connect();
   return Group(std::move(impl));
 }
@@ -57,7 +61,11 @@ Group Group::split(const std::vector<std::vector<int>>& partition, const std::st
   for (int r : *mine)
     impl->root_ranks.push_back(impl_->root_ranks[r]);
   impl->stats = impl_->stats;
-  if (impl->size > 1) impl->connect();
+  impl->flight = impl_->flight;
+  if (impl->size > 1) {
+    impl->flight_group = impl->flight->add_group(label, impl->root_ranks, impl->rank, impl->prefix);
+    impl->connect();
+  }
   return Group(std::move(impl));
 }
 
@@ -81,6 +89,9 @@ const std::vector<int>& Group::root_ranks() const {
 }
 CommStats& Group::stats() const {
   return *impl_->stats;
+}
+const std::shared_ptr<FlightRecorder>& Group::flight() const {
+  return impl_->flight;
 }
 std::string Group::str() const {
   return impl_->describe();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/comm_stats.h"
+#include "comm/flight_recorder.h"
 #include "comm/reduce_op.h"
 #include "comm/store.h"
 #include "core/device.h"
@@ -53,6 +54,8 @@ struct GroupOptions {
   /// connection does, a vescale::Error as our own error does (NOTE [Connect retry]). Tests fail
   /// connects with it; empty: nothing is called.
   std::function<void(const std::string& label, int rank, int attempt)> on_connect_attempt;
+  /// Calls the rank's flight recorder keeps (NOTE [Flight recorder]); 0: sequence numbers only.
+  size_t flight_entries = 4096;
 };
 
 /// A pending asynchronous collective or transfer. wait() finishes it (and any post-processing).
@@ -100,6 +103,8 @@ class Group {
   const std::vector<int>& root_ranks() const;
   /// The byte counters of this rank, shared by every group it is in.
   CommStats& stats() const;
+  /// The flight recorder of this rank (NOTE [Flight recorder]), shared by every group it is in.
+  const std::shared_ptr<FlightRecorder>& flight() const;
   /// "tp[2/4 of 4,5,6,7] gloo".
   std::string str() const;
 

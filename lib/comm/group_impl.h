@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/c10d_compat.h"
+#include "comm/flight_recorder.h"
 #include "comm/group.h"
 #include "core/error.h"
 #include "core/heartbeat.h"
@@ -46,6 +47,8 @@ struct Group::Impl {
   int size = 1;
   std::vector<int> root_ranks;
   std::shared_ptr<CommStats> stats;
+  std::shared_ptr<FlightRecorder> flight;   // the rank's, shared by its groups
+  int flight_group = -1;                    // this group's index in it
   mutable std::atomic<uint64_t> splits{0};  // same count on every rank: split() is collective
 
   std::string describe() const {
@@ -98,7 +101,8 @@ struct Group::Impl {
     opts.timeout = options.timeout;
     at::Tensor in = on_wire(input);
     at::Tensor out = in.is_same(input) ? output : at::empty(output.sizes(), in.options());
-    wait(guarded(what, [&] { return pg->alltoall_base(out, in, out_counts, in_counts, opts); }),
+    wait(post(what, false, static_cast<int64_t>(in.nbytes()),
+              [&] { return pg->alltoall_base(out, in, out_counts, in_counts, opts); }),
          what);
     if (!out.is_same(output)) output.copy_(out);
   }
@@ -110,20 +114,53 @@ struct Group::Impl {
   /// for every member's; returns the sum (0: every member connected).
   int64_t agree(const c10::intrusive_ptr<::c10d::Store>& store, int64_t outcome, bool fatal) const;
 
-  void wait(const c10::intrusive_ptr<::c10d::Work>& work, const char* what) const {
+  /// A c10d call in flight and its flight recorder entry.
+  struct Posted {
+    c10::intrusive_ptr<::c10d::Work> work;
+    uint64_t entry = 0;
+  };
+
+  /// Records a call in the flight recorder (NOTE [Flight recorder]) and posts it: `issue` makes
+  /// the c10d call. `bytes`: what this rank hands it; `peer`: a transfer's (group rank).
+  template <typename F>
+  Posted post(const char* what, bool transfer, int64_t bytes, F&& issue, int peer = -1) const {
+    const uint64_t entry = flight->begin(flight_group, transfer, what, bytes, peer);
+    try {
+      return {guarded(what, std::forward<F>(issue)), entry};
+    } catch (const std::exception& e) {
+      failed(entry, e.what());
+      throw;
+    }
+  }
+
+  /// Waits for a posted call, at most the group's timeout.
+  void wait(const Posted& posted, const char* what) const {
     heartbeat::WaitScope waiting;  // NOTE [Heartbeat]
     const auto start = std::chrono::steady_clock::now();
-    guarded(what, [&] { return work->wait(options.timeout); });
+    flight->waiting(posted.entry);
+    try {
+      guarded(what, [&] { return posted.work->wait(options.timeout); });
+    } catch (const std::exception& e) {
+      failed(posted.entry, e.what());
+      throw;
+    }
+    flight->end(posted.entry, FlightState::kDone);
     // NOTE [Step anatomy]: the time this rank was blocked, by mesh dim.
     stats->record_wait(
         options.label,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
+
+  /// A call failed or timed out: the recorder says so and dumps (NOTE [Flight recorder]).
+  void failed(uint64_t entry, const std::string& message) const {
+    flight->end(entry, FlightState::kFailed);
+    flight->dump(message);
+  }
 };
 
 struct Work::Impl {
   std::shared_ptr<const Group::Impl> keep_alive;
-  c10::intrusive_ptr<::c10d::Work> work;
+  Group::Impl::Posted posted;
   std::function<void()> finish;
   const char* what = "";
   bool done = false;

@@ -17,10 +17,13 @@ Work post(const std::shared_ptr<const Group::Impl>& group, const P2POp& op) {
   auto work = std::make_shared<Work::Impl>();
   work->keep_alive = group;
   work->what = what;
-  work->work = group->guarded(what, [&] {
-    return sending ? group->pg->send(tensors, op.peer, op.tag)
-                   : group->pg->recv(tensors, op.peer, op.tag);
-  });
+  work->posted = group->post(
+      what, true, static_cast<int64_t>(op.tensor.nbytes()),
+      [&] {
+        return sending ? group->pg->send(tensors, op.peer, op.tag)
+                       : group->pg->recv(tensors, op.peer, op.tag);
+      },
+      op.peer);
   const CommKind kind = sending ? CommKind::kSend : CommKind::kRecv;
   const int64_t bytes = sending ? static_cast<int64_t>(op.tensor.nbytes()) : 0;
   work->finish = [group, buffer, target = op.tensor, kind, bytes]() mutable {

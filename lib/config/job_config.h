@@ -72,6 +72,9 @@ struct JobConfig {
   double timeout_s;
   std::string backend;
   double bucket_mb;
+  int64_t flight_recorder_entries;  ///< calls each rank's flight recorder keeps (NOTE [Flight
+                                    ///< recorder])
+  int64_t flight_recorder_dump;     ///< every rank dumps it after this step (0: never)
 
   std::string source;  ///< the file it came from
   std::string text;  ///< the effective config as TOML (file + overrides), for checkpoints and logs

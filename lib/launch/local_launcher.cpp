@@ -42,6 +42,7 @@ LaunchOutcome run_local_workers(const LocalLaunchOptions& options) {
     argv = options.argv;
     argv.insert(argv.end(), extra.begin(), extra.end());
     const Worker& w = s.workers[s.outcome.failed_rank];
+    print_flight_diagnosis(options.flight_folder);  // before the next attempt clears the dumps
     write_all(STDERR_FILENO,
               fmt::format("[launch] rank {} {}; restart {} of {} {}\n", w.rank,
                           describe_status(w.status), attempt + 1, options.max_restarts, from));

@@ -32,6 +32,11 @@ struct LocalLaunchOptions {
   std::function<std::pair<std::vector<std::string>, std::string>()> plan_restart;
   /// Prefix each output line with "[rank N] ", except rank 0's stdout (the command's result).
   bool prefix_output = true;
+  /// Where the workers dump their flight recorders (NOTE [Flight recorder]; "": they do not).
+  /// Emptied of dumps before each attempt. A rank found unresponsive makes every worker dump
+  /// (SIGUSR1) before they are killed; SIGUSR1 to the launcher is passed on to the workers; and
+  /// the diagnosis of the dumps is printed after a failed attempt, or 2 s after a SIGUSR1.
+  std::string flight_folder;
 };
 
 struct LaunchOutcome {
@@ -51,7 +56,12 @@ struct LaunchOutcome {
 /// max_restarts times. The first SIGINT
 /// or SIGTERM to the launcher reaches every worker as SIGTERM, the second as SIGKILL. Workers
 /// run in their own process group (a terminal's Ctrl-C reaches the launcher only) and die with
-/// the launcher (PR_SET_PDEATHSIG).
+/// the launcher (PR_SET_PDEATHSIG). With options.flight_folder, the workers' flight recorder
+/// dumps are diagnosed (NOTE [Flight recorder]).
 LaunchOutcome run_local_workers(const LocalLaunchOptions& options);
+
+/// Prints to stderr the diagnosis of the flight recorder dumps in `folder` (NOTE [Flight
+/// recorder]), if there are any.
+void print_flight_diagnosis(const std::string& folder);
 
 }  // namespace vescale

@@ -7,6 +7,10 @@
 
 #include <atomic>
 
+#include <filesystem>
+
+#include "comm/flight_diagnosis.h"
+#include "core/error.h"
 #include "core/stop_signals.h"
 #include "launch/rendezvous_folder.h"
 #include "launch/worker_output.h"
@@ -15,6 +19,11 @@ namespace vescale::detail {
 namespace {
 
 std::atomic<int> g_signals{0};  ///< stop requests the launcher got so far: 1, then forced
+std::atomic<uint64_t> g_dump_requests{0};  ///< SIGUSR1s the launcher got so far
+
+void on_dump_request(int) {
+  g_dump_requests.fetch_add(1);
+}
 
 /// NOTE [One stop request, several signals]: a signal within the window of the first is the
 /// same request, not a second one.
@@ -55,9 +64,34 @@ void stop_the_unresponsive(Supervision& s) {
   s.outcome.failure =
       fmt::format("rank {} (pid {}) stopped answering: it {}", w.rank, w.pid, found->why);
   s.described = true;
+  if (s.flight_folder.empty()) {
+    write_all(STDERR_FILENO,
+              fmt::format("[launch] {}; stopping every worker (SIGKILL)\n", s.outcome.failure));
+    signal_all(s.workers, SIGKILL);
+    return;
+  }
+  // NOTE [Flight recorder]: every worker that can dumps before it is killed.
   write_all(STDERR_FILENO,
-            fmt::format("[launch] {}; stopping every worker (SIGKILL)\n", s.outcome.failure));
-  signal_all(s.workers, SIGKILL);
+            fmt::format("[launch] {}; asking every worker to dump its flight recorder (SIGUSR1), "
+                        "then stopping them (SIGKILL in {} s)\n",
+                        s.outcome.failure, kFlightDumpGrace.count() / 1000));
+  signal_all(s.workers, SIGUSR1);
+  s.kill_deadline = Clock::now() + kFlightDumpGrace;
+}
+
+/// Passes a SIGUSR1 the launcher got on to the workers, and prints the diagnosis of their dumps
+/// once they had time to write them.
+void pass_on_dump_requests(Supervision& s) {
+  const uint64_t requests = g_dump_requests.load();
+  if (requests != s.dump_requests_handled) {
+    s.dump_requests_handled = requests;
+    signal_all(s.workers, SIGUSR1);
+    if (!s.flight_folder.empty()) s.diagnose_at = Clock::now() + kFlightDumpGrace;
+  }
+  if (s.diagnose_at && Clock::now() >= *s.diagnose_at) {
+    s.diagnose_at.reset();
+    vescale::print_flight_diagnosis(s.flight_folder);
+  }
 }
 
 /// Reaps workers that ended; the first failure is the outcome and stops the rest.
@@ -129,6 +163,10 @@ SignalForwarding::SignalForwarding() {
   sigemptyset(&action.sa_mask);
   ::sigaction(SIGINT, &action, &old_int_);
   ::sigaction(SIGTERM, &action, &old_term_);
+  struct sigaction dump {};
+  dump.sa_handler = on_dump_request;
+  sigemptyset(&dump.sa_mask);
+  ::sigaction(SIGUSR1, &dump, &old_usr1_);
   g_signals = 0;
   reset_stop_signals();
 }
@@ -136,12 +174,20 @@ SignalForwarding::SignalForwarding() {
 SignalForwarding::~SignalForwarding() {
   ::sigaction(SIGINT, &old_int_, nullptr);
   ::sigaction(SIGTERM, &old_term_, nullptr);
+  ::sigaction(SIGUSR1, &old_usr1_, nullptr);
 }
 
 Supervision supervise(const LocalLaunchOptions& options, const std::vector<std::string>& argv,
                       int attempt) {
   const RendezvousFolder rendezvous;
   Supervision s;
+  s.flight_folder = options.flight_folder;
+  if (!s.flight_folder.empty()) {
+    // This attempt's dumps only.
+    std::error_code ec;
+    for (const std::string& dump : comm::flight_dumps(s.flight_folder))
+      std::filesystem::remove(dump, ec);
+  }
   s.liveness.emplace(options.nproc, LivenessMonitor::Clock::now());
   s.workers = spawn_all(options, argv, rendezvous.store_file(), attempt);
   s.alive = options.nproc;
@@ -149,6 +195,7 @@ Supervision supervise(const LocalLaunchOptions& options, const std::vector<std::
     reap_ended(s, options);
     stop_others(s, options);
     stop_the_unresponsive(s);
+    pass_on_dump_requests(s);
   }
   if (s.outcome.failed_rank < 0 && s.preempted > 0) {
     s.outcome.preempted = true;
@@ -169,3 +216,18 @@ bool restartable(const Supervision& s, const LocalLaunchOptions& options, int at
 }
 
 }  // namespace vescale::detail
+
+namespace vescale {
+
+void print_flight_diagnosis(const std::string& folder) {
+  if (folder.empty() || comm::flight_dumps(folder).empty()) return;
+  try {
+    detail::write_all(STDERR_FILENO, comm::diagnose_flight(folder));
+  } catch (const Error& e) {
+    detail::write_all(
+        STDERR_FILENO,
+        fmt::format("[launch] no diagnosis of the flight recorder dumps: {}\n", e.what()));
+  }
+}
+
+}  // namespace vescale

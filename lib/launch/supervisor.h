@@ -28,6 +28,7 @@ class SignalForwarding {
  private:
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
+  struct sigaction old_usr1_ {};
 };
 
 using Clock = std::chrono::steady_clock;
@@ -40,9 +41,15 @@ struct Supervision {
   std::optional<Clock::time_point> kill_deadline;  ///< when SIGTERM'd workers get SIGKILL
   int signals_handled = 0;                         ///< of g_signals, passed on to the workers
   int preempted = 0;  ///< workers that exited with options.preempted_exit_code
-  std::optional<LivenessMonitor> liveness;  ///< NOTE [Heartbeat]
-  bool described = false;                   ///< the failure names its cause already
+  std::optional<LivenessMonitor> liveness;       ///< NOTE [Heartbeat]
+  bool described = false;                        ///< the failure names its cause already
+  std::string flight_folder;                     ///< LocalLaunchOptions::flight_folder
+  uint64_t dump_requests_handled = 0;            ///< SIGUSR1s to the launcher passed on
+  std::optional<Clock::time_point> diagnose_at;  ///< when to print the dumps' diagnosis
 };
+
+/// How long workers get to dump their flight recorders after SIGUSR1 (NOTE [Flight recorder]).
+constexpr std::chrono::milliseconds kFlightDumpGrace{3000};
 
 /// Runs the workers of one attempt until every one has ended.
 Supervision supervise(const LocalLaunchOptions& options, const std::vector<std::string>& argv,

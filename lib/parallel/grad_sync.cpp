@@ -196,6 +196,8 @@ void GradSync::on_grad(size_t k, const at::Tensor& grad) {
 
 void GradSync::launch_next(Bucket& b) {
   const Reduction& r = b.reductions[b.next_reduction++];
+  // NOTE [Flight recorder]: the bucket's collectives say which bucket they reduce.
+  const comm::FlightSite site(*r.group->flight(), fmt::format("bucket {}", &b - buckets_.data()));
   if (r.scatter) {
     // Synchronous: Gloo has no reduce-scatter of its own (comm builds one from an all-to-all).
     b.piece = r.group->reduce_scatter(b.flat, 0, r.op);

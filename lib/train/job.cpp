@@ -155,6 +155,8 @@ std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
   setup_grad_sync(*job, job_dtype(c) != state_dtype(c));
   setup_optimizer(*job);
   setup_train_step(*job);
+  job->trace = std::make_unique<StepTrace>(world.flight());
+  job->train_step->set_trace(job->trace.get());
   log_rank0("{}", job->model->description());
   return job;
 }

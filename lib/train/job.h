@@ -14,6 +14,7 @@
 #include "train/metrics.h"
 #include "train/parallel_model.h"
 #include "train/schedule.h"
+#include "train/step_trace.h"
 #include "train/train_step.h"
 
 namespace vescale {
@@ -26,6 +27,8 @@ struct Job {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<GradientAccumulation> accumulation;  ///< the schedule without a pipeline
   std::unique_ptr<TrainStep> train_step;
+  /// The step's phases for the flight recorder and the profile (NOTE [Profile trace]).
+  std::unique_ptr<StepTrace> trace;
   /// The run's id in every checkpoint: a loaded checkpoint's, else drawn by JobCheckpointer
   /// (NOTE [Checkpoint integrity]).
   std::string run_id;

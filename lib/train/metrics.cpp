@@ -120,6 +120,8 @@ std::string format_metrics_line(const StepMetrics& m) {
   line +=
       fmt::format(" | comm {}/step{}", format_bytes(static_cast<double>(comm)), dp_comm_by_kind(m));
   line += anatomy_text(m);
+  if (m.checkpoint_stall_s > 0)
+    line += fmt::format(" | ckpt stall {}", format_duration(m.checkpoint_stall_s));
   // The last step's line ends the run: "done", not an ETA of nothing.
   const bool last = m.total_steps > 0 && m.step >= m.total_steps;
   line += last ? " | done" : fmt::format(" | eta {}", format_duration(m.eta_s));
@@ -151,6 +153,7 @@ std::string metrics_json(const StepMetrics& m, const std::string& run_id) {
     time[name] = seconds;
   j["time_s"] = time;
   j["comm_wait_s"] = m.comm_wait_s;
+  j["checkpoint_stall_s"] = m.checkpoint_stall_s;
   return j.dump();
 }
 

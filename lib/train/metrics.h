@@ -38,6 +38,9 @@ struct StepMetrics {
   double step_time_s = 0;
   StepAnatomy time;                           ///< NOTE [Step anatomy]
   std::map<std::string, double> comm_wait_s;  ///< blocked in waits, by mesh dim
+  /// Training stalled by checkpoint saves since the previous metrics line (a save follows its
+  /// step's line, so it is outside step_time_s; NOTE [Step anatomy]).
+  double checkpoint_stall_s = 0;
   double eta_s = 0;
 };
 

@@ -80,7 +80,7 @@ PipelinePlan plan_pipeline(const JobConfig& c, const std::vector<Layer>& layers)
 }
 
 ParallelModel::ParallelModel(const JobConfig& c, const comm::Group& world, JobPurpose purpose)
-    : config_(c), mesh_(job_mesh(c, world)) {
+    : config_(c), mesh_(job_mesh(c, world)), flight_(world.flight()) {
   task_ = make_task(c);
   for (const auto& [fqn, p] : task_->model()->named_parameters())
     n_params_ += c10::multiply_integers(p->shape);
@@ -211,7 +211,11 @@ Batch ParallelModel::sequence_part(Batch batch) const {
 LayerRunner ParallelModel::layer_runner() {
   return [this](int64_t first, int64_t end, const Tensors& in, const ForwardContext& context) {
     const Task* task = task_.get();
-    LayerRunner run = [task](int64_t f, int64_t e, const Tensors& i, const ForwardContext& ctx) {
+    LayerRunner run = [task, flight = flight_.get()](int64_t f, int64_t e, const Tensors& i,
+                                                     const ForwardContext& ctx) {
+      // NOTE [Flight recorder]: the layers' collectives say which layers posted them.
+      const comm::FlightSite site(
+          *flight, e - f == 1 ? fmt::format("layer {}", f) : fmt::format("layers {}-{}", f, e - 1));
       const ContextParallelScope cp(ctx.cp);
       return task->run_layers(f, e, i, ctx);
     };

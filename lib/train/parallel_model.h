@@ -135,6 +135,7 @@ class ParallelModel {
 
   JobConfig config_;
   JobMesh mesh_;
+  std::shared_ptr<comm::FlightRecorder> flight_;  // the rank's: layers name their collectives
   std::unique_ptr<Task> task_;
   std::unique_ptr<ParallelizedModule> module_;
   std::vector<std::pair<std::string, DTensor*>> params_;

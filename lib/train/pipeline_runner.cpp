@@ -120,6 +120,7 @@ void PipelineRunner::boundaries(const Batch& sample) {
 }
 
 void PipelineRunner::wait_idle(comm::Work& work) {
+  const StepPhase phase(trace_, "bubble");
   const auto start = Clock::now();
   work.wait();
   stats_.idle_s += seconds_since(start);
@@ -144,13 +145,23 @@ std::vector<double> PipelineRunner::run(const MicroBatches& batches) {
     const pipeline::Action& a = actions[i];
     switch (a.kind) {
       case ActionKind::kForward:
-        timed(times_.forward_s, [&] { forward(a.stage, a.micro, batches, losses); });
+        timed(times_.forward_s, [&] {
+          const StepPhase phase(trace_, "forward", a.micro, a.stage);
+          forward(a.stage, a.micro, batches, losses);
+        });
         break;
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput:
       case ActionKind::kBackwardWeight:
         if (i == last_backward_) notify_last_backward();
-        timed(times_.backward_s, [&] { backward(a.stage, a.micro, a.kind); });
+        timed(times_.backward_s, [&] {
+          const StepPhase phase(trace_,
+                                a.kind == ActionKind::kBackwardInput    ? "backward input"
+                                : a.kind == ActionKind::kBackwardWeight ? "backward weight"
+                                                                        : "backward",
+                                a.micro, a.stage);
+          backward(a.stage, a.micro, a.kind);
+        });
         break;
       case ActionKind::kSendActivation:
         send(a.stage, a.micro, false);

@@ -23,13 +23,20 @@ std::vector<double> GradientAccumulation::run(const MicroBatches& batches) {
   times_ = {};
   std::vector<double> losses;
   for (int64_t micro = 0; micro < microbatches_; ++micro) {
+    const int m = static_cast<int>(micro);
     auto start = Clock::now();
-    DTensor loss = forward_loss_(batches(micro));
+    DTensor loss = [&] {
+      const StepPhase phase(trace_, "forward", m);
+      return forward_loss_(batches(micro));
+    }();
     times_.forward_s += seconds_since(start);
     if (micro + 1 == microbatches_) notify_last_backward();
     start = Clock::now();
-    (loss.to_local() / static_cast<double>(microbatches_)).backward();
-    losses.push_back(loss.to_local().item<double>());
+    {
+      const StepPhase phase(trace_, "backward", m);
+      (loss.to_local() / static_cast<double>(microbatches_)).backward();
+      losses.push_back(loss.to_local().item<double>());
+    }
     times_.backward_s += seconds_since(start);
   }
   return losses;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dtensor/dtensor.h"
+#include "train/step_trace.h"
 #include "train/task.h"
 
 namespace vescale {
@@ -38,9 +39,13 @@ class Schedule {
   };
   const Times& times() const { return times_; }
 
+  /// Marks the phases of run() in `trace` (NOTE [Profile trace]); null: not marked.
+  void set_trace(StepTrace* trace) { trace_ = trace; }
+
  protected:
   void notify_last_backward() const;
   Times times_;
+  StepTrace* trace_ = nullptr;
 
  private:
   std::vector<std::function<void()>> listeners_;

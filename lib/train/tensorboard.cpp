@@ -111,6 +111,7 @@ std::vector<std::pair<std::string, double>> metrics_scalars(const StepMetrics& m
     out.emplace_back("time_s/" + phase, seconds);
   for (const auto& [dim, seconds] : m.comm_wait_s)
     out.emplace_back("comm_wait_s/" + dim, seconds);
+  out.emplace_back("checkpoint_stall_s", m.checkpoint_stall_s);
   return out;
 }
 

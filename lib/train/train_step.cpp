@@ -29,14 +29,23 @@ std::vector<GradPiece> TrainStep::grad_pieces() const {
   return pieces;
 }
 
+void TrainStep::set_trace(StepTrace* trace) {
+  trace_ = trace;
+  schedule_.set_trace(trace);
+}
+
 StepResult TrainStep::run(const MicroBatches& batches, double lr) {
   StepResult result;
   grad_sync_.zero_grad();
   const std::vector<double> losses = schedule_.run(batches);
   auto start = Clock::now();
-  grad_sync_.finish();
+  {
+    const StepPhase phase(trace_, "grad sync");
+    grad_sync_.finish();
+  }
   result.time.grad_sync_s = seconds_since(start);
   start = Clock::now();
+  const StepPhase phase(trace_, "optimizer");
   result.grad_norm = clip_grad_norm(grad_pieces(), mesh_.mesh(), norm_dims_, max_grad_norm_);
   result.loss = mean_loss(losses);
   // NOTE [Non-finite steps]: every rank has the same loss and norm, so all drop the update.

@@ -48,6 +48,9 @@ class TrainStep {
   /// mesh.
   StepResult run(const MicroBatches& batches, double lr);
 
+  /// Marks the step's phases in `trace`, the schedule's too (NOTE [Profile trace]).
+  void set_trace(StepTrace* trace);
+
  private:
   /// Each parameter's reduced gradient (its rows under ZeRO) with the job-mesh dims that split it.
   std::vector<GradPiece> grad_pieces() const;
@@ -62,6 +65,7 @@ class TrainStep {
   Optimizer& optimizer_;
   double max_grad_norm_;
   std::function<void()> after_update_;
+  StepTrace* trace_ = nullptr;
 };
 
 }  // namespace vescale

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -122,7 +123,7 @@ void log_pipeline_stats(const ParallelModel& model) {
 class TrainingLoop {
  public:
   TrainingLoop(Job& job, const comm::Group& world, bool resumed, int64_t start_step,
-               TrainHooks hooks)
+               TrainHooks hooks, const StepRange& profile)
       : job_(job),
         c_(job.config()),
         world_(world),
@@ -136,7 +137,9 @@ class TrainingLoop {
         meter_(job, world),
         activations_(job),
         checkpointer_(job, world),
-        nonfinite_(c_.on_nonfinite, c_.max_skipped) {
+        nonfinite_(c_.on_nonfinite, c_.max_skipped),
+        profiler_(profile, *job.trace, world,
+                  (std::filesystem::path(c_.dump_folder) / "trace.json").string()) {
     summary_.first_val_loss = evaluate(*job_.model);
     log_rank0("step {}/{} | val_loss {:.4f}", start_step_, c_.steps, summary_.first_val_loss);
     meter_.start = Clock::now();
@@ -146,6 +149,9 @@ class TrainingLoop {
   /// when the ranks agreed to stop after it (NOTE [Preemption]); it is saved then.
   bool run_step(int64_t step) {
     if (hooks_.before_step) hooks_.before_step(world_.rank(), step);
+    comm::FlightRecorder& flight = job_.trace->flight();
+    flight.set_step(step + 1);  // as the metrics lines number steps
+    profiler_.start_step(step + 1);
     const auto step_start = Clock::now();
     if (step == start_step_ + 1) timed_start_ = step_start;
     const bool last = step + 1 == c_.steps;
@@ -170,7 +176,10 @@ class TrainingLoop {
     summary_.losses.push_back(result.loss);
     nonfinite_.after_step(step, result);
     const auto check_start = Clock::now();
-    const bool stop = stop_agreement && stop_agreement->wait();
+    const bool stop = [&] {
+      const StepPhase phase(job_.trace.get(), "stop agreement");
+      return stop_agreement && stop_agreement->wait();
+    }();
     summary_.stop_check_s += seconds_since(check_start);
 
     const std::optional<double> val_loss = evaluate_after(step, last, stop);
@@ -180,6 +189,7 @@ class TrainingLoop {
                        comm_before, comm_after, activations_.with_activations(job_.state_bytes()));
       m.time = result.time;
       set_comm_waits(m, waits_before, waits_after);
+      m.checkpoint_stall_s = std::exchange(checkpoint_stall_s_, 0.0);
       log_rank0("{}", format_metrics_line(m));
       if (world_.rank() == 0) {
         writer_.write(m);
@@ -189,14 +199,22 @@ class TrainingLoop {
     // After the step's metrics line: a crash between the two repeats the line on resume rather
     // than losing it (evaluation reads the state, so the saved state is the same).
     // With checkpoint.interval > 0 the last step is saved too, whatever the interval.
-    if (stop || (c_.checkpoint_interval > 0 && ((step + 1) % c_.checkpoint_interval == 0 || last)))
+    if (stop ||
+        (c_.checkpoint_interval > 0 && ((step + 1) % c_.checkpoint_interval == 0 || last))) {
+      const StepPhase phase(job_.trace.get(), "checkpoint");
+      const auto save_start = Clock::now();
       checkpointer_.save(step + 1);
+      checkpoint_stall_s_ += seconds_since(save_start);
+    }
+    profiler_.end_step(step + 1);
+    if (c_.flight_recorder_dump == step + 1) dump_flight(flight, step + 1);
     return stop;
   }
 
   /// After the last step run (`end_step`: the step count then): commits the last checkpoint
   /// before training reports it is done, and logs the run's figures.
   TrainSummary finish(int64_t end_step) {
+    profiler_.finish();
     checkpointer_.finish();
     summary_.preempted = end_step < c_.steps;
     summary_.seconds = seconds_since(meter_.start);
@@ -219,11 +237,25 @@ class TrainingLoop {
   std::optional<double> evaluate_after(int64_t step, bool last, bool stop) {
     const bool due = c_.eval_interval > 0 && (step + 1) % c_.eval_interval == 0;
     if (!last && (stop || !due)) return std::nullopt;
+    const StepPhase phase(job_.trace.get(), "evaluate");
     const auto eval_start = Clock::now();
     const double val_loss = evaluate(*job_.model);
     if (step > start_step_) summary_.timed_eval_s += seconds_since(eval_start);
     if (last) summary_.final_val_loss = val_loss;
     return val_loss;
+  }
+
+  /// comm.flight_recorder_dump: every rank's recorder as it is after `step`.
+  void dump_flight(const comm::FlightRecorder& flight, int64_t step) const {
+    const std::string reason =
+        fmt::format("comm.flight_recorder_dump = {}: the dump after step {}", step, step);
+    const bool written = flight.dump(reason);
+    VS_CHECK(written || flight.dump_file().empty(), "[flight] rank {} could not write {}",
+             world_.rank(), flight.dump_file());
+    log_rank0(
+        "[flight] every rank dumped its flight recorder after step {} to {}/flight "
+        "(vescale-train diagnose {})",
+        step, c_.dump_folder, c_.dump_folder);
   }
 
   void log_stop_agreements(int64_t end_step, int64_t ran) const {
@@ -269,6 +301,8 @@ class TrainingLoop {
   ActivationMeter activations_;
   JobCheckpointer checkpointer_;
   NonFiniteGuard nonfinite_;
+  Profiler profiler_;              ///< train --profile
+  double checkpoint_stall_s_ = 0;  ///< saves since the last metrics line
   TrainSummary summary_;
   Clock::time_point timed_start_;
 };
@@ -292,12 +326,13 @@ int64_t resume(Job& job, const std::optional<std::string>& load_path) {
 
 }  // namespace
 
-TrainSummary run_training(const JobConfig& c, const comm::Group& world, const TrainHooks& hooks) {
+TrainSummary run_training(const JobConfig& c, const comm::Group& world, const TrainHooks& hooks,
+                          const StepRange& profile) {
   std::unique_ptr<Job> job = build_job(c, world);
   const std::optional<std::string> load_path = resolve_load_path(c);
   const int64_t start_step = resume(*job, load_path);
   const bool resumed = load_path && !hf::is_hf_path(*load_path);  // hf: a new run
-  TrainingLoop loop(*job, world, resumed, start_step, hooks);
+  TrainingLoop loop(*job, world, resumed, start_step, hooks, profile);
   for (int64_t step = start_step; step < c.steps; ++step) {
     if (loop.run_step(step)) return loop.finish(step + 1);
   }

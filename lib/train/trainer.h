@@ -8,6 +8,7 @@
 
 #include "comm/group.h"
 #include "config/job_config.h"
+#include "train/profile_trace.h"
 
 namespace vescale {
 
@@ -33,8 +34,10 @@ struct TrainHooks {
 /// Trains as `config` says on the ranks of `world` (its size must be the config's mesh size).
 /// Stops early, saved, when a PreemptionHandler saw a signal (NOTE [Preemption]).
 /// *Collective* over `world`.
+/// `profile`: the steps whose Chrome trace goes to <dump_folder>/trace.json (NOTE [Profile
+/// trace]; empty: none).
 TrainSummary run_training(const JobConfig& config, const comm::Group& world,
-                          const TrainHooks& hooks = {});
+                          const TrainHooks& hooks = {}, const StepRange& profile = {});
 
 /// The validation loss of the model in `checkpoint` under `config`'s model, mesh and plan.
 /// *Collective* over `world`.

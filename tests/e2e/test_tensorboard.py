@@ -126,7 +126,7 @@ class TensorBoard(unittest.TestCase):
         checked = 0
         for m in lines:
             expected = {k: m[k] for k in ("loss", "lr", "grad_norm", "tokens_per_s", "mfu",
-                                          "step_time_s", "mem_bytes")}
+                                          "step_time_s", "mem_bytes", "checkpoint_stall_s")}
             if "val_loss" in m:
                 expected["val_loss"] = m["val_loss"]
             expected.update({f"state_bytes/{k}": v for k, v in m["state_bytes"].items()})
