@@ -164,17 +164,17 @@ std::vector<double> PipelineRunner::run(const MicroBatches& batches) {
         });
         break;
       case ActionKind::kSendActivation:
-        send(a.stage, a.micro, false);
+      case ActionKind::kSendGrad: {
+        const StepPhase phase(trace_, "send", a.micro, a.stage);
+        send(a.stage, a.micro, a.kind == ActionKind::kSendGrad);
         break;
+      }
       case ActionKind::kRecvActivation:
-        post_receive(a.stage, a.micro, false);
+      case ActionKind::kRecvGrad: {
+        const StepPhase phase(trace_, "post receive", a.micro, a.stage);
+        post_receive(a.stage, a.micro, a.kind == ActionKind::kRecvGrad);
         break;
-      case ActionKind::kSendGrad:
-        send(a.stage, a.micro, true);
-        break;
-      case ActionKind::kRecvGrad:
-        post_receive(a.stage, a.micro, true);
-        break;
+      }
     }
   }
   for (auto& [work, buffer] : sends_)

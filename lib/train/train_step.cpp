@@ -36,7 +36,10 @@ void TrainStep::set_trace(StepTrace* trace) {
 
 StepResult TrainStep::run(const MicroBatches& batches, double lr) {
   StepResult result;
-  grad_sync_.zero_grad();
+  {
+    const StepPhase phase(trace_, "zero grad");
+    grad_sync_.zero_grad();
+  }
   const std::vector<double> losses = schedule_.run(batches);
   auto start = Clock::now();
   {

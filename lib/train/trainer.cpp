@@ -184,6 +184,7 @@ class TrainingLoop {
 
     const std::optional<double> val_loss = evaluate_after(step, last, stop);
     if ((step + 1) % c_.log_interval == 0 || last || val_loss || stop) {
+      const StepPhase phase(job_.trace.get(), "metrics");
       StepMetrics m =
           step_metrics(meter_, step, start_step_, c_.steps, result, lr, val_loss, step_start,
                        comm_before, comm_after, activations_.with_activations(job_.state_bytes()));
