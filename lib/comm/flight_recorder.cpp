@@ -1,16 +1,14 @@
 #include "comm/flight_recorder.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
-#include "core/write_fully.h"
+#include "checkpoint/safe_files.h"
 
 namespace vescale::comm {
 namespace {
@@ -236,14 +234,9 @@ bool FlightRecorder::dump(const std::string& reason) const noexcept {
     if (path.empty()) return false;
     const std::string text = to_json(reason);
     std::lock_guard<std::mutex> lock(dump_mutex_);
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-    const std::string temporary = path + ".tmp";
-    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return false;
-    const bool written = write_fully(fd, text);
-    ::close(fd);
-    return written && std::rename(temporary.c_str(), path.c_str()) == 0;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    write_text_atomically(path, text);
+    return true;
   } catch (...) {
     return false;
   }

@@ -111,8 +111,8 @@ class FlightRecorder {
   /// The dump as JSON text: `reason`, the groups, the context and every entry in the ring,
   /// oldest first.
   std::string to_json(const std::string& reason) const;
-  /// Writes to_json(reason) to the dump file (through a temporary and a rename: a reader never
-  /// sees half a dump). False, with nothing thrown, when there is no dump file or it fails.
+  /// Writes to_json(reason) to the dump file (write_text_atomically: a reader never sees half a
+  /// dump). False, with nothing thrown, when there is no dump file or it fails.
   bool dump(const std::string& reason) const noexcept;
 
   /// Entries with an id above `after`, oldest first (those still in the ring).

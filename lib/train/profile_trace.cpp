@@ -1,22 +1,19 @@
 #include "train/profile_trace.h"
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <regex>
 
+#include "checkpoint/safe_files.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "core/write_fully.h"
 
 namespace vescale {
 namespace {
@@ -159,11 +156,7 @@ void Profiler::write() {
       "{{\"displayTimeUnit\": \"ms\", \"otherData\": {{\"steps\": \"{}-{}\", "
       "\"dropped_calls_rank0\": {}}},\n\"traceEvents\": [\n{}\n]}}\n",
       range_.first, range_.last, dropped, fmt::join(parts, ",\n"));
-  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  VS_USER_CHECK(fd >= 0, "[profile] cannot write {}: {}", path_, std::strerror(errno));
-  const bool ok = write_fully(fd, trace);
-  ::close(fd);
-  VS_USER_CHECK(ok, "[profile] cannot write {}: {}", path_, std::strerror(errno));
+  write_text_atomically(path_, trace);
   log_rank0("[profile] steps {}-{} of {} ranks: {} (chrome://tracing or ui.perfetto.dev)",
             range_.first, range_.last, world_.size(), path_);
 }

@@ -16,17 +16,16 @@
 #include "comm/group.h"
 #include "core/error.h"
 #include "support/run_ranks.h"
+#include "support/training_runs.h"
 
 namespace vescale::comm {
 namespace {
 
 namespace fs = std::filesystem;
 
-/// A fresh folder under the build's temporary folder.
+/// A new, empty folder under the temp directory.
 fs::path fresh_folder(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("vescale_flight_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const fs::path dir = testing::fresh_folder("vescale-flight-" + name);
   fs::create_directories(dir);
   return dir;
 }
