@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/host_parallel.h"
+
 namespace vescale {
 namespace {
 
@@ -27,6 +29,7 @@ ThreadBudget choose_thread_budget(int cores, int local_ranks, const char* omp,
   const int per_rank = std::max(1, std::max(1, cores) / std::max(1, local_ranks));
   b.intra_op = 1;
   b.blas = per_rank;
+  b.cores = per_rank;
   b.origin =
       fmt::format("{} cores / {} local rank{}", cores, local_ranks, local_ranks == 1 ? "" : "s");
   if (const int n = positive(omp)) {
@@ -48,6 +51,7 @@ ThreadBudget thread_budget_from_env(int local_ranks) {
 
 std::string apply_thread_budget(const ThreadBudget& budget) {
   at::set_num_threads(budget.intra_op);
+  set_rank_cores(budget.cores);
   // OpenBLAS is found by its symbols, not linked against: the BLAS is whatever Debian's
   // alternatives (or the user's LibTorch) put behind libblas.
   using SetThreads = void (*)(int);
@@ -60,7 +64,8 @@ std::string apply_thread_budget(const ThreadBudget& budget) {
     blas = fmt::format("OpenBLAS {} thread{}", budget.blas, budget.blas == 1 ? "" : "s");
     if (config != nullptr) blas += fmt::format(" ({})", config());
   }
-  return fmt::format("threads: {} intra-op, {} [{}]", budget.intra_op, blas, budget.origin);
+  return fmt::format("threads: {} intra-op, {}, {} for init [{}]", budget.intra_op, blas,
+                     budget.cores, budget.origin);
 }
 
 }  // namespace vescale

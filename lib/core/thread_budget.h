@@ -23,6 +23,7 @@ namespace vescale {
 struct ThreadBudget {
   int intra_op = 1;    ///< ATen's intra-op threads (at::set_num_threads)
   int blas = 1;        ///< OpenBLAS threads
+  int cores = 1;       ///< this rank's share of the cores (host work outside both pools)
   std::string origin;  ///< where the numbers came from, for the log
 };
 
@@ -34,8 +35,9 @@ ThreadBudget choose_thread_budget(int cores, int local_ranks, const char* omp,
 /// The budget of this process: its cores and environment, as one of `local_ranks`.
 ThreadBudget thread_budget_from_env(int local_ranks);
 
-/// Sets ATen's intra-op threads and, when the BLAS is OpenBLAS, its threads (it read its
-/// environment when it was loaded, before main). Returns a line for the log.
+/// Sets ATen's intra-op threads, the rank's cores (core/host_parallel.h) and, when the BLAS is
+/// OpenBLAS, its threads (it read its environment when it was loaded, before main). Returns a line
+/// for the log.
 std::string apply_thread_budget(const ThreadBudget& budget);
 
 }  // namespace vescale

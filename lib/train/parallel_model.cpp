@@ -2,7 +2,10 @@
 
 #include <c10/util/accumulate.h>
 
+#include "core/clock.h"
 #include "core/error.h"
+#include "core/host_parallel.h"
+#include "core/units.h"
 #include "dtensor/context_parallel.h"
 #include "train/model_factory.h"
 
@@ -87,8 +90,10 @@ ParallelModel::ParallelModel(const JobConfig& c, const comm::Group& world, JobPu
   // Deferred init materialises only this rank's stages.
   std::optional<PipelinePlan> pipeline;
   if (c.pp > 1) pipeline = plan_pipeline(c, task_->layers());
+  const auto init_start = Clock::now();
   module_ = parallelize_module(task_->model(), mesh_.param_mesh(), job_plan(c),
                                init_options(c, mesh_.pp_rank(), pipeline));
+  init_s_ = seconds_since(init_start);
   if (job_dtype(c) != state_dtype(c)) {
     float32_init_ = to_compute_dtype(*module_, job_dtype(c));
     if (purpose == JobPurpose::kEvaluate) float32_init_.clear();
@@ -174,9 +179,12 @@ std::vector<std::vector<size_t>> ParallelModel::layer_params() const {
 
 std::string ParallelModel::description() const {
   const JobConfig& c = config_;
-  return fmt::format("{}: {} with {} parameters on {} ({} plan), {}, {}", c.name,
-                     task_->model()->type(), n_params_, mesh_.str(),
-                     c.plan.empty() ? "replicate" : c.plan, c.dtype, task_->data_description());
+  return fmt::format(
+      "{}: {} with {} parameters on {} ({} plan), {}, {}; this rank built its parameters in {} "
+      "on {} thread{}",
+      c.name, task_->model()->type(), n_params_, mesh_.str(), c.plan.empty() ? "replicate" : c.plan,
+      c.dtype, task_->data_description(), format_duration(init_s_), rank_cores(),
+      rank_cores() == 1 ? "" : "s");
 }
 
 ParameterState ParallelModel::state(size_t k) const {

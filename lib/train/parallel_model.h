@@ -140,6 +140,7 @@ class ParallelModel {
   std::unique_ptr<ParallelizedModule> module_;
   std::vector<std::pair<std::string, DTensor*>> params_;
   int64_t n_params_ = 0;
+  double init_s_ = 0;  ///< building this rank's parameters (NOTE [Fast init] in dtensor/random.cpp)
   std::vector<TiedParameter> tied_;
   std::set<std::string> not_saved_;
   std::vector<std::optional<ParameterState>> moved_;  ///< per parameter: where move_state put it

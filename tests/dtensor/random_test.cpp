@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "core/host_parallel.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
 #include "support/run_ranks.h"
@@ -59,6 +60,41 @@ TEST(LayoutFreeRandom, ShardsEqualSingleDeviceSlices2D) {
                                       {Placement::replicate(), Placement::shard(1)},
                                       {Placement::replicate(), Placement::replicate()}});
   });
+}
+
+// The values themselves, from an independent reference: Philox4x32-10 and Box-Muller written in
+// Python (3 lines each) over the same libm. Fast init (NOTE [Fast init]) must keep them bit for
+// bit.
+TEST(LayoutFreeRandom, ValuesEqualAnIndependentReference) {
+  const RngKey key{42, stream_id("w")};
+  const at::Tensor x = normal(key, Box::whole({4}), 0.0, 1.0, at::kDouble);
+  const std::vector<double> expected = {-0.055260387747381914, -0.9125577745246629,
+                                        -1.7042081389075463, 0.13862755127042944};
+  for (int64_t i = 0; i < 4; ++i)
+    EXPECT_EQ(x[i].item<double>(), expected[i]) << "element " << i;
+  // An element past 2^32: both halves of the 64-bit index reach the counter.
+  const Box far{{int64_t{20000000000}}, {1}, {int64_t{12345678901}}};
+  EXPECT_EQ(normal(key, far, 0.0, 1.0, at::kDouble).item<double>(), 1.6687634708805847);
+}
+
+// Every dtype holds the float64 values cast as ATen casts them, whatever the number of threads,
+// on a box with offsets in every dim.
+TEST(LayoutFreeRandom, DtypesAreTheFloat64ValuesCastAndThreadsChangeNothing) {
+  const RngKey key{5, stream_id("model.layers.0.mlp.up_proj.weight")};
+  const Box box{{7, 300, 520}, {5, 250, 480}, {1, 30, 17}};
+  const int cores = rank_cores();
+  set_rank_cores(1);
+  const at::Tensor one_thread = normal(key, box, 0.0, 0.02, at::kDouble);
+  const at::Tensor one_thread_mask = keep_mask(key, box, 0.9);
+  set_rank_cores(3);
+  const at::Tensor wide = normal(key, box, 0.0, 0.02, at::kDouble);
+  EXPECT_TRUE(at::equal(wide, one_thread));
+  EXPECT_TRUE(at::equal(keep_mask(key, box, 0.9), one_thread_mask));
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf})
+    EXPECT_TRUE(at::equal(normal(key, box, 0.0, 0.02, dtype), wide.to(dtype))) << dtype;
+  EXPECT_TRUE(at::equal(uniform(key, box, -0.1, 0.1, at::kFloat),
+                        uniform(key, box, -0.1, 0.1, at::kDouble).to(at::kFloat)));
+  set_rank_cores(cores);
 }
 
 TEST(LayoutFreeRandom, StatisticsAndStreams) {
