@@ -80,8 +80,9 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
   train->add_option("--profile", options->profile,
                     "Write a Chrome trace of steps FIRST-LAST (e.g. 2-3, counted from 1 as the "
                     "metrics lines do) to <dump_folder>/trace.json: each rank's phases (forward, "
-                    "backward, bubble, grad sync, optimizer, ...) and its collectives and "
-                    "transfers; open it in chrome://tracing or ui.perfetto.dev");
+                    "backward, bubble, grad sync, optimizer, ...), its collectives and "
+                    "transfers, and on a GPU the CUDA kernels, copies and memsets it ran; open it "
+                    "in chrome://tracing or ui.perfetto.dev");
   train->add_flag(
       "--print-config", options->print_config,
       "Print the effective config (every key, with overrides applied, help as comments) and exit");

@@ -102,6 +102,14 @@ std::string anatomy_text(const StepMetrics& m) {
                      waits.empty() ? "" : fmt::format(" (blocked: {})", fmt::join(waits, ", ")));
 }
 
+/// ", gpu 9.1GiB peak (12.0GiB reserved)" on a GPU; nothing on the CPU.
+std::string gpu_memory_text(const StepMetrics& m) {
+  if (!m.gpu_mem) return "";
+  return fmt::format(", gpu {} peak ({} reserved)",
+                     format_bytes(static_cast<double>(m.gpu_mem->allocated_peak)),
+                     format_bytes(static_cast<double>(m.gpu_mem->reserved_peak)));
+}
+
 }  // namespace
 
 std::string format_metrics_line(const StepMetrics& m) {
@@ -113,9 +121,9 @@ std::string format_metrics_line(const StepMetrics& m) {
   std::vector<std::string> state;
   for (const auto& [kind, bytes] : m.state_bytes)
     state.push_back(fmt::format("{} {}", kind, format_bytes(static_cast<double>(bytes))));
-  line += fmt::format(" | lr {:.2g} | grad_norm {:.3g} | tok/s {} | mfu {:.2f}% | mem {}{}", m.lr,
-                      m.grad_norm, with_commas(m.tokens_per_s), 100.0 * m.mfu,
-                      format_bytes(static_cast<double>(m.mem_bytes)),
+  line += fmt::format(" | lr {:.2g} | grad_norm {:.3g} | tok/s {} | mfu {:.2f}% | mem host {}{}{}",
+                      m.lr, m.grad_norm, with_commas(m.tokens_per_s), 100.0 * m.mfu,
+                      format_bytes(static_cast<double>(m.mem_bytes)), gpu_memory_text(m),
                       state.empty() ? "" : fmt::format(" ({})", fmt::join(state, ", ")));
   line +=
       fmt::format(" | comm {}/step{}", format_bytes(static_cast<double>(comm)), dp_comm_by_kind(m));
@@ -139,6 +147,10 @@ std::string metrics_json(const StepMetrics& m, const std::string& run_id) {
   j["tokens_per_s"] = m.tokens_per_s;
   j["mfu"] = m.mfu;
   j["mem_bytes"] = m.mem_bytes;
+  if (m.gpu_mem) {
+    j["gpu_mem"] = {{"allocated_peak", m.gpu_mem->allocated_peak},
+                    {"reserved_peak", m.gpu_mem->reserved_peak}};
+  }
   if (!m.state_bytes.empty()) {
     nlohmann::ordered_json state;
     for (const auto& [kind, bytes] : m.state_bytes)

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/comm_stats.h"
+#include "core/gpu_memory.h"
 #include "train/step_anatomy.h"
 
 namespace vescale {
@@ -28,8 +29,11 @@ struct StepMetrics {
   double lr = 0;
   double grad_norm = 0;
   double tokens_per_s = 0;
-  double mfu = 0;  ///< fraction
-  int64_t mem_bytes = 0;
+  double mfu = 0;         ///< fraction
+  int64_t mem_bytes = 0;  ///< host RSS
+  /// On a GPU: the caching allocator's peaks since the previous metrics line (NOTE [GPU memory
+  /// figures]); allocated and reserved now.
+  std::optional<GpuMemory> gpu_mem;
   /// Rank 0's training state by kind, from tensor sizes: "params", "grads", "optimizer", and
   /// "activations" where the memory meter runs (NOTE [Activation bytes] in trainer.cpp).
   StateBytes state_bytes;

@@ -4,12 +4,15 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <regex>
+#include <set>
 
 #include "checkpoint/safe_files.h"
 #include "core/error.h"
@@ -22,6 +25,7 @@ using nlohmann::json;
 
 constexpr int kPhasesThread = 1;
 constexpr int kCommThread = 2;
+constexpr int kFirstStreamThread = 100;  ///< GPU stream s shows as thread 100 + s
 
 /// A complete event ("X") on this rank's clock.
 json span_event(const std::string& name, const char* category, double start_s, double end_s,
@@ -79,14 +83,29 @@ StepRange StepRange::parse(const std::string& text, const std::string& option) {
   return range;
 }
 
-Profiler::Profiler(StepRange range, StepTrace& trace, const comm::Group& world, std::string path)
-    : range_(range), trace_(trace), world_(world), path_(std::move(path)) {}
+Profiler::Profiler(StepRange range, StepTrace& trace, const comm::Group& world, std::string path,
+                   Device device)
+    : range_(range), trace_(trace), world_(world), path_(std::move(path)), device_(device) {}
 
 void Profiler::start_step(int64_t step) {
   if (!range_.contains(step)) return;
   trace_.set_recording(true);
   calls_before_ = trace_.flight().last_id();
   step_start_s_ = trace_.flight().clock_s(comm::FlightRecorder::Clock::now());
+  if (step == range_.first && device_.is_cuda() && GpuActivity::built()) {
+    try {
+      gpu_.start(step_start_s_);
+    } catch (const std::exception& e) {  // the trace of the host side is still worth having
+      spdlog::warn("[profile] the GPU's kernels are not recorded: {}", e.what());
+    }
+  }
+}
+
+void Profiler::stop_gpu_activity() {
+  if (!gpu_.recording()) return;
+  std::vector<GpuActivityEvent> events = gpu_.stop();
+  gpu_events_.insert(gpu_events_.end(), std::make_move_iterator(events.begin()),
+                     std::make_move_iterator(events.end()));
 }
 
 void Profiler::end_step(int64_t step) {
@@ -101,10 +120,14 @@ void Profiler::end_step(int64_t step) {
   const uint64_t last = flight.last_id();
   dropped_ += static_cast<int64_t>(last - calls_before_) - static_cast<int64_t>(calls.size());
   calls_.insert(calls_.end(), calls.begin(), calls.end());
-  if (step == range_.last) write();
+  if (step == range_.last) {
+    stop_gpu_activity();
+    write();
+  }
 }
 
 void Profiler::finish() {
+  stop_gpu_activity();
   if (!steps_.empty() && !written_) write();
 }
 
@@ -143,6 +166,15 @@ void Profiler::write() {
     const double end = e.state == comm::FlightState::kPosted ? e.start_s : e.end_s;
     events.push_back(span_event(fmt::format("{} {} #{}", e.op, g.label, e.seq), "comm", e.start_s,
                                 end, epoch, rank, kCommThread, args));
+  }
+  std::set<int64_t> streams;
+  for (const GpuActivityEvent& e : gpu_events_) {
+    const int thread = kFirstStreamThread + static_cast<int>(e.stream);
+    if (streams.insert(e.stream).second)
+      events.push_back(name_event("thread_name", rank, thread,
+                                  fmt::format("{} stream {}", device_.str(), e.stream)));
+    events.push_back(span_event(e.name, e.category.c_str(), e.start_s, e.end_s, epoch, rank, thread,
+                                json::object()));
   }
   std::string text = events.dump();
   text = text.substr(1, text.size() - 2);  // the events without the brackets, to concatenate

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "comm/group.h"
+#include "core/device.h"
+#include "train/gpu_activity.h"
 #include "train/step_trace.h"
 
 namespace vescale {
@@ -24,8 +26,10 @@ struct StepRange {
 class Profiler {
  public:
   /// Writes to `path` (on rank 0) the steps `range` of the run, as `trace` marks their phases and
-  /// the recorder keeps their calls.
-  Profiler(StepRange range, StepTrace& trace, const comm::Group& world, std::string path);
+  /// the recorder keeps their calls; on a GPU `device`, also the GPU's kernels, copies and memsets
+  /// (NOTE [GPU activity]).
+  Profiler(StepRange range, StepTrace& trace, const comm::Group& world, std::string path,
+           Device device = kCpu);
 
   /// Step `step` (from 1) starts now.
   void start_step(int64_t step);
@@ -38,11 +42,16 @@ class Profiler {
 
  private:
   void write();
+  /// Stops the GPU recording, if it runs, and keeps what it recorded.
+  void stop_gpu_activity();
 
   StepRange range_;
   StepTrace& trace_;
   comm::Group world_;
   std::string path_;
+  Device device_;
+  GpuActivity gpu_;
+  std::vector<GpuActivityEvent> gpu_events_;
   uint64_t calls_before_ = 0;  ///< the recorder's last call id when the step started
   double step_start_s_ = 0;
   std::vector<PhaseSpan> steps_;  ///< one span per profiled step

@@ -103,6 +103,10 @@ std::vector<std::pair<std::string, double>> metrics_scalars(const StepMetrics& m
                          {"mfu", m.mfu},
                          {"step_time_s", m.step_time_s},
                          {"mem_bytes", static_cast<double>(m.mem_bytes)}});
+  if (m.gpu_mem) {
+    out.emplace_back("gpu_mem/allocated_peak", static_cast<double>(m.gpu_mem->allocated_peak));
+    out.emplace_back("gpu_mem/reserved_peak", static_cast<double>(m.gpu_mem->reserved_peak));
+  }
   for (const auto& [kind, bytes] : m.state_bytes)
     out.emplace_back("state_bytes/" + kind, static_cast<double>(bytes));
   for (const auto& [dim, bytes] : m.comm_bytes)

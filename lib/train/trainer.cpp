@@ -12,6 +12,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/gpu_memory.h"
 #include "core/logging.h"
 #include "core/memory_meter.h"
 #include "core/units.h"
@@ -45,15 +46,16 @@ struct Meter {
 };
 
 // NOTE [Activation bytes]
-// A step's activations on this rank are the metered live bytes (core/memory_meter.h) just before
-// its last backward starts, less those just before its first forward (after zero_grad freed the
-// last step's gradients), less the gradients that earlier micro-batches accumulated by then:
-// what the forward passes keep for backward, and the micro-batches themselves. Under a pipeline
-// that is what the rank's schedule stashes at that point. The first step also counts what grad
-// sync allocates once at its first last backward (its buckets), since its listener runs first.
+// A step's activations on this rank are the live bytes of its device (the CPU's memory meter,
+// core/memory_meter.h, or the GPU's caching allocator, core/gpu_memory.h) just before its last
+// backward starts, less those just before its first forward (after zero_grad freed the last
+// step's gradients), less the gradients that earlier micro-batches accumulated by then: what the
+// forward passes keep for backward, and the micro-batches themselves. Under a pipeline that is
+// what the rank's schedule stashes at that point. The first step also counts what grad sync
+// allocates once at its first last backward (its buckets), since its listener runs first.
 class ActivationMeter {
  public:
-  explicit ActivationMeter(Job& job) : job_(job) {
+  explicit ActivationMeter(Job& job) : job_(job), device_(job.model->mesh().mesh().device()) {
     job.schedule().on_last_backward([this] { before_last_backward(); });
   }
 
@@ -61,21 +63,27 @@ class ActivationMeter {
   void start_step() { baseline_.reset(); }
   /// Call as each micro-batch's forward is about to start.
   void before_forward() {
-    if (!baseline_) baseline_ = metered_live_bytes();
+    if (!baseline_) baseline_ = live_bytes();
   }
-  /// `state` and the last step's activations, where the memory meter runs.
+  /// `state` and the last step's activations, where they are measured.
   StateBytes with_activations(StateBytes state) const {
-    if (memory_meter_installed()) state.emplace_back("activations", bytes_);
+    if (measured()) state.emplace_back("activations", bytes_);
     return state;
   }
 
  private:
+  bool measured() const { return device_.is_cuda() || memory_meter_installed(); }
+  int64_t live_bytes() const {
+    if (device_.is_cuda()) return gpu_memory(device_).allocated;
+    return metered_live_bytes();
+  }
   void before_last_backward() {
     const int64_t grads = job_.grad_sync->grad_bytes();
-    bytes_ = metered_live_bytes() - baseline_.value_or(0) - grads;
+    bytes_ = live_bytes() - baseline_.value_or(0) - grads;
   }
 
   Job& job_;
+  const Device device_;
   std::optional<int64_t> baseline_;
   int64_t bytes_ = 0;
 };
@@ -83,7 +91,8 @@ class ActivationMeter {
 StepMetrics step_metrics(const Meter& meter, int64_t step, int64_t start_step, int64_t total,
                          const StepResult& result, double lr, std::optional<double> val_loss,
                          Clock::time_point step_start, const comm::CommSnapshot& comm_before,
-                         const comm::CommSnapshot& comm_after, StateBytes state_bytes) {
+                         const comm::CommSnapshot& comm_after, StateBytes state_bytes,
+                         Device device) {
   StepMetrics m;
   m.step = step + 1;
   m.total_steps = total;
@@ -98,6 +107,7 @@ StepMetrics step_metrics(const Meter& meter, int64_t step, int64_t start_step, i
   m.mfu = meter.flops_per_sample * meter.samples_per_step * done / elapsed /
           (meter.peak * meter.world_size);
   m.mem_bytes = resident_bytes();
+  if (device.is_cuda()) m.gpu_mem = gpu_memory(device);
   m.state_bytes = std::move(state_bytes);
   set_comm_bytes(m, comm_before, comm_after);
   m.eta_s = elapsed / done * static_cast<double>(total - step - 1);
@@ -135,11 +145,12 @@ class TrainingLoop {
                          ? std::filesystem::path(folder_.metrics_path()).parent_path().string()
                          : ""),
         meter_(job, world),
+        device_(job.model->mesh().mesh().device()),
         activations_(job),
         checkpointer_(job, world),
         nonfinite_(c_.on_nonfinite, c_.max_skipped),
         profiler_(profile, *job.trace, world,
-                  (std::filesystem::path(c_.dump_folder) / "trace.json").string()) {
+                  (std::filesystem::path(c_.dump_folder) / "trace.json").string(), device_) {
     summary_.first_val_loss = evaluate(*job_.model);
     log_rank0("step {}/{} | val_loss {:.4f}", start_step_, c_.steps, summary_.first_val_loss);
     meter_.start = Clock::now();
@@ -185,9 +196,9 @@ class TrainingLoop {
     const std::optional<double> val_loss = evaluate_after(step, last, stop);
     if ((step + 1) % c_.log_interval == 0 || last || val_loss || stop) {
       const StepPhase phase(job_.trace.get(), "metrics");
-      StepMetrics m =
-          step_metrics(meter_, step, start_step_, c_.steps, result, lr, val_loss, step_start,
-                       comm_before, comm_after, activations_.with_activations(job_.state_bytes()));
+      StepMetrics m = step_metrics(meter_, step, start_step_, c_.steps, result, lr, val_loss,
+                                   step_start, comm_before, comm_after,
+                                   activations_.with_activations(job_.state_bytes()), device_);
       m.time = result.time;
       set_comm_waits(m, waits_before, waits_after);
       m.checkpoint_stall_s = std::exchange(checkpoint_stall_s_, 0.0);
@@ -196,6 +207,8 @@ class TrainingLoop {
         writer_.write(m);
         tensorboard_.write(m);
       }
+      // The next line's GPU peaks are those of its own steps.
+      if (device_.is_cuda()) reset_gpu_memory_peaks(device_);
     }
     // After the step's metrics line: a crash between the two repeats the line on resume rather
     // than losing it (evaluation reads the state, so the saved state is the same).
@@ -299,6 +312,7 @@ class TrainingLoop {
   MetricsWriter writer_;
   TensorBoardWriter tensorboard_;  ///< metrics.tensorboard (rank 0)
   Meter meter_;
+  const Device device_;  ///< where this rank computes
   ActivationMeter activations_;
   JobCheckpointer checkpointer_;
   NonFiniteGuard nonfinite_;

@@ -100,6 +100,28 @@ TEST(Metrics, CommBytesByKindBetweenSnapshots) {
   EXPECT_NE(line.find("| comm 50.2KiB/step (dp: ar 200B, rs 50KiB) |"), std::string::npos) << line;
 }
 
+// DESIGN.md §18: host RSS says so; on a GPU the line and the JSON carry the allocator's peaks.
+TEST(Metrics, HostMemoryIsLabelledAndGpuPeaksAppearOnlyOnAGpu) {
+  StepMetrics m;
+  m.mem_bytes = int64_t{3} << 29;
+  m.state_bytes = {{"params", 1024}, {"activations", 2048}};
+  const std::string cpu_line = format_metrics_line(m);
+  EXPECT_NE(cpu_line.find("| mem host 1.5GiB (params 1KiB, activations 2KiB) |"), std::string::npos)
+      << cpu_line;
+  EXPECT_EQ(cpu_line.find("gpu"), std::string::npos) << cpu_line;
+  EXPECT_FALSE(nlohmann::json::parse(metrics_json(m)).contains("gpu_mem"));
+
+  m.gpu_mem = GpuMemory{int64_t{5} << 30, int64_t{6} << 30, int64_t{9} << 30, int64_t{12} << 30};
+  const std::string gpu_line = format_metrics_line(m);
+  EXPECT_NE(gpu_line.find("| mem host 1.5GiB, gpu 9GiB peak (12GiB reserved) (params 1KiB"),
+            std::string::npos)
+      << gpu_line;
+  const nlohmann::json j = nlohmann::json::parse(metrics_json(m));
+  EXPECT_EQ(j["gpu_mem"]["allocated_peak"], int64_t{9} << 30);
+  EXPECT_EQ(j["gpu_mem"]["reserved_peak"], int64_t{12} << 30);
+  EXPECT_EQ(j["mem_bytes"], int64_t{3} << 29);
+}
+
 TEST(Metrics, TheLastStepSaysDoneNotAnEta) {
   StepMetrics m;
   m.step = 9;
