@@ -1,12 +1,15 @@
 #include "dtensor/local_kernels.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/grad_mode.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -107,7 +110,6 @@ at::Tensor cached_attention(const at::Tensor& q, const at::Tensor& k, const at::
 
 namespace {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 /// Query rows per block (NOTE [Blocked causal attention]): 32 at T <= 256, T / 8 beyond, so at
@@ -116,54 +118,45 @@ int64_t block_rows(int64_t t) {
   return std::max<int64_t>(32, (t / 8 + 31) / 32 * 32);
 }
 
-/// softmax(q k^T * scale + causal mask) v over q, k, v of shape [B, H, T, D], each with a unit
-/// stride in D. The output and the gradients live in [B, T, H, D] memory (transposed views), the
-/// layout the model's reshapes to and from heads need, so those are views, not copies.
-struct BlockedCausalAttention : torch::autograd::Function<BlockedCausalAttention> {
-  static at::Tensor heads_layout(const at::Tensor& like) {
-    return at::empty({like.size(0), like.size(2), like.size(1), like.size(3)}, like.options())
-        .transpose(1, 2);
+/// An empty [B, H, T, D] tensor like `like` whose memory is [B, T, H, D]: the layout the model's
+/// reshapes to and from heads need, so those are views, not copies. Strided, not a transposed
+/// view, so that autograd can give it a history of its own.
+at::Tensor heads_layout(const at::Tensor& like) {
+  const int64_t b = like.size(0), h = like.size(1), t = like.size(2), d = like.size(3);
+  return at::empty_strided({b, h, t, d}, {t * h * d, d, h * d, 1}, like.options());
+}
+
+/// The backward of blocked_causal_attention: the inputs and each block's probabilities, as the
+/// forward saved them.
+struct BlockedCausalAttentionBackward : torch::autograd::Node {
+  at::Tensor q, k, v;
+  std::vector<at::Tensor> probs;  ///< block i: rows [i * rows, (i + 1) * rows)
+
+  std::string name() const override { return "BlockedCausalAttentionBackward"; }
+  void release_variables() override {
+    q.reset();
+    k.reset();
+    v.reset();
+    probs.clear();
   }
 
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
-                            const at::Tensor& v) {
-    const int64_t t = q.size(2), rows = block_rows(t);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-    const at::Tensor bias = causal_bias(t, q.options());
-    at::Tensor y = heads_layout(q);
-    variable_list saved{q, k, v};
-    for (int64_t s = 0; s < t; s += rows) {
-      const int64_t e = std::min(t, s + rows);
-      at::Tensor scores = at::empty({q.size(0), q.size(1), e - s, e}, q.options());
-      blas::matmul_into(scores, q.slice(2, s, e), k.slice(2, 0, e).transpose(2, 3), scale, 0.0);
-      // Only the diagonal [s, e) x [s, e) part of the block has masked entries.
-      scores.slice(3, s, e).add_(bias.slice(0, s, e).slice(1, s, e));
-      at::Tensor probs = at::_softmax(scores, -1, /*half_to_float=*/false);
-      blas::matmul_into(y.slice(2, s, e), probs, v.slice(2, 0, e), 1.0, 0.0);
-      saved.push_back(std::move(probs));
-    }
-    ctx->save_for_backward(saved);
-    return y;
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
+  variable_list apply(variable_list&& grads) override {
+    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
     const at::Tensor dy = grads[0].stride(3) == 1 ? grads[0] : grads[0].contiguous();
     const int64_t t = q.size(2), rows = block_rows(t);
     const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
     at::Tensor dq = heads_layout(q), dk = heads_layout(k), dv = heads_layout(v);
     // From the last block, which meets every key and so writes all of dk and dv; the others add
     // into their key prefixes (beta = 1).
-    for (int64_t s = (t - 1) / rows * rows, i = 3 + s / rows; s >= 0; s -= rows, --i) {
+    for (int64_t s = (t - 1) / rows * rows, i = s / rows; s >= 0; s -= rows, --i) {
       const int64_t e = std::min(t, s + rows);
       const double beta = e == t ? 0.0 : 1.0;
-      const at::Tensor& probs = saved[static_cast<size_t>(i)];
+      const at::Tensor& p = probs[static_cast<size_t>(i)];
       const at::Tensor dy_i = dy.slice(2, s, e);
-      blas::matmul_into(dv.slice(2, 0, e), probs.transpose(2, 3), dy_i, 1.0, beta);
-      at::Tensor dprobs = at::empty_like(probs);
+      blas::matmul_into(dv.slice(2, 0, e), p.transpose(2, 3), dy_i, 1.0, beta);
+      at::Tensor dprobs = at::empty_like(p);
       blas::matmul_into(dprobs, dy_i, v.slice(2, 0, e).transpose(2, 3), 1.0, 0.0);
-      const at::Tensor dscores = at::_softmax_backward_data(dprobs, probs, -1, probs.scalar_type());
+      const at::Tensor dscores = at::_softmax_backward_data(dprobs, p, -1, p.scalar_type());
       blas::matmul_into(dq.slice(2, s, e), dscores, k.slice(2, 0, e), scale, 0.0);
       blas::matmul_into(dk.slice(2, 0, e), dscores.transpose(2, 3), q.slice(2, s, e), scale, beta);
     }
@@ -171,13 +164,58 @@ struct BlockedCausalAttention : torch::autograd::Function<BlockedCausalAttention
   }
 };
 
+/// softmax(q k^T * scale + causal mask) v over q, k, v of shape [B, H, T, D], each with a unit
+/// stride in D, a block of query rows at a time; the output lives in [B, T, H, D] memory. Keeps
+/// each block's probabilities in `saved` when it is given.
+at::Tensor blocked_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           BlockedCausalAttentionBackward* saved) {
+  const int64_t t = q.size(2), rows = block_rows(t);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  const at::Tensor bias = causal_bias(t, q.options());
+  at::Tensor y = heads_layout(q);
+  for (int64_t s = 0; s < t; s += rows) {
+    const int64_t e = std::min(t, s + rows);
+    at::Tensor scores = at::empty({q.size(0), q.size(1), e - s, e}, q.options());
+    blas::matmul_into(scores, q.slice(2, s, e), k.slice(2, 0, e).transpose(2, 3), scale, 0.0);
+    // Only the diagonal [s, e) x [s, e) part of the block has masked entries.
+    scores.slice(3, s, e).add_(bias.slice(0, s, e).slice(1, s, e));
+    at::Tensor probs = at::_softmax(scores, -1, /*half_to_float=*/false);
+    blas::matmul_into(y.slice(2, s, e), probs, v.slice(2, 0, e), 1.0, 0.0);
+    if (saved != nullptr) saved->probs.push_back(std::move(probs));
+  }
+  return y;
+}
+
 }  // namespace
 
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   const int64_t t = q.size(2);
   if (t < 2 * block_rows(t)) return causal_attention(q, k, v);
-  auto unit_last = [](const at::Tensor& x) { return x.stride(3) == 1 ? x : x.contiguous(); };
-  return BlockedCausalAttention::apply(unit_last(q), unit_last(k), unit_last(v));
+  // A hand-made autograd node rather than torch::autograd::Function, whose apply() set off a
+  // false -Warray-bounds in GCC 13 (its std::vector<bool> of which inputs are variables).
+  const bool track = torch::autograd::GradMode::is_enabled() &&
+                     (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  auto unit_last = [](const at::Tensor& x) {
+    return x.stride(3) == 1 ? x.detach() : x.detach().contiguous();
+  };
+  std::shared_ptr<BlockedCausalAttentionBackward> node;
+  if (track) {
+    node = std::shared_ptr<BlockedCausalAttentionBackward>(new BlockedCausalAttentionBackward(),
+                                                           torch::autograd::deleteNode);
+    node->q = unit_last(q);
+    node->k = unit_last(k);
+    node->v = unit_last(v);
+  }
+  at::Tensor y;
+  {
+    const torch::autograd::AutoGradMode no_grad(false);
+    y = track ? blocked_forward(node->q, node->k, node->v, node.get())
+              : blocked_forward(unit_last(q), unit_last(k), unit_last(v), nullptr);
+  }
+  if (!track) return y;
+  node->set_next_edges(torch::autograd::collect_next_edges(q, k, v));
+  torch::autograd::set_history(y, node);
+  return y;
 }
 
 }  // namespace vescale::local
