@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Downloads (does not install) the Debian 12 packages that a wheel-only CUDA machine lacks: every
-# build dependency except LibTorch, CUDA and NCCL, which come with the PyTorch wheel there. Run it
-# here, where apt works; carry the folder to the other machine and run scripts/setup-cuda.sh there.
+# build dependency except LibTorch, CUDA and NCCL, which come with the PyTorch wheel there, plus
+# Gloo's headers from Debian 13 (NOTE [Gloo headers]). Run it here, where apt works; carry the
+# folder to the other machine and run scripts/setup-cuda.sh there.
 #
 #   scripts/fetch-cuda-deps.sh            # -> third_party/debs/ (git-ignored), about 5 MB
 #   DEBS_DIR=/elsewhere scripts/fetch-cuda-deps.sh
+#   DEBIAN_MIRROR=http://... scripts/fetch-cuda-deps.sh   # where Debian 13's packages come from
 #
 # NOTE [Wheel-only deps]: where a package ships a static archive the build links that one
 # (HDF5, szip, zlib, GoogleTest), so the other machine needs none of their runtime packages; fmt,
@@ -12,6 +14,15 @@
 # needs only libc and libstdc++. HDF5 is linked statically on purpose: Debian's libhdf5.so pulls in
 # libcurl and OpenSSL (its S3 driver) and their dozen dependencies, while libhdf5.a needs only
 # szip and zlib for what this program calls.
+#
+# NOTE [Gloo headers]: a PyTorch wheel links Gloo into libtorch_cpu.so but ships none of its
+# headers, and c10d's ProcessGroupGloo.hpp, which lib/comm/ includes, includes <gloo/...>. Only
+# the headers are needed (setup-cuda.sh configures with find_package(Gloo) off), and they must
+# declare what that header uses: its GlooStore overrides gloo::rendezvous::Store's has_v2_support,
+# multi_get, multi_set, append and add, which Debian 12's Gloo (git 2022-05-18) lacks and Debian
+# 13's (git 2023-12-02, libgloo-dev 0.0~git20231202.5354032) has. PyTorch 2.6 builds against that
+# Gloo (Debian 13's own libtorch), and the 2.11 wheel compiled against it on 2026-11-26; a later
+# wheel whose header uses newer Gloo API would need a newer package (GLOO_SUITE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +38,12 @@ PACKAGES=(
   libhdf5-dev                         # static hdf5/serial/libhdf5.a and its headers
   libaec-dev                          # static libsz.a, libaec.a: HDF5's szip filter
   zlib1g-dev                          # static libz.a: HDF5's deflate filter
-)
+)                                     # and Gloo's headers: GLOO_PACKAGE below
+
+# NOTE [Gloo headers]: from another Debian release, with its own package lists.
+GLOO_PACKAGE=libgloo-dev
+GLOO_SUITE=${GLOO_SUITE:-trixie}
+DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 DEBS_DIR=${DEBS_DIR:-third_party/debs}
 
@@ -48,6 +64,23 @@ sandbox=()
 if ! (cd "$fresh" && apt-get "${sandbox[@]}" -q download "${PACKAGES[@]}"); then
   echo "[fetch-cuda-deps] apt-get download failed; if a package was not found, run" \
     "apt-get update first" >&2
+  exit 1
+fi
+
+# Gloo's headers from $GLOO_SUITE: apt with a sources list and package lists of its own, so this
+# system's apt configuration and state stay as they are.
+suite_dir=$(mktemp -d)
+trap 'rm -rf "$suite_dir"' EXIT
+mkdir -p "$suite_dir/lists/partial" "$suite_dir/cache/archives/partial"
+echo "deb $DEBIAN_MIRROR $GLOO_SUITE main" >"$suite_dir/sources.list"
+suite_apt=(apt-get "${sandbox[@]}" -o Dir::Etc::SourceList="$suite_dir/sources.list"
+  -o Dir::Etc::SourceParts=/dev/null -o Dir::State::Lists="$suite_dir/lists"
+  -o Dir::Cache="$suite_dir/cache")
+if ! "${suite_apt[@]}" -q update >"$suite_dir/update.log" 2>&1 ||
+  ! (cd "$fresh" && "${suite_apt[@]}" -q download "$GLOO_PACKAGE/$GLOO_SUITE"); then
+  tail -5 "$suite_dir/update.log" >&2
+  echo "[fetch-cuda-deps] could not download $GLOO_PACKAGE from Debian $GLOO_SUITE" \
+    "($DEBIAN_MIRROR); set DEBIAN_MIRROR to a mirror that has it" >&2
   exit 1
 fi
 

@@ -194,6 +194,15 @@ find_cuda() {
   cmake_args+=(-DVESCALE_RPATH_LINK_DIRS="$(IFS=';'; echo "${rpath_link[*]}")")
 }
 
+# NOTE [Gloo headers] in fetch-cuda-deps.sh: the headers from the prefix, the library from
+# LibTorch (which links Gloo in); the package's CMake config names a libgloo.so it does not ship.
+gloo_headers() {
+  [ -f "$PREFIX/usr/include/gloo/rendezvous/store.h" ] ||
+    die "no Gloo headers in $PREFIX (c10d's ProcessGroupGloo.hpp needs them): run" \
+      "scripts/fetch-cuda-deps.sh again, it fetches them now"
+  cmake_args+=(-DCMAKE_DISABLE_FIND_PACKAGE_Gloo=TRUE)
+}
+
 configure() {
   local generator=()
   command -v ninja >/dev/null && generator=(-G Ninja)
@@ -237,6 +246,7 @@ EOF
 
 unpack_debs
 check_abi
+gloo_headers
 find_torch
 find_cuda
 configure "$@"

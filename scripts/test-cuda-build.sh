@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# The CUDA build check: builds vescale-train against Debian 13's CUDA LibTorch 2.6 (CUDA 12.4,
-# NCCL 2.22, GCC 14, HDF5 1.14) inside a Debian 13 root made with debootstrap, with CUDA and NCCL
-# on and VESCALE_WERROR=ON, and runs the whole ctest suite there (device CPU: no GPU is needed).
+# The CUDA build check: builds vescale-train the way a machine with only a PyTorch wheel builds it
+# (scripts/setup-cuda.sh: every dependency but LibTorch, CUDA and NCCL from the Debian packages
+# scripts/fetch-cuda-deps.sh downloads, unpacked into a prefix), with Debian 13's CUDA LibTorch
+# 2.6 (CUDA 12.4, NCCL 2.22, GCC 14) standing in for the wheel, inside a Debian 13 root made with
+# debootstrap; as C++20, with CUDA and NCCL on and VESCALE_WERROR=ON; then runs the whole ctest
+# suite there (device CPU: no GPU is needed). So the wheel route is compiled on every change and
+# CI has no third build.
 #
 #   scripts/test-cuda-build.sh                  # make or reuse the root, build, run every test
 #   scripts/test-cuda-build.sh -R Collectives   # arguments go to ctest
@@ -13,6 +17,7 @@
 #                      changed. Delete the folder to start afresh.
 #   DEBIAN_MIRROR      the archive debootstrap fetches from (default: debootstrap's own)
 #   JOBS               build and ctest jobs (default 2)
+#   CXX_STANDARD       the C++ standard of the build (default 20: PyTorch 2.12 and later need it)
 #
 # Needs root (debootstrap, chroot, mount). The working tree (tracked files and untracked ones git
 # does not ignore) is copied into the root on every run; build/ and other ignored folders are not.
@@ -30,17 +35,17 @@ SRC=$PWD
 
 ROOT=${VESCALE_CUDA_ROOT:-/var/cache/vescale-train/debian13-cuda}
 JOBS=${JOBS:-2}
+CXX_STANDARD=${CXX_STANDARD:-20}
 SUITE=trixie
 STANDIN_DIR=/usr/local/lib/vescale-ci-cudnn-standin
 
-# The one list of what the root installs: the toolchain, Debian 13's CUDA LibTorch with the
-# Gloo and NCCL it is built with, CUDA 12.4, and what setup.sh installs on Debian 12.
+# The one list of what the root installs: the toolchain, Debian 13's CUDA LibTorch (the wheel's
+# stand-in) with the NCCL it is built with, CUDA 12.4, and what the tests run. The libraries the
+# project builds against come from the prefix, as on a wheel-only machine (scripts/setup-cuda.sh).
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config binutils
-  libtorch-cuda-dev libgloo-cuda-dev nvidia-cuda-toolkit nvidia-cuda-dev libnccl-dev
+  libtorch-cuda-dev nvidia-cuda-toolkit nvidia-cuda-dev libnccl-dev
   libopenblas0-pthread
-  libcli11-dev libtomlplusplus-dev libhdf5-dev libspdlog-dev libfmt-dev
-  libgtest-dev libgmock-dev nlohmann-json3-dev
   python3 python3-torch-cuda python3-h5py python3-numpy fortunes
 )
 
@@ -198,15 +203,35 @@ copy_tree() {
   note "copied $SRC into the root: $changed files new or changed, $removed removed"
 }
 
+# The packages setup-cuda.sh unpacks, fetched here (where apt works) into the root.
+fetch_debs() {
+  note "fetching the wheel route's packages (scripts/fetch-cuda-deps.sh)"
+  DEBS_DIR=$ROOT/vescale-train/debs bash "$SRC/scripts/fetch-cuda-deps.sh" >"$ROOT.fetch.log" 2>&1 || {
+    tail -20 "$ROOT.fetch.log" >&2
+    die "fetching the packages failed (log: $ROOT.fetch.log)"
+  }
+  note "$(wc -l <"$ROOT/vescale-train/debs/MANIFEST") packages for the prefix"
+}
+
 build() {
-  note "configuring"
+  note "configuring through scripts/setup-cuda.sh (Debian 13's LibTorch as the wheel, C++$CXX_STANDARD)"
   # -O2 as the Debian 12 build's RelWithDebInfo (the same optimiser warnings), without its debug
   # information, which nobody reads here and which costs compile time and disk.
-  in_root cmake -S /vescale-train/src -B /vescale-train/build -G Ninja \
-    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DVESCALE_WERROR=ON 2>&1 |
-    tee "$ROOT/vescale-train/configure.log" | grep -E '^-- vescale-train|Error|error' || true
-  grep -q '^-- vescale-train: .*NCCL path ON' "$ROOT/vescale-train/configure.log" ||
-    die "the configure step did not choose the CUDA + NCCL path (log: $ROOT/vescale-train/configure.log)"
+  local log=$ROOT/vescale-train/configure.log
+  if ! in_root env DEBS_DIR=/vescale-train/debs PREFIX=/vescale-train/prefix \
+    BUILD_DIR=/vescale-train/build BUILD_TYPE=Release \
+    TORCH_CMAKE_PREFIX=/usr/lib/x86_64-linux-gnu/cmake \
+    bash /vescale-train/src/scripts/setup-cuda.sh --configure-only \
+    -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DVESCALE_WERROR=ON \
+    -DVESCALE_CXX_STANDARD="$CXX_STANDARD" >"$log" 2>&1; then
+    tail -30 "$log" >&2
+    die "the wheel-route configure failed (log: $log)"
+  fi
+  grep -E '^-- vescale-train|^\[setup-cuda\]' "$log" | sed 's/^/[cuda-build] /'
+  grep -q '^-- vescale-train: .*NCCL path ON' "$log" ||
+    die "the configure step did not choose the CUDA + NCCL path (log: $log)"
+  grep -q "^-- vescale-train: .*C++$CXX_STANDARD" "$log" ||
+    die "the configure step did not choose C++$CXX_STANDARD (log: $log)"
   note "building with $JOBS jobs (log: $ROOT/vescale-train/build.log)"
   local rc=0
   in_root cmake --build /vescale-train/build -j "$JOBS" >"$ROOT/vescale-train/build.log" 2>&1 || rc=$?
@@ -256,6 +281,7 @@ mount_all
 install_packages
 make_cudnn_standin
 copy_tree
+fetch_debs
 build
 run_tests "$@"
 note "passed in $SECONDS s"
