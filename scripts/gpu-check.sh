@@ -20,8 +20,9 @@
 # small GPT; nothing goes to bench/results/. --out DIR keeps the table (DIR/table.txt) and each
 # run's output, metrics.jsonl and config (DIR/logs/); default: a fresh temporary folder.
 # Environment: VESCALE_TRAIN (a built binary: no build), PYTHON (a python3 that imports torch, for
-# the peers), DEADLINE (seconds, default 420: no stage or run starts later), END (seconds, default
-# DEADLINE + 60: runs still going then are stopped), so that one call of 8 minutes holds it all.
+# the peers), DEADLINE (seconds, default 420: no stage and no bench row starts later), END
+# (seconds, default DEADLINE + 60: every run's timeout is cut to end by then, 5 s at the least),
+# so that one call of 8 minutes holds it all.
 # Exit status: 0 when no check failed, 1 when one did, 2 for a wrong option.
 set -uo pipefail
 CALLER_DIR=$PWD
@@ -38,9 +39,11 @@ COMMAND="scripts/gpu-check.sh $*"
 while [ $# -gt 0 ]; do
   case $1 in
     --cpu) MODE=cpu ;;
-    --stages) STAGES=${2:?--stages needs a list}; shift ;;
+    --stages | --out)
+      [ $# -ge 2 ] || { echo "gpu-check: $1 needs a value (see --help)" >&2; exit 2; }
+      [ "$1" = --stages ] && STAGES=$2 || OUT_DIR=$2
+      shift ;;
     --stages=*) STAGES=${1#*=} ;;
-    --out) OUT_DIR=${2:?--out needs a folder}; shift ;;
     --out=*) OUT_DIR=${1#*=} ;;
     -h | --help) usage; exit 0 ;;
     *) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -301,7 +304,7 @@ smi_max() { sort -n "$LOGS/$1.smi" 2>/dev/null | tail -1 | tr -dc '0-9' | grep .
 vrun() {
   local name=$1 seconds=$2 config=$3 rc started=$SECONDS
   shift 3
-  rm -rf "${SCRATCH:?}/$name"
+  rm -rf "${SCRATCH:?}/$name" "$LOGS/$name.jsonl"  # never an earlier call's figures
   start_smi "$name"
   timeout -k 10 "$(limit "$seconds")" "$BIN" train "$config" --job.dump_folder="$SCRATCH/$name" \
     "$@" >"$LOGS/$name.log" 2>&1
@@ -309,9 +312,10 @@ vrun() {
   stop_smi
   cp "$SCRATCH/$name/metrics.jsonl" "$LOGS/$name.jsonl" 2>/dev/null
   say "$name: exit $rc in $((SECONDS - started)) s"
-  [ $rc = 0 ] || tail -3 "$LOGS/$name.log" | sed 's/^/    /'
+  [ $rc = 0 ] || { tail -3 "$LOGS/$name.log" | sed 's/^/    /'; RUN_FAILED[$name]=$rc; }
   return $rc
 }
+declare -A RUN_FAILED=()  # run name -> its exit status, for the runs that failed
 
 # prun NAME CONFIG ARGS...: the Python peer with --json; its figures are the last line of the log.
 prun() {
@@ -355,7 +359,7 @@ build_stage() {
   fi
   local started=$SECONDS
   # Release, and vescale-train only: the tests and benches would double the build's time.
-  BUILD_TYPE=Release timeout "$(limit 240)" scripts/setup-cuda.sh --configure-only \
+  BUILD_DIR=build-cuda BUILD_TYPE=Release timeout "$(limit 240)" scripts/setup-cuda.sh --configure-only \
     -DVESCALE_BUILD_TESTS=OFF -DVESCALE_BUILD_BENCH=OFF >"$LOGS/configure.log" 2>&1
   local rc=$?
   local facts
@@ -409,6 +413,13 @@ compare() {
   local name=$1 bar=$2 ref=$3 run=$4 first=${5:-1} count=${6:-20} figure status
   figure=$(max_relative "$ref" "$run" "$first" "$count")
   status=$?
+  local side
+  for side in "$ref" "$run"; do
+    if [ -n "${RUN_FAILED[$side]:-}" ]; then
+      figure="$side exited ${RUN_FAILED[$side]}"
+      status=1
+    fi
+  done
   parity_row "$name" "$bar" "$figure" $status
 }
 

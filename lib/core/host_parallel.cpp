@@ -4,6 +4,7 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -43,8 +44,15 @@ void host_parallel_for(int64_t n, int64_t grain, const std::function<void(int64_
   };
   std::vector<std::thread> threads;
   threads.reserve(static_cast<size_t>(parts - 1));
-  for (int64_t part = 1; part < parts; ++part)
-    threads.emplace_back(run, part);
+  int64_t part = 1;
+  try {
+    for (; part < parts; ++part)
+      threads.emplace_back(run, part);
+  } catch (const std::system_error&) {
+    // No thread to be had (a process or thread limit): the parts left run on this one.
+  }
+  for (int64_t left = part; left < parts; ++left)
+    run(left);
   run(0);
   for (std::thread& t : threads)
     t.join();

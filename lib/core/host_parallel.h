@@ -13,9 +13,9 @@ namespace vescale {
 int rank_cores();
 void set_rank_cores(int cores);
 
-/// Calls f(begin, end) over [0, n) in contiguous ranges of at least `grain` items, on up to
-/// rank_cores() threads (the caller's among them), and returns when every range is done. The
-/// first exception a range throws is rethrown here.
+/// Calls f(begin, end) over [0, n) in contiguous ranges of about equal size, on up to
+/// min(rank_cores(), n / grain) threads (the caller's among them), and returns when every range
+/// is done. The first exception a range throws is rethrown here.
 void host_parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
 
 }  // namespace vescale

@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/autograd/saved_variable.h>
 
 #include <algorithm>
 #include <cmath>
@@ -126,21 +127,23 @@ at::Tensor heads_layout(const at::Tensor& like) {
   return at::empty_strided({b, h, t, d}, {t * h * d, d, h * d, 1}, like.options());
 }
 
-/// The backward of blocked_causal_attention: the inputs and each block's probabilities, as the
-/// forward saved them.
+/// The backward of blocked_causal_attention: the inputs (saved, so that changing one in place
+/// after the forward is an error, not a wrong gradient) and each block's probabilities.
 struct BlockedCausalAttentionBackward : torch::autograd::Node {
-  at::Tensor q, k, v;
+  torch::autograd::SavedVariable q_, k_, v_;
   std::vector<at::Tensor> probs;  ///< block i: rows [i * rows, (i + 1) * rows)
 
   std::string name() const override { return "BlockedCausalAttentionBackward"; }
   void release_variables() override {
-    q.reset();
-    k.reset();
-    v.reset();
+    q_.reset_data();
+    k_.reset_data();
+    v_.reset_data();
     probs.clear();
   }
 
   variable_list apply(variable_list&& grads) override {
+    const at::Tensor q = q_.unpack(), k = k_.unpack(), v = v_.unpack();
+    TORCH_CHECK(q.defined(), "[attention] backward a second time without retain_graph");
     if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
     const at::Tensor dy = grads[0].stride(3) == 1 ? grads[0] : grads[0].contiguous();
     const int64_t t = q.size(2), rows = block_rows(t);
@@ -198,19 +201,19 @@ at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
   auto unit_last = [](const at::Tensor& x) {
     return x.stride(3) == 1 ? x.detach() : x.detach().contiguous();
   };
+  const at::Tensor qu = unit_last(q), ku = unit_last(k), vu = unit_last(v);
   std::shared_ptr<BlockedCausalAttentionBackward> node;
   if (track) {
     node = std::shared_ptr<BlockedCausalAttentionBackward>(new BlockedCausalAttentionBackward(),
                                                            torch::autograd::deleteNode);
-    node->q = unit_last(q);
-    node->k = unit_last(k);
-    node->v = unit_last(v);
+    node->q_ = torch::autograd::SavedVariable(qu, false);
+    node->k_ = torch::autograd::SavedVariable(ku, false);
+    node->v_ = torch::autograd::SavedVariable(vu, false);
   }
   at::Tensor y;
   {
     const torch::autograd::AutoGradMode no_grad(false);
-    y = track ? blocked_forward(node->q, node->k, node->v, node.get())
-              : blocked_forward(unit_last(q), unit_last(k), unit_last(v), nullptr);
+    y = blocked_forward(qu, ku, vu, node.get());
   }
   if (!track) return y;
   node->set_next_edges(torch::autograd::collect_next_edges(q, k, v));

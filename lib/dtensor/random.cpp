@@ -63,14 +63,15 @@ constexpr int64_t kRun = 256;
 #define VS_VECTOR_CLONES
 #endif
 
-/// The two 53-bit integers behind the uniforms of elements first .. first + kRun - 1 of the
-/// stream: Philox4x32-10 of counter (index, stream) and key seed, its words 0-1 and 2-3.
-VS_VECTOR_CLONES void philox_run(const RngKey& key, uint64_t first, uint64_t* a, uint64_t* b) {
+/// The two 53-bit integers behind the uniforms of elements first .. first + n - 1 (n <= kRun) of
+/// the stream: Philox4x32-10 of counter (index, stream) and key seed, its words 0-1 and 2-3.
+VS_VECTOR_CLONES void philox_run(const RngKey& key, uint64_t first, int64_t n, uint64_t* a,
+                                 uint64_t* b) {
   // Each 32-bit word in a 64-bit lane: the multiplies take the lanes' low halves as they are, and
   // no lane changes width between rounds.
   constexpr uint64_t kLow = 0xFFFFFFFF;
   uint64_t c0[kRun], c1[kRun], c2[kRun], c3[kRun];
-  for (int64_t i = 0; i < kRun; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     const uint64_t index = first + static_cast<uint64_t>(i);
     c0[i] = index & kLow;
     c1[i] = index >> 32;
@@ -79,7 +80,7 @@ VS_VECTOR_CLONES void philox_run(const RngKey& key, uint64_t first, uint64_t* a,
   }
   uint64_t k0 = key.seed & kLow, k1 = key.seed >> 32;
   for (int round = 0; round < 10; ++round) {
-    for (int64_t i = 0; i < kRun; ++i) {
+    for (int64_t i = 0; i < n; ++i) {
       const uint64_t p0 = uint64_t{kM0} * c0[i];
       const uint64_t p1 = uint64_t{kM1} * c2[i];
       c0[i] = (p1 >> 32) ^ c1[i] ^ k0;
@@ -90,7 +91,7 @@ VS_VECTOR_CLONES void philox_run(const RngKey& key, uint64_t first, uint64_t* a,
     k0 = (k0 + kW0) & kLow;
     k1 = (k1 + kW1) & kLow;
   }
-  for (int64_t i = 0; i < kRun; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     a[i] = ((c0[i] << 32) | c1[i]) >> 11;
     b[i] = ((c2[i] << 32) | c3[i]) >> 11;
   }
@@ -127,6 +128,11 @@ inline void by_64ths(const uint64_t* bits, int64_t n, int64_t* order) {
 /// the two 53-bit integers of element j's global index (philox_run).
 template <typename F>
 at::Tensor generate(const RngKey& key, const Box& box, at::ScalarType dtype, F f) {
+  // Written directly: the floating types and bool, whose static_cast is ATen's cast. Others
+  // (integers, complex) take the float64 values through ATen's copy.
+  const bool direct = dtype == at::kDouble || dtype == at::kFloat || dtype == at::kBFloat16 ||
+                      dtype == at::kHalf || dtype == at::kBool;
+  if (!direct) return generate(key, box, at::kDouble, f).to(dtype);
   at::Tensor out = at::empty(box.sizes, at::dtype(dtype).device(kCpu));
   const int64_t numel = out.numel();
   if (numel == 0) return out;
@@ -151,8 +157,8 @@ at::Tensor generate(const RngKey& key, const Box& box, at::ScalarType dtype, F f
         }
         scalar_t* dst = data + r * row;
         for (int64_t i = 0; i < row; i += kRun) {
-          philox_run(key, static_cast<uint64_t>(global + i), a, b);
           const int64_t n = std::min(kRun, row - i);
+          philox_run(key, static_cast<uint64_t>(global + i), n, a, b);
           f(a, b, n, values);
           for (int64_t j = 0; j < n; ++j)
             dst[i + j] = static_cast<scalar_t>(values[j]);

@@ -31,13 +31,13 @@ bool GpuActivity::built() {
   return true;
 }
 
-void GpuActivity::start(double now_s) {
+void GpuActivity::start(const std::function<double()>& clock_s) {
   VS_CHECK(!recording_, "[profile] GPU activity is already being recorded");
   const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO);
   const std::set<profiler::ActivityType> activities{profiler::ActivityType::CUDA};
   kineto::prepareProfiler(config, activities);
   kineto::enableProfiler(config, activities);
-  start_s_ = now_s;
+  start_s_ = clock_s();
   recording_ = true;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,9 @@ class GpuActivity {
  public:
   /// Whether this build can record it (a CUDA LibTorch with Kineto).
   static bool built();
-  /// Starts recording; `now_s` is the caller's clock now, which the events will be placed on.
-  void start(double now_s);
+  /// Starts recording; `clock_s` reads the caller's clock (seconds), which the events will be
+  /// placed on: read right after Kineto started, when its trace begins.
+  void start(const std::function<double()>& clock_s);
   /// Waits for the GPU's queued work, stops recording and returns what ran since start().
   std::vector<GpuActivityEvent> stop();
   bool recording() const { return recording_; }

@@ -8,7 +8,7 @@ bool GpuActivity::built() {
   return false;
 }
 
-void GpuActivity::start(double) {
+void GpuActivity::start(const std::function<double()>&) {
   throw Error("[profile] GPU activity asked of a build without CUDA");
 }
 

@@ -92,9 +92,13 @@ void Profiler::start_step(int64_t step) {
   trace_.set_recording(true);
   calls_before_ = trace_.flight().last_id();
   step_start_s_ = trace_.flight().clock_s(comm::FlightRecorder::Clock::now());
-  if (step == range_.first && device_.is_cuda() && GpuActivity::built()) {
+  // From the first profiled step this run reaches (a resumed run may start inside the range).
+  if (!gpu_tried_ && device_.is_cuda() && GpuActivity::built()) {
+    gpu_tried_ = true;
     try {
-      gpu_.start(step_start_s_);
+      gpu_.start([&flight = trace_.flight()] {
+        return flight.clock_s(comm::FlightRecorder::Clock::now());
+      });
     } catch (const std::exception& e) {  // the trace of the host side is still worth having
       spdlog::warn("[profile] the GPU's kernels are not recorded: {}", e.what());
     }
@@ -104,6 +108,12 @@ void Profiler::start_step(int64_t step) {
 void Profiler::stop_gpu_activity() {
   if (!gpu_.recording()) return;
   std::vector<GpuActivityEvent> events = gpu_.stop();
+  if (events.empty()) {
+    spdlog::warn(
+        "[profile] rank {}: the profiler recorded no GPU activity (a LibTorch without "
+        "Kineto's CUDA support?); the trace has the host side only",
+        world_.rank());
+  }
   gpu_events_.insert(gpu_events_.end(), std::make_move_iterator(events.begin()),
                      std::make_move_iterator(events.end()));
 }

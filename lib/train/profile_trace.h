@@ -51,6 +51,7 @@ class Profiler {
   std::string path_;
   Device device_;
   GpuActivity gpu_;
+  bool gpu_tried_ = false;  ///< GPU recording was started (or failed to) at the first step seen
   std::vector<GpuActivityEvent> gpu_events_;
   uint64_t calls_before_ = 0;  ///< the recorder's last call id when the step started
   double step_start_s_ = 0;

@@ -153,6 +153,8 @@ class TrainingLoop {
                   (std::filesystem::path(c_.dump_folder) / "trace.json").string(), device_) {
     summary_.first_val_loss = evaluate(*job_.model);
     log_rank0("step {}/{} | val_loss {:.4f}", start_step_, c_.steps, summary_.first_val_loss);
+    // The first line's GPU peaks are those of its steps, not of building the model.
+    if (device_.is_cuda()) reset_gpu_memory_peaks(device_);
     meter_.start = Clock::now();
   }
 
