@@ -235,15 +235,22 @@ build() {
   note "building with $JOBS jobs (log: $ROOT/vescale-train/build.log)"
   local rc=0
   in_root cmake --build /vescale-train/build -j "$JOBS" >"$ROOT/vescale-train/build.log" 2>&1 || rc=$?
-  local warnings
-  warnings=$(grep -c 'warning:' "$ROOT/vescale-train/build.log" || true)
+  # Debian 13's libtorch_cpu.so needs libfmt.so.10 and the prefix's spdlog libfmt.so.9, so ld
+  # warns that the two "may conflict" when it links the binaries. They cannot: fmt 9 and 10 keep
+  # their symbols in different inline namespaces (fmt::v9, fmt::v10), and the tests run the
+  # binaries. A wheel has no libfmt.so (its fmt is header-only), so this is the stand-in's alone;
+  # every other warning fails the check.
+  local stand_in='libfmt\.so\.10, needed by .*libtorch.*, may conflict with libfmt\.so\.9'
+  local warnings stand_in_warnings
+  stand_in_warnings=$(grep -c "warning: $stand_in" "$ROOT/vescale-train/build.log" || true)
+  warnings=$(grep 'warning:' "$ROOT/vescale-train/build.log" | grep -cv "$stand_in" || true)
   if [ "$rc" -ne 0 ]; then
     grep -E 'error|warning' "$ROOT/vescale-train/build.log" | head -40 >&2
     die "the build failed ($warnings warnings; log: $ROOT/vescale-train/build.log)"
   fi
-  note "built: $warnings warnings"
+  note "built: $warnings warnings (and $stand_in_warnings of ld's about Debian 13's libfmt.so.10 beside the prefix's libfmt.so.9, which the fmt namespaces keep apart)"
   [ "$warnings" -eq 0 ] || {
-    grep 'warning:' "$ROOT/vescale-train/build.log" | head -20 >&2
+    grep 'warning:' "$ROOT/vescale-train/build.log" | grep -v "$stand_in" | head -20 >&2
     die "the build has warnings"
   }
   in_root /vescale-train/build/vescale-train --version | sed 's/^/[cuda-build] /'
