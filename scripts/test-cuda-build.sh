@@ -40,13 +40,14 @@ SUITE=trixie
 STANDIN_DIR=/usr/local/lib/vescale-ci-cudnn-standin
 
 # The one list of what the root installs: the toolchain, Debian 13's CUDA LibTorch (the wheel's
-# stand-in) with the NCCL it is built with, CUDA 12.4, and what the tests run. The libraries the
+# stand-in) with the NCCL it is built with, CUDA 12.4, and what the tests run (setuptools: the
+# peer's torch.compile on the CPU, whose inductor imports it). The libraries the
 # project builds against come from the prefix, as on a wheel-only machine (scripts/setup-cuda.sh).
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config binutils
   libtorch-cuda-dev nvidia-cuda-toolkit nvidia-cuda-dev libnccl-dev
   libopenblas0-pthread
-  python3 python3-torch-cuda python3-h5py python3-numpy fortunes
+  python3 python3-torch-cuda python3-h5py python3-numpy python3-setuptools fortunes
 )
 
 note() { echo "[cuda-build] [${SECONDS}s] $*"; }
