@@ -1,5 +1,7 @@
 #include "models/decoder_lm.h"
 
+#include <optional>
+
 #include "core/error.h"
 #include "dtensor/context_parallel.h"
 #include "dtensor/ops.h"
@@ -17,17 +19,16 @@ DecoderLM::DecoderLM(std::string type, int64_t vocab_size, int64_t block_size, i
       padded_vocab_(padded_vocab) {}
 
 Tensors DecoderLM::forward(const Tensors& inputs) {
-  const DTensor logits = run_range(0, layer_count(), inputs.at(0));
-  if (inputs.size() < 2) return {logits};
-  return {lm_loss(logits, inputs[1])};
+  const at::Tensor targets = inputs.size() < 2 ? at::Tensor() : inputs[1].full_tensor();
+  return {run_range(0, layer_count(), inputs.at(0), targets)};
 }
 
 Tensors DecoderLM::run_layers(int64_t first, int64_t end, const Tensors& inputs,
-                              const ForwardContext& /*context*/) {
-  return {run_range(first, end, inputs.at(0))};
+                              const ForwardContext& context) {
+  return {run_range(first, end, inputs.at(0), context.targets)};
 }
 
-DTensor DecoderLM::run_range(int64_t first, int64_t end, DTensor x) {
+DTensor DecoderLM::run_range(int64_t first, int64_t end, DTensor x, const at::Tensor& targets) {
   VS_CHECK(0 <= first && first < end && end <= layer_count(), "[model] {} layers [{}, {}) of {}",
            type(), first, end, layer_count());
   for (int64_t layer = first; layer < end; ++layer) {
@@ -40,19 +41,27 @@ DTensor DecoderLM::run_range(int64_t first, int64_t end, DTensor x) {
     } else if (layer <= n_layer_) {
       x = (*blocks_[static_cast<size_t>(layer - 1)])(x);
     } else {
-      x = head(x);
+      x = head(x, targets);
     }
   }
   return x;
 }
 
-DTensor DecoderLM::head(const DTensor& x) {
-  DTensor logits = (*lm_head_)((*final_norm_)(x));
-  if (padded_vocab_ > vocab_size_) {
-    const DTensor& w = lm_head_->param("weight");
-    logits = ops::add(logits, vocab_mask(w.spec(), vocab_size_, w.dtype()));
+DTensor DecoderLM::head(const DTensor& x, const at::Tensor& targets) {
+  const DTensor hidden = (*final_norm_)(x);
+  const DTensor& w = lm_head_->param("weight");
+  std::optional<DTensor> next;
+  if (targets.defined()) {
+    const DeviceMesh& mesh = hidden.mesh();
+    next = distribute_tensor(targets.to(mesh.device()), mesh,
+                             Placements(mesh.ndim(), Placement::replicate()));
+    // A plan's hooks or patch on the head see its logits: those take the unfused path.
+    if (!lm_head_->hooked()) return lm_head_loss(hidden, w, *next, vocab_size_);
   }
-  return logits;
+  DTensor logits = (*lm_head_)(hidden);
+  if (padded_vocab_ > vocab_size_)
+    logits = ops::add(logits, vocab_mask(w.spec(), vocab_size_, w.dtype()));
+  return next ? lm_loss(logits, *next) : logits;
 }
 
 }  // namespace vescale::models

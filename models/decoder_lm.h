@@ -27,7 +27,9 @@ class DecoderLM : public Module, public LayeredModel {
   DecoderLM(std::string type, int64_t vocab_size, int64_t block_size, int64_t n_layer,
             int64_t padded_vocab);
 
-  /// inputs: {idx [B, T]} -> {logits [B, T, V_padded]}; {idx, targets [B, T]} -> {loss}.
+  /// inputs: {idx [B, T]} -> {logits [B, T, V_padded]}; {idx, targets [B, T]} -> {loss}. Layers
+  /// run with ForwardContext::targets end in the loss too: the head's and the cross entropy's
+  /// kernel fused (NOTE [Fused LM loss]) unless the plan hooks or patches the head.
   Tensors forward(const Tensors& inputs) override;
   /// Token ids [B, T] -> x [B, T, C] (layer 0).
   virtual DTensor embed(const DTensor& idx) = 0;
@@ -38,8 +40,9 @@ class DecoderLM : public Module, public LayeredModel {
   std::shared_ptr<Module> final_norm_, lm_head_;
 
  private:
-  DTensor run_range(int64_t first, int64_t end, DTensor x);
-  DTensor head(const DTensor& x);
+  DTensor run_range(int64_t first, int64_t end, DTensor x, const at::Tensor& targets);
+  /// The final norm and the head: logits, or with `targets` (Replicate [B, T]) the mean loss.
+  DTensor head(const DTensor& x, const at::Tensor& targets);
 
   int64_t vocab_size_, block_size_, n_layer_, padded_vocab_;
 };

@@ -14,8 +14,10 @@ namespace {
 
 ModuleArgs block_args(const GPTConfig& c, std::shared_ptr<const DropoutState> dropout) {
   ModuleArgs args;
-  args.numbers = {
-      {"n_embd", double(c.n_embd)}, {"n_head", double(c.n_head)}, {"n_layer", double(c.n_layer)}};
+  args.numbers = {{"n_embd", double(c.n_embd)},
+                  {"n_head", double(c.n_head)},
+                  {"n_layer", double(c.n_layer)},
+                  {"fused_projections", c.fused_projections ? 1.0 : 0.0}};
   args.objects["dropout"] = std::move(dropout);
   return args;
 }
@@ -29,9 +31,9 @@ int64_t GPTConfig::padded_vocab(int64_t tp) const {
 void register_gpt_modules() {
   static const bool once = [] {
     register_module_type("CausalSelfAttention", [](const ModuleArgs& a) {
-      return std::make_shared<CausalSelfAttention>(a.integer("n_embd"), a.integer("n_head"),
-                                                   a.integer("n_layer"),
-                                                   a.object<DropoutState>("dropout"));
+      return std::make_shared<CausalSelfAttention>(
+          a.integer("n_embd"), a.integer("n_head"), a.integer("n_layer"),
+          a.object<DropoutState>("dropout"), a.integer("fused_projections") != 0);
     });
     register_module_type("GPTMLP", [](const ModuleArgs& a) {
       return std::make_shared<GPTMLP>(a.integer("n_embd"), a.integer("n_layer"),
@@ -43,8 +45,9 @@ void register_gpt_modules() {
 }
 
 CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, int64_t n_layer,
-                                         std::shared_ptr<const DropoutState> dropout)
-    : Module("CausalSelfAttention"), n_head_(n_head) {
+                                         std::shared_ptr<const DropoutState> dropout,
+                                         bool fused_projections)
+    : Module("CausalSelfAttention"), n_head_(n_head), fused_projections_(fused_projections) {
   VS_USER_CHECK(n_head > 0 && n_embd % n_head == 0,
                 "[model] n_embd {} is not a multiple of n_head {}", n_embd, n_head);
   q_ = register_module("q_proj", std::make_shared<Linear>(n_embd, n_embd, true));
@@ -58,10 +61,11 @@ CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, int64_t
 Tensors CausalSelfAttention::forward(const Tensors& inputs) {
   const DTensor& x = inputs.at(0);
   const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
-  auto heads = [&](Module& proj) {
-    return ops::transpose(ops::reshape(proj(x), {b, t, n_head_, c / n_head_}), 1, 2);
+  const std::vector<DTensor> qkv = project(x, {q_.get(), k_.get(), v_.get()}, fused_projections_);
+  auto heads = [&](const DTensor& p) {
+    return ops::transpose(ops::reshape(p, {b, t, n_head_, c / n_head_}), 1, 2);
   };
-  DTensor y = ops::causal_attention(heads(*q_), heads(*k_), heads(*v_));
+  DTensor y = ops::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]));
   y = ops::reshape(ops::transpose(y, 1, 2), {b, t, c});
   return {(*drop_)((*proj_)(y))};
 }

@@ -23,6 +23,8 @@ struct GPTConfig {
   /// Registered module types of the blocks' attention and MLP (plug-ins may add their own).
   std::string attention_type = "CausalSelfAttention";
   std::string mlp_type = "GPTMLP";
+  /// q, k and v as one GEMM (NOTE [Fused projections]).
+  bool fused_projections = true;
 
   int64_t padded_vocab(int64_t tp) const;
 };
@@ -31,14 +33,16 @@ struct GPTConfig {
 class CausalSelfAttention : public Module {
  public:
   CausalSelfAttention(int64_t n_embd, int64_t n_head, int64_t n_layer,
-                      std::shared_ptr<const DropoutState> dropout);
+                      std::shared_ptr<const DropoutState> dropout, bool fused_projections = true);
 
  protected:
   Tensors forward(const Tensors& inputs) override;
 
  private:
   int64_t n_head_;
-  std::shared_ptr<Module> q_, k_, v_, proj_, drop_;
+  bool fused_projections_;
+  std::shared_ptr<Linear> q_, k_, v_;
+  std::shared_ptr<Module> proj_, drop_;
 };
 
 /// The block MLP: c_fc (C -> 4C), GELU, c_proj (4C -> C), dropout.

@@ -21,6 +21,7 @@ GPTConfig gpt_config(const ModelSpec& spec) {
   g.n_embd = k.integer("n_embd");
   g.dropout = k.number("dropout");
   g.vocab_multiple = k.integer("vocab_multiple");
+  g.fused_projections = spec.fused_projections;
   return g;
 }
 

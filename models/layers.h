@@ -13,6 +13,7 @@ namespace vescale::models {
 class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias, double init_std = 0.02);
+  bool has_bias() const { return bias_; }
 
  protected:
   Tensors forward(const Tensors& inputs) override;
@@ -20,6 +21,11 @@ class Linear : public Module {
  private:
   bool bias_;
 };
+
+/// Each of `projections` (Linears of one input size) applied to x, in order: as one GEMM over
+/// their weights side by side when `fused` and they can share one (NOTE [Fused projections]),
+/// else one call each. The same values either way, up to the GEMM's rounding.
+std::vector<DTensor> project(const DTensor& x, const std::vector<Linear*>& projections, bool fused);
 
 /// A Linear without bias whose weight is another module's (a head tied to its embedding).
 class TiedLinear : public Module {

@@ -27,7 +27,8 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c)
       n_head_(c.n_head),
       n_kv_head_(c.n_kv_head),
       head_dim_(c.n_embd / c.n_head),
-      rope_theta_(c.rope_theta) {
+      rope_theta_(c.rope_theta),
+      fused_projections_(c.fused_projections) {
   q_ = register_module("q_proj", std::make_shared<Linear>(c.n_embd, c.n_embd, false));
   k_ =
       register_module("k_proj", std::make_shared<Linear>(c.n_embd, c.n_kv_head * head_dim_, false));
@@ -39,19 +40,21 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c)
 Tensors LlamaAttention::forward(const Tensors& inputs) {
   const DTensor& x = inputs.at(0);
   const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
-  auto heads = [&](Module& proj, int64_t n) {
-    return ops::transpose(ops::reshape(proj(x), {b, t, n, head_dim_}), 1, 2);  // [B, n, T, D]
+  const std::vector<DTensor> qkv = project(x, {q_.get(), k_.get(), v_.get()}, fused_projections_);
+  auto heads = [&](const DTensor& p, int64_t n) {
+    return ops::transpose(ops::reshape(p, {b, t, n, head_dim_}), 1, 2);  // [B, n, T, D]
   };
-  const DTensor q = ops::rotary(heads(*q_, n_head_), rope_theta_);
-  const DTensor k = ops::rotary(heads(*k_, n_kv_head_), rope_theta_);
+  const DTensor q = ops::rotary(heads(qkv[0], n_head_), rope_theta_);
+  const DTensor k = ops::rotary(heads(qkv[1], n_kv_head_), rope_theta_);
   const int64_t group = n_head_ / n_kv_head_;
   DTensor y = ops::causal_attention(q, ops::repeat_heads(k, group),
-                                    ops::repeat_heads(heads(*v_, n_kv_head_), group));
+                                    ops::repeat_heads(heads(qkv[2], n_kv_head_), group));
   y = ops::reshape(ops::transpose(y, 1, 2), {b, t, c});
   return {(*o_)(y)};
 }
 
-LlamaMLP::LlamaMLP(const LlamaConfig& c) : Module("LlamaMLP") {
+LlamaMLP::LlamaMLP(const LlamaConfig& c)
+    : Module("LlamaMLP"), fused_projections_(c.fused_projections) {
   gate_ =
       register_module("gate_proj", std::make_shared<Linear>(c.n_embd, c.intermediate_size, false));
   up_ = register_module("up_proj", std::make_shared<Linear>(c.n_embd, c.intermediate_size, false));
@@ -60,8 +63,9 @@ LlamaMLP::LlamaMLP(const LlamaConfig& c) : Module("LlamaMLP") {
 }
 
 Tensors LlamaMLP::forward(const Tensors& inputs) {
-  const DTensor& x = inputs.at(0);
-  return {(*down_)(ops::mul(ops::silu((*gate_)(x)), (*up_)(x)))};
+  const std::vector<DTensor> gate_up =
+      project(inputs.at(0), {gate_.get(), up_.get()}, fused_projections_);
+  return {(*down_)(ops::mul(ops::silu(gate_up[0]), gate_up[1]))};
 }
 
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c) : Module("LlamaDecoderLayer") {

@@ -9,6 +9,7 @@
 
 #include "dmodule/module.h"
 #include "models/decoder_lm.h"
+#include "models/layers.h"
 
 namespace vescale::models {
 
@@ -25,6 +26,8 @@ struct LlamaConfig {
   bool tie_embeddings = false;
   /// The vocabulary is padded to a multiple of vocab_multiple x tp; padded logits are masked.
   int64_t vocab_multiple = 64;
+  /// q, k and v, and gate and up, as one GEMM each (NOTE [Fused projections]).
+  bool fused_projections = true;
 
   int64_t padded_vocab(int64_t tp) const;
 };
@@ -52,7 +55,8 @@ class LlamaAttention : public Module {
  private:
   int64_t n_head_, n_kv_head_, head_dim_;
   double rope_theta_;
-  std::shared_ptr<Module> q_, k_, v_, o_;
+  bool fused_projections_;
+  std::shared_ptr<Linear> q_, k_, v_, o_;
 };
 
 /// down_proj(silu(gate_proj(x)) * up_proj(x)).
@@ -64,7 +68,8 @@ class LlamaMLP : public Module {
   Tensors forward(const Tensors& inputs) override;
 
  private:
-  std::shared_ptr<Module> gate_, up_, down_;
+  bool fused_projections_;
+  std::shared_ptr<Linear> gate_, up_, down_;
 };
 
 class LlamaDecoderLayer : public Module {

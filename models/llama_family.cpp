@@ -25,6 +25,7 @@ LlamaConfig llama_config(const ModelSpec& spec) {
   l.rms_norm_eps = k.number("rms_norm_eps");
   l.tie_embeddings = k.boolean("tie_embeddings");
   l.vocab_multiple = k.integer("vocab_multiple");
+  l.fused_projections = spec.fused_projections;
   return l;
 }
 

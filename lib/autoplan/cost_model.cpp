@@ -336,13 +336,16 @@ double comm_time(const Shape& s, const StateMemory& mine, double blocks,
 }
 
 /// Activations saved for backward at the schedule's peak of micro-batches in flight (per token
-/// and block as config/memory_estimate.h counts them, under the layout's recompute), plus the
-/// logits and their gradient, and a recomputed block's working set once.
+/// and block as config/memory_estimate.h counts them, under the layout's recompute), plus what
+/// the head keeps: the logits and their gradient, or with the fused loss (NOTE [Fused LM loss])
+/// the gradients of the hidden state and of the head's weight; and a recomputed block's working
+/// set once.
 double activation_bytes(const Shape& s, double blocks, double in_flight) {
   const BlockActivations a = block_activations(
       s.c, ActivationShape{s.C, s.heads, s.t, s.tp, s.sp, s.size, s.cp > 1}, blocks);
-  return in_flight * (s.tokens * a.kept + 2.0 * s.tokens * s.vocab / s.tp * s.size) +
-         s.tokens * a.working;
+  const double head = s.c.fused_loss ? (s.tokens + s.vocab / s.tp) * s.C * s.size
+                                     : 2.0 * s.tokens * s.vocab / s.tp * s.size;
+  return in_flight * (s.tokens * a.kept + head) + s.tokens * a.working;
 }
 
 }  // namespace

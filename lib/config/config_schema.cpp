@@ -104,6 +104,12 @@ std::vector<ConfigKey> data_and_training_keys() {
           "A NaN/inf loss or gradient norm: stop (exit 3, nothing saved) or skip the update"),
       key("training.max_skipped", &C::max_skipped, 10,
           "With on_nonfinite = skip: stop after this many skipped steps in a row", within(1, 1e12)),
+      key("training.fused_loss", &C::fused_loss, true,
+          "Take the LM head and its cross entropy together, rows in chunks, never keeping the "
+          "[tokens, vocab] logits (NOTE [Fused LM loss]); false: logits, then cross entropy"),
+      key("training.fused_projections", &C::fused_projections, true,
+          "Compute q, k and v (and SwiGLU's gate and up) as one GEMM each, the parameters "
+          "unchanged (NOTE [Fused projections]); false: one GEMM per projection"),
       key("training.activation_checkpoint", &C::activation_checkpoint, "none",
           "Recompute in the backward instead of keeping activations: none, full (a block keeps "
           "its input only and reruns its forward) or selective (the attention core keeps q, k "

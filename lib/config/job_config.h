@@ -45,9 +45,11 @@ struct JobConfig {
   std::string device;  ///< "auto", "cpu" or "cuda" (rank r: cuda:LOCAL_RANK)
   std::string dtype;
   double grad_clip;
-  std::string on_nonfinite;             ///< "stop" or "skip" (NOTE [Non-finite steps])
-  int64_t max_skipped;                  ///< skipped steps in a row before stopping
-  std::string activation_checkpoint;    ///< "none", "full" or "selective" (NOTE [Recompute])
+  std::string on_nonfinite;           ///< "stop" or "skip" (NOTE [Non-finite steps])
+  int64_t max_skipped;                ///< skipped steps in a row before stopping
+  std::string activation_checkpoint;  ///< "none", "full" or "selective" (NOTE [Recompute])
+  bool fused_loss;  ///< the LM head and its cross entropy in one kernel (NOTE [Fused LM loss])
+  bool fused_projections;  ///< q/k/v and gate/up as one GEMM each (NOTE [Fused projections])
   int64_t activation_checkpoint_every;  ///< blocks k-1, 2k-1, ... (0-based) recompute
   // [optimizer]
   std::string optimizer;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -47,8 +48,20 @@ MemoryEstimate estimate_memory(const JobConfig& c) {
                       (static_cast<double>(c.dp) * static_cast<double>(c.microbatches));
   // A sample's outputs on one rank: its part of the sequence under context parallelism.
   const double outputs = c.family().output_elements_per_sample(spec) / static_cast<double>(c.cp);
-  m.per_rank_floor_bytes = m.state_bytes / ranks + 2.0 * rows * outputs * state_element;
-  if (const std::optional<TransformerShape> shape = c.family().transformer_shape(spec)) {
+  // The logits of a micro-batch and their gradient; with the fused LM loss (NOTE [Fused LM
+  // loss]) a chunk of rows at a time (within 512 MiB of float32 logits) and the hidden state's
+  // gradient it keeps.
+  const double logits = rows * outputs * state_element;
+  const std::optional<TransformerShape> shape = c.family().transformer_shape(spec);
+  const bool fused = c.fused_loss && c.family().objective() == Objective::kNextToken && shape;
+  double head = 2.0 * logits;
+  if (fused) {
+    head = std::min(logits, 512.0 * (1 << 20)) + rows * static_cast<double>(c.seq_len) /
+                                                     static_cast<double>(c.cp) *
+                                                     static_cast<double>(shape->n_embd) * element;
+  }
+  m.per_rank_floor_bytes = m.state_bytes / ranks + head;
+  if (shape) {
     const double seq_len = static_cast<double>(c.seq_len);
     const ActivationShape a{static_cast<double>(shape->n_embd),
                             static_cast<double>(shape->n_head),
@@ -79,7 +92,8 @@ void check_fits_memory(const JobConfig& c, double memory_bytes) {
   throw UserError(fmt::format(
       "config {}: this model cannot fit: {:.3g} parameters need {} for parameters, gradients and "
       "{} state in {}, so at least {} per rank over the {} ({}) ranks with "
-      "one micro-batch's logits, and this machine has {} of memory. Check the model sizes ({}) "
+      "one micro-batch's logits (or a chunk of them), and this machine has {} of memory. Check the "
+      "model sizes ({}) "
       "and the batch (training.global_batch_size = {}, training.seq_len = {})",
       c.source, m.parameters, format_bytes(m.state_bytes), c.optimizer, c.dtype,
       format_bytes(m.per_rank_floor_bytes), dim_sizes_text(c.parallel_dims()),

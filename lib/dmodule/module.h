@@ -53,6 +53,8 @@ class Module {
   void set_output_hook(HookFn hook) { output_hook_ = std::move(hook); }
   void set_forward_patch(ForwardFn patch) { patch_ = std::move(patch); }
   bool patched() const { return static_cast<bool>(patch_); }
+  /// Whether a hook or a patch changes what calling the module does.
+  bool hooked() const { return input_hook_ || output_hook_ || patch_; }
 
   /// Gives this module and its children their FQNs under `prefix`. Models call it on the root.
   void assign_names(const std::string& prefix = "");

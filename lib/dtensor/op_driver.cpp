@@ -17,7 +17,8 @@ struct OpLayout {
 };
 
 /// The mesh of the op: the first present input's; every input must share its shape.
-const DeviceMesh& op_mesh(const OpCall& call) {
+template <typename Call>
+const DeviceMesh& op_mesh(const Call& call) {
   const DTensor* first = nullptr;
   for (const DTensor* in : call.inputs) {
     if (in != nullptr && first == nullptr) first = in;
@@ -30,7 +31,8 @@ const DeviceMesh& op_mesh(const OpCall& call) {
   return first->mesh();
 }
 
-OpLayout apply_rule(const OpCall& call, const DeviceMesh& mesh) {
+template <typename Call>
+OpLayout apply_rule(const Call& call, const DeviceMesh& mesh) {
   const int mesh_ndim = mesh.ndim();
   const size_t n = call.inputs.size();
   OpLayout layout{std::vector<Placements>(n, Placements(mesh_ndim, Placement::replicate())),
@@ -58,7 +60,7 @@ OpLayout apply_rule(const OpCall& call, const DeviceMesh& mesh) {
 
 /// Records, for a parameter used as it is, on which mesh dims its gradient is a partial or a
 /// full sum (grad sync reduces the partial ones; NOTE [Grad sync]).
-void record_parameter_use(const OpCall& call, const DTensor& input, ParamState& param,
+void record_parameter_use(const char* name, const DTensor& input, ParamState& param,
                           const Placements& wanted, const OpLayout& layout) {
   const DeviceMesh& mesh = input.mesh();
   for (int i = 0; i < mesh.ndim(); ++i) {
@@ -68,7 +70,7 @@ void record_parameter_use(const OpCall& call, const DTensor& input, ParamState& 
     VS_CHECK(std::find(other.begin(), other.end(), i) == other.end(),
              "[dtensor] {}: a parameter {} is used both with sharded and with replicated "
              "computation on mesh dim {}; its gradient would mix partial and full sums",
-             call.name, input.str(), mesh.dim_names()[i]);
+             name, input.str(), mesh.dim_names()[i]);
     if (std::find(mine.begin(), mine.end(), i) == mine.end()) mine.push_back(i);
   }
 }
@@ -76,7 +78,7 @@ void record_parameter_use(const OpCall& call, const DTensor& input, ParamState& 
 /// Input `input` moved to `wanted`, with the gradient reduction NOTE [Gradient placements] asks
 /// for: a Replicate input used in sharded computation gets a partial gradient, reduced here
 /// unless its producer reduces it (NOTE [Deferred gradient reduction]) or it is a parameter.
-DTensor prepare_input(const OpCall& call, const DTensor& input, const Placements& wanted,
+DTensor prepare_input(const char* name, const DTensor& input, const Placements& wanted,
                       const OpLayout& layout) {
   const DeviceMesh& mesh = input.mesh();
   const int mesh_ndim = mesh.ndim();
@@ -90,7 +92,7 @@ DTensor prepare_input(const OpCall& call, const DTensor& input, const Placements
   if (!local.requires_grad()) return moved;
   ParamState* param = param_state(input);
   if (param && local.is_same(input.to_local())) {
-    record_parameter_use(call, input, *param, wanted, layout);
+    record_parameter_use(name, input, *param, wanted, layout);
     return moved;
   }
   const auto& upstream = input.grad_reduced_upstream();
@@ -102,25 +104,52 @@ DTensor prepare_input(const OpCall& call, const DTensor& input, const Placements
   return DTensor(local, moved.spec());
 }
 
+/// The inputs of an op moved as its rule wants them: their locals and specs (null if absent).
+struct MovedInputs {
+  std::vector<DTensor> moved;
+  std::vector<at::Tensor> locals;
+  std::vector<const DTensorSpec*> specs;
+};
+
+template <typename Call>
+MovedInputs move_inputs(const Call& call, const OpLayout& layout) {
+  const size_t n = call.inputs.size();
+  MovedInputs m{{}, std::vector<at::Tensor>(n), std::vector<const DTensorSpec*>(n, nullptr)};
+  m.moved.reserve(n);
+  for (size_t j = 0; j < n; ++j) {
+    if (!call.inputs[j]) continue;
+    m.moved.push_back(prepare_input(call.name, *call.inputs[j], layout.wanted[j], layout));
+    m.locals[j] = m.moved.back().to_local();
+    m.specs[j] = &m.moved.back().spec();
+  }
+  return m;
+}
+
 }  // namespace
 
 DTensor run_op(const OpCall& call) {
   const DeviceMesh& mesh = op_mesh(call);
   const OpLayout layout = apply_rule(call, mesh);
-  const size_t n = call.inputs.size();
-  std::vector<at::Tensor> locals(n);
-  std::vector<DTensor> moved;
-  moved.reserve(n);
-  std::vector<const DTensorSpec*> specs(n, nullptr);
-  for (size_t j = 0; j < n; ++j) {
-    if (!call.inputs[j]) continue;
-    moved.push_back(prepare_input(call, *call.inputs[j], layout.wanted[j], layout));
-    locals[j] = moved.back().to_local();
-    specs[j] = &moved.back().spec();
-  }
+  const MovedInputs in = move_inputs(call, layout);
   DTensorSpec output_spec(mesh, layout.output, call.output_shape);
-  at::Tensor out = call.local(locals, specs, output_spec);
+  at::Tensor out = call.local(in.locals, in.specs, output_spec);
   return DTensor(std::move(out), std::move(output_spec));
+}
+
+std::vector<DTensor> run_op(const MultiOpCall& call) {
+  const DeviceMesh& mesh = op_mesh(call);
+  const OpLayout layout = apply_rule(call, mesh);
+  const MovedInputs in = move_inputs(call, layout);
+  std::vector<DTensorSpec> specs;
+  for (const auto& shape : call.output_shapes)
+    specs.emplace_back(mesh, layout.output, shape);
+  std::vector<at::Tensor> locals = call.local(in.locals, in.specs, specs);
+  VS_CHECK(locals.size() == specs.size(), "[dtensor] {}: {} outputs for {} shapes", call.name,
+           locals.size(), specs.size());
+  std::vector<DTensor> out;
+  for (size_t i = 0; i < locals.size(); ++i)
+    out.emplace_back(std::move(locals[i]), std::move(specs[i]));
+  return out;
 }
 
 }  // namespace vescale::detail

@@ -30,4 +30,20 @@ struct OpCall {
 
 DTensor run_op(const OpCall& call);
 
+/// An op with several outputs that share the rule's output placements (a fused op's parts):
+/// `local` returns their local pieces in order, given their specs.
+using MultiLocalFn = std::function<std::vector<at::Tensor>(
+    const std::vector<at::Tensor>& locals, const std::vector<const DTensorSpec*>& specs,
+    const std::vector<DTensorSpec>& outputs)>;
+
+struct MultiOpCall {
+  const char* name;
+  std::vector<const DTensor*> inputs;  ///< null for an absent optional input
+  std::function<DimRule(int64_t mesh_size)> rule;
+  std::vector<std::vector<int64_t>> output_shapes;  ///< global
+  MultiLocalFn local;
+};
+
+std::vector<DTensor> run_op(const MultiOpCall& call);
+
 }  // namespace vescale::detail

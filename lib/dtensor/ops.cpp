@@ -10,6 +10,7 @@
 #include "core/torch_features.h"
 #include "dtensor/context_parallel.h"
 #include "dtensor/kv_cache.h"
+#include "dtensor/linear_cross_entropy.h"
 #include "dtensor/local_kernels.h"
 #include "dtensor/op_driver.h"
 #include "dtensor/recompute.h"
@@ -81,6 +82,44 @@ DTensor linear(const DTensor& x, const DTensor& w, const std::optional<DTensor>&
                  [](const Locals& l, const Specs&, const DTensorSpec&) {
                    return local::linear(l[0], l[1], l[2]);  // NOTE [Linear bias on the CPU]
                  }});
+}
+
+std::vector<DTensor> linear_group(const DTensor& x, const std::vector<const DTensor*>& ws,
+                                  const std::vector<const DTensor*>& bs) {
+  const size_t n = ws.size();
+  VS_CHECK(n >= 1 && (bs.empty() || bs.size() == n),
+           "[dtensor] linear_group: {} weights and {} biases", n, bs.size());
+  std::vector<const DTensor*> inputs{&x};
+  std::vector<std::vector<int64_t>> shapes;
+  for (size_t i = 0; i < n; ++i) {
+    const DTensor& w = *ws[i];
+    VS_CHECK(w.ndim() == 2 && x.size(-1) == w.size(1) && w.placements() == ws[0]->placements() &&
+                 (bs.empty() || bs[i]->placements() == bs[0]->placements()),
+             "[dtensor] linear_group: weight {} [{}] does not fit input [{}] or the others' "
+             "placements",
+             i, fmt::join(w.shape(), ", "), fmt::join(x.shape(), ", "));
+    inputs.push_back(&w);
+    shapes.push_back(shape_of(x.shape(), 1, {w.size(0)}));
+  }
+  for (const DTensor* b : bs)
+    inputs.push_back(b);
+  if (bs.empty()) inputs.push_back(nullptr);
+  const int64_t x_ndim = x.ndim();
+  const bool bias = !bs.empty();
+  return run_op(detail::MultiOpCall{
+      "linear_group", inputs,
+      [x_ndim, n, bias](int64_t) { return detail::linear_group_rule(x_ndim, n, bias); }, shapes,
+      [n, bias](const Locals& l, const Specs&, const std::vector<DTensorSpec>&) {
+        std::vector<at::Tensor> weights(l.begin() + 1, l.begin() + 1 + static_cast<long>(n));
+        std::vector<int64_t> rows;
+        for (const at::Tensor& w : weights)
+          rows.push_back(w.size(0));
+        at::Tensor b;
+        if (bias)
+          b = at::cat(std::vector<at::Tensor>(l.begin() + 1 + static_cast<long>(n), l.end()));
+        const at::Tensor y = local::linear(l[0], at::cat(weights), b);
+        return y.split_with_sizes(rows, -1);
+      }});
 }
 
 DTensor matmul(const DTensor& a, const DTensor& b) {
@@ -325,6 +364,29 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& targets) {
          }
          return (sum_exp.log() - target_logit).sum() / n_global;
        }});
+}
+
+DTensor linear_cross_entropy(const DTensor& x, const DTensor& w, const DTensor& targets,
+                             int64_t classes) {
+  VS_CHECK(x.ndim() == 2 && w.ndim() == 2 && targets.ndim() == 1 && x.size(1) == w.size(1) &&
+               targets.size(0) == x.size(0) && 0 < classes && classes <= w.size(0),
+           "[dtensor] linear_cross_entropy: x [N, C], w [V, C], targets [N] and 0 < classes <= V, "
+           "got [{}], [{}], [{}] and {}",
+           fmt::join(x.shape(), ", "), fmt::join(w.shape(), ", "), fmt::join(targets.shape(), ", "),
+           classes);
+  const double n_global = static_cast<double>(x.size(0));
+  return run_op({"linear_cross_entropy",
+                 {&x, &w, &targets},
+                 fixed(detail::linear_cross_entropy_rule()),
+                 {},
+                 [n_global, classes](const Locals& l, const Specs& s, const DTensorSpec&) {
+                   local::VocabSlice vocab;
+                   vocab.offset = s[1]->local_offset()[0];
+                   vocab.real = std::clamp<int64_t>(classes - vocab.offset, 0, l[1].size(0));
+                   for (int i : s[1]->mesh_dims_sharding(0))
+                     vocab.groups.push_back(&s[1]->mesh.group(i));
+                   return local::linear_cross_entropy(l[0], l[1], l[2], vocab, n_global);
+                 }});
 }
 
 DTensor reshape(const DTensor& x, std::vector<int64_t> shape) {

@@ -14,6 +14,11 @@ namespace vescale::ops {
 
 /// x @ w^T + b, w [out, in] (torch.nn.functional.linear).
 DTensor linear(const DTensor& x, const DTensor& w, const std::optional<DTensor>& b = std::nullopt);
+/// linear(x, ws[i], bs[i]) for every i as one GEMM over the weights' rows side by side (NOTE
+/// [Fused projections]): the weights share their placements and input size; `bs` is empty or one
+/// bias per weight, sharing their placements too.
+std::vector<DTensor> linear_group(const DTensor& x, const std::vector<const DTensor*>& ws,
+                                  const std::vector<const DTensor*>& bs);
 /// Matrix product with batch dims (torch.matmul for >= 2-D operands).
 DTensor matmul(const DTensor& a, const DTensor& b);
 
@@ -58,6 +63,12 @@ DTensor embedding(const DTensor& ids, const DTensor& weight);
 /// (vocab-parallel) the full logits are never gathered: max, sum-exp and target-logit reductions
 /// cross the mesh instead (O(N) bytes). Result: a scalar, Partial over mesh dims that shard rows.
 DTensor cross_entropy(const DTensor& logits, const DTensor& targets);
+/// cross_entropy(linear(x, w), targets) over the first `classes` rows of w (the rest padding),
+/// for x [N, C], w [V, C], targets [N], without the logits: rows in chunks, the gradients made
+/// with the loss (NOTE [Fused LM loss]). Vocab-parallel when w is sharded on V (x Replicate),
+/// rows when x is sharded on N (-> Partial). float32 for lower-precision x.
+DTensor linear_cross_entropy(const DTensor& x, const DTensor& w, const DTensor& targets,
+                             int64_t classes);
 
 DTensor reshape(const DTensor& x, std::vector<int64_t> shape);
 DTensor transpose(const DTensor& x, int64_t d0, int64_t d1);

@@ -76,6 +76,19 @@ DimRule linear_rule(int64_t x_ndim) {
   };
 }
 
+DimRule linear_group_rule(int64_t x_ndim, size_t weights, bool bias) {
+  const DimRule one = linear_rule(x_ndim);
+  return [one, weights, bias](const Placements& in) -> DimStrategy {
+    const DimStrategy s = one({in[0], in[1], bias ? in[1 + weights] : kR});
+    DimStrategy out{{s.inputs[0]}, s.output, s.fallback};
+    for (size_t i = 0; i < weights; ++i)
+      out.inputs.push_back(s.inputs[1]);
+    for (size_t i = 0; i < (bias ? weights : 1); ++i)
+      out.inputs.push_back(s.inputs[2]);
+    return out;
+  };
+}
+
 DimRule matmul_rule(int64_t a_ndim, int64_t b_ndim) {
   return [a_ndim, b_ndim](const Placements& in) -> DimStrategy {
     const Placement& a = in[0];
@@ -164,6 +177,16 @@ DimRule cross_entropy_rule() {
     if (logits.is_shard(0)) return {{logits, Placement::shard(0)}, kP};  // rows
     if (logits.is_shard(1)) return {{logits, kR}, kR};                   // vocab-parallel
     return all_replicate(2, !all_r(in));
+  };
+}
+
+DimRule linear_cross_entropy_rule() {
+  return [](const Placements& in) -> DimStrategy {
+    const Placement& x = in[0];
+    const Placement& w = in[1];
+    if (w.is_shard(0)) return {{kR, w, kR}, kR};                                    // vocab
+    if (x.is_shard(0) && !w.is_shard()) return {{x, kR, Placement::shard(0)}, kP};  // rows
+    return all_replicate(3, !all_r(in));
   };
 }
 

@@ -34,6 +34,9 @@ DimRule elementwise_rule(std::vector<std::vector<int64_t>> input_shapes,
 /// linear(x[..., in], w[out, in], b[out]): column-parallel (w S(0): x R, b S(0), out S(-1)),
 /// row-parallel (w S(1): x S(-1), b P, out P), batch/sequence sharding (w R, x S(d<last)).
 DimRule linear_rule(int64_t x_ndim);
+/// linear_group(x, w_1..w_n, b_1..b_n) (b absent: one null input): linear_rule's, each weight
+/// (and bias) taking what it asks of w (and b).
+DimRule linear_group_rule(int64_t x_ndim, size_t weights, bool bias);
 /// matmul(a[..., m, k], b[..., k, n]): batch dims, m, n, or k (-> Partial).
 DimRule matmul_rule(int64_t a_ndim, int64_t b_ndim);
 /// A norm over the last dim (layer_norm: x, weight, bias; rms_norm: x, weight): any other dim
@@ -54,6 +57,9 @@ DimRule embedding_rule(int64_t ids_ndim);
 /// S(0) -> Partial), or classes (vocab-parallel: logits S(1), targets R -> Replicate, the logits
 /// never gathered: NOTE [Vocab-parallel cross entropy]).
 DimRule cross_entropy_rule();
+/// linear_cross_entropy(x[N, C], w[V, C], targets[N]): vocab-parallel (w S(0): x R, targets R ->
+/// Replicate), or rows (x S(0), w R, targets S(0) -> Partial).
+DimRule linear_cross_entropy_rule();
 /// transpose of dims d0, d1.
 DimRule transpose_rule(int64_t ndim, int64_t d0, int64_t d1);
 /// sum over `dims` (keepdim or not): a shard of a reduced dim becomes Partial.

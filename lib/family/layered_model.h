@@ -3,6 +3,8 @@
 // or eval, the dropout masks' key) passed to every run rather than left in the model.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <functional>
 
@@ -23,9 +25,13 @@ struct ForwardContext {
   /// Context parallelism: the cp ring whose part of each sequence this rank holds (NOTE [Ring
   /// attention]); null: whole sequences. The layer runner opens its ContextParallelScope.
   const comm::Group* cp = nullptr;
+  /// The next tokens of the batch's rows [B, T] (Replicate), for a forward that ends in the loss:
+  /// a model whose last layer can take its loss itself (NOTE [Fused LM loss]) returns the mean
+  /// loss from it instead of its outputs. Undefined: the outputs.
+  at::Tensor targets = at::Tensor();
 
   /// Evaluation: no dropout.
-  static ForwardContext eval() { return {false, 0, 0, -1, nullptr}; }
+  static ForwardContext eval() { return {false, 0, 0, -1, nullptr, at::Tensor()}; }
 };
 
 class LayeredModel {

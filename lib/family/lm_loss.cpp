@@ -13,4 +13,11 @@ DTensor lm_loss(const DTensor& logits, const DTensor& targets) {
                             ops::reshape(targets, {rows}));
 }
 
+DTensor lm_head_loss(const DTensor& hidden, const DTensor& weight, const DTensor& targets,
+                     int64_t vocab_size) {
+  const int64_t rows = hidden.size(0) * hidden.size(1);
+  return ops::linear_cross_entropy(ops::reshape(hidden, {rows, hidden.size(2)}), weight,
+                                   ops::reshape(targets, {rows}), vocab_size);
+}
+
 }  // namespace vescale

@@ -9,4 +9,10 @@ namespace vescale {
 /// bf16 logits. *Collective* over the logits' mesh (vocab-parallel when they are sharded on V).
 DTensor lm_loss(const DTensor& logits, const DTensor& targets);
 
+/// The same loss of the head `weight` [V_padded, C], whose first `vocab_size` rows are tokens (the
+/// rest padding), on hidden states [B, T, C], without the logits (NOTE [Fused LM loss]).
+/// *Collective* over the hidden state's mesh.
+DTensor lm_head_loss(const DTensor& hidden, const DTensor& weight, const DTensor& targets,
+                     int64_t vocab_size);
+
 }  // namespace vescale

@@ -55,9 +55,10 @@ class ModelKeys {
 struct ModelSpec {
   std::string source;  ///< the config file, for messages
   ModelKeys keys;
-  int64_t tp = 1;       ///< the tensor-parallel degree (the vocabulary is padded for it)
-  int64_t seq_len = 1;  ///< tokens per sample of a next-token family (FLOPs per sample)
-  uint64_t seed = 0;    ///< seed of the dropout masks
+  int64_t tp = 1;                 ///< the tensor-parallel degree (the vocabulary is padded for it)
+  int64_t seq_len = 1;            ///< tokens per sample of a next-token family (FLOPs per sample)
+  uint64_t seed = 0;              ///< seed of the dropout masks
+  bool fused_projections = true;  ///< training.fused_projections (NOTE [Fused projections])
 };
 
 /// What a family's models learn: the task the trainer builds for it.

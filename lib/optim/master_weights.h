@@ -19,18 +19,29 @@ class MasterWeights {
   /// float32 value of a view's elements (the parameters before they were rounded).
   MasterWeights(std::vector<ParamView> views,
                 const std::function<at::Tensor(const ParamView&)>& initial);
+  MasterWeights(const MasterWeights&) = delete;
+  MasterWeights& operator=(const MasterWeights&) = delete;
 
-  /// The views the optimizer steps: the same elements as float32 copies, with gradients cast to
-  /// float32.
+  /// The views the optimizer steps: the same elements as float32 copies, whose gradients are
+  /// those take_grads() took.
   const std::vector<ParamView>& views() const { return masters_; }
+  /// Takes this step's gradients of the parameters as float32: as they are when grad sync left
+  /// them float32 (it reduces in float32), else copied into one float32 buffer made at the first
+  /// step that needs it; no allocation after that. Once a step, before clipping and the update.
+  void take_grads();
   /// Rounds every copy into its parameter's elements (after an optimizer step or a load).
   void copy_to_params();
   /// Bytes of the copies.
   int64_t bytes() const;
+  /// Bytes of the float32 gradient buffer (0 until a step needs it).
+  int64_t grad_bytes() const;
 
  private:
   std::vector<ParamView> params_;   // the low-precision elements
   std::vector<ParamView> masters_;  // the float32 copies
+  std::vector<at::Tensor> grads_;   // per view: this step's float32 gradient, or undefined
+  std::vector<int64_t> offsets_;    // per view: where its elements start in grad_buffer_
+  at::Tensor grad_buffer_;
 };
 
 }  // namespace vescale

@@ -31,8 +31,8 @@ at::Tensor sum_of_squares(const std::vector<at::Tensor>& grads, const Device& de
 
 }  // namespace
 
-double global_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh& mesh,
-                        const std::vector<int>& reduce_dims) {
+at::Tensor global_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh& mesh,
+                            const std::vector<int>& reduce_dims) {
   // Squares summed per subset of reduce_dims (bit i: reduce_dims[i] splits the piece): a piece
   // split over dims D is summed over D and counted once over the rest.
   const size_t n = reduce_dims.size();
@@ -67,20 +67,21 @@ double global_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh& 
     for (size_t m = 0; m < members.size(); ++m)
       sums[members[m]] = packed[static_cast<int64_t>(m)];
   }
-  return std::sqrt(at::stack(sums).sum().item<double>());
+  return at::stack(sums).sum().sqrt();
 }
 
-double clip_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh& mesh,
-                      const std::vector<int>& reduce_dims, double max_norm) {
-  const double norm = global_grad_norm(pieces, mesh, reduce_dims);
-  const double coef = max_norm / (norm + 1e-6);
-  if (max_norm > 0 && coef < 1.0) {
-    torch::autograd::AutoGradMode no_grad(false);
-    std::vector<at::Tensor> grads;
-    for (const GradPiece& piece : pieces) {
-      if (piece.grad.defined()) grads.push_back(piece.grad);
-    }
-    at::_foreach_mul_(grads, coef);
+at::Tensor clip_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh& mesh,
+                          const std::vector<int>& reduce_dims, double max_norm) {
+  const at::Tensor norm = global_grad_norm(pieces, mesh, reduce_dims);
+  if (max_norm <= 0) return norm;
+  torch::autograd::AutoGradMode no_grad(false);
+  // Scaling by exactly 1 when the norm is within bounds leaves the gradients as they are. The
+  // factor is a float64 or float32 scalar tensor, as a host scalar would be for the kernel.
+  const at::Tensor coef64 = (max_norm / (norm + 1e-6)).clamp_max(1.0);
+  const at::Tensor coef32 = coef64.to(at::kFloat);
+  for (const GradPiece& piece : pieces) {
+    if (piece.grad.defined())
+      piece.grad.mul_(piece.grad.scalar_type() == at::kDouble ? coef64 : coef32);
   }
   return norm;
 }

@@ -22,15 +22,17 @@ struct GradPiece {
   bool counted = true;
 };
 
-/// The global gradient norm. `reduce_dims` are the mesh dims that may split some gradient
+/// The global gradient norm: a float64 scalar tensor on the mesh's device, never read on the host
+/// here (NOTE [One host sync]). `reduce_dims` are the mesh dims that may split some gradient
 /// anywhere in the job (every rank passes the same list; each piece's split_dims must be among
 /// them). *Collective* over each dim of `reduce_dims`: one all-reduce per dim.
-double global_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh& mesh,
-                        const std::vector<int>& reduce_dims);
+at::Tensor global_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh& mesh,
+                            const std::vector<int>& reduce_dims);
 
 /// Scales every gradient so the global norm is at most `max_norm` (PyTorch's clip_grad_norm_;
-/// max_norm <= 0: no clipping). Returns the norm before clipping. *Collective* as above.
-double clip_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh& mesh,
-                      const std::vector<int>& reduce_dims, double max_norm);
+/// max_norm <= 0: no clipping), by a factor computed on the device: min(1, max_norm / (norm +
+/// 1e-6)). Returns the norm before clipping, as global_grad_norm. *Collective* as above.
+at::Tensor clip_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh& mesh,
+                          const std::vector<int>& reduce_dims, double max_norm);
 
 }  // namespace vescale

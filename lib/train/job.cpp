@@ -118,9 +118,13 @@ void setup_train_step(Job& job) {
       norm_dims.push_back(model.mesh().mesh().dim_index(name));
   }
   Job* self = &job;
-  job.train_step = std::make_unique<TrainStep>(model.mesh(), step_params(model), norm_dims,
-                                               job.schedule(), *job.grad_sync, *job.optimizer,
-                                               c.grad_clip, [self] { self->after_update(); });
+  job.train_step = std::make_unique<TrainStep>(
+      model.mesh(), step_params(model), norm_dims, job.schedule(), *job.grad_sync, *job.optimizer,
+      c.grad_clip,
+      [self] {
+        if (self->master) self->master->take_grads();
+      },
+      [self] { self->after_update(); });
 }
 
 }  // namespace
@@ -135,7 +139,7 @@ StateBytes Job::state_bytes() const {
   }
   // Master weights count as optimizer state (as in the ZeRO paper).
   return {{"params", params_bytes},
-          {"grads", grad_sync->grad_bytes()},
+          {"grads", grad_sync->grad_bytes() + (master ? master->grad_bytes() : 0)},
           {"optimizer", optimizer->state_bytes() + (master ? master->bytes() : 0)}};
 }
 

@@ -31,7 +31,8 @@ LMTask::LMTask(const JobConfig& c)
       layers_(model_layers(c, *model_)),
       tokens_(load_job_tokens(c)),
       seed_(static_cast<uint64_t>(c.seed)),
-      seq_len_(c.seq_len) {}
+      seq_len_(c.seq_len),
+      fused_loss_(c.fused_loss) {}
 
 Batch LMTask::train_batch(int64_t step, const BatchSlice& slice) {
   auto [x, y] = token_batch(*tokens_.train, seed_, step, seq_len_, slice);

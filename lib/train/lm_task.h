@@ -24,6 +24,7 @@ class LMTask : public Task {
   Batch val_batch(int64_t index) override;
   Tensors inputs(const Batch& batch, const DeviceMesh& mesh) const override;
   DTensor loss(const Tensors& outputs, const Batch& batch, const DeviceMesh& mesh) const override;
+  bool fuses_loss() const override { return fused_loss_; }
   double tokens_per_sample() const override { return static_cast<double>(seq_len_); }
   std::vector<Layer> layers() const override { return layers_; }
   Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
@@ -38,6 +39,7 @@ class LMTask : public Task {
   TokenData tokens_;
   uint64_t seed_;
   int64_t seq_len_;
+  bool fused_loss_;  ///< training.fused_loss
 };
 
 }  // namespace vescale

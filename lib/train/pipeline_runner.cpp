@@ -126,11 +126,12 @@ void PipelineRunner::wait_idle(comm::Work& work) {
   stats_.idle_s += seconds_since(start);
 }
 
-std::vector<double> PipelineRunner::run(const MicroBatches& batches) {
+at::Tensor PipelineRunner::run(const MicroBatches& batches) {
   const auto start = Clock::now();
   const double idle_before = stats_.idle_s;
   times_ = {};
-  std::vector<double> losses(static_cast<size_t>(schedule_.microbatches), 0.0);
+  at::Tensor losses = at::zeros({schedule_.microbatches},
+                                at::TensorOptions(at::kDouble).device(mesh_.mesh().device()));
   slots_.clear();
   sends_.clear();
   const auto& actions = schedule_.ranks[rank_];
@@ -184,7 +185,6 @@ std::vector<double> PipelineRunner::run(const MicroBatches& batches) {
   stats_.steps += 1;
   stats_.step_s += seconds_since(start);
   times_.idle_s = stats_.idle_s - idle_before;
-  if (!has_last_stage()) return {};
   return losses;
 }
 
@@ -207,18 +207,19 @@ Tensors PipelineRunner::stage_inputs(int stage, int micro) {
 }
 
 void PipelineRunner::forward(int stage, int micro, const MicroBatches& batches,
-                             std::vector<double>& losses) {
+                             at::Tensor& losses) {
   Slot& s = slot(stage, micro);
   // Every stage asks for its batch: its forward context (the dropout masks' step and rows) comes
   // with it.
   s.batch = batches(micro);
   const Tensors in = stage_inputs(stage, micro);
-  const Tensors out = run_layers_(stages_[stage].first, stages_[stage].end, in, s.batch.context);
+  const Tensors out = run_layers_(stages_[stage].first, stages_[stage].end, in,
+                                  is_last(stage) ? task_.loss_context(s.batch) : s.batch.context);
   int& in_flight = in_flight_[stage];
   stats_.peak_in_flight[stage] = std::max(stats_.peak_in_flight[stage], ++in_flight);
   if (is_last(stage)) {
-    const DTensor loss = task_.loss(out, s.batch, mesh_.param_mesh());
-    losses[static_cast<size_t>(micro)] = loss.to_local().item<double>();
+    const DTensor loss = task_.loss_of(out, s.batch, mesh_.param_mesh());
+    losses.select(0, micro).copy_(loss.to_local().detach());
     s.loss = loss.to_local() / static_cast<double>(schedule_.microbatches);
   } else {
     s.output = out.at(0);
@@ -300,6 +301,11 @@ void PipelineRunner::send(int stage, int micro, bool gradient) {
 }
 
 std::optional<DTensor> PipelineRunner::forward_outputs(const Batch& batch) {
+  return forward_through(batch, batch.context);
+}
+
+std::optional<DTensor> PipelineRunner::forward_through(const Batch& batch,
+                                                       const ForwardContext& last) {
   // Stage after stage with blocking transfers (a chain: no deadlock). The batch may have other
   // rows and another sequence length than a training micro-batch, so each transfer first says
   // the activation's global shape; its placements are the boundary's.
@@ -327,7 +333,8 @@ std::optional<DTensor> PipelineRunner::forward_outputs(const Batch& batch) {
       pp.recv(data, schedule_.stage_rank[s - 1]);
       in = {DTensor(data, spec)};
     }
-    DTensor out = run_layers_(stages_[s].first, stages_[s].end, in, batch.context).at(0);
+    DTensor out =
+        run_layers_(stages_[s].first, stages_[s].end, in, is_last(s) ? last : batch.context).at(0);
     if (is_last(s)) return out;
     if (local(s + 1)) {
       carried = std::move(out);
@@ -340,9 +347,9 @@ std::optional<DTensor> PipelineRunner::forward_outputs(const Batch& batch) {
 }
 
 double PipelineRunner::forward_loss(const Batch& batch) {
-  const std::optional<DTensor> out = forward_outputs(batch);
+  const std::optional<DTensor> out = forward_through(batch, task_.loss_context(batch));
   if (!out) return 0;
-  return task_.loss({*out}, batch, mesh_.param_mesh()).to_local().item<double>();
+  return task_.loss_of({*out}, batch, mesh_.param_mesh()).to_local().item<double>();
 }
 
 }  // namespace vescale

@@ -49,14 +49,15 @@ class PipelineRunner : public Schedule {
                  std::vector<StageLayers> stages, const Batch& sample,
                  LayerRunner run_layers = nullptr);
 
-  std::vector<double> run(const MicroBatches& batches) override;
+  at::Tensor run(const MicroBatches& batches) override;
   int64_t microbatches() const override { return schedule_.microbatches; }
 
   /// The last stage's outputs of `batch` (any rows and sequence length) by a forward along the
   /// pipeline without gradients: on the ranks of the last stage; empty on the others.
   /// *Collective* over the pp group.
   std::optional<DTensor> forward_outputs(const Batch& batch);
-  /// The mean loss of `batch` by forward_outputs: the value on the rank of the last stage, 0 on
+  /// The mean loss of `batch` by a forward as forward_outputs' (the last stage under the task's
+  /// loss_context): the value on the rank of the last stage, 0 on
   /// the others. *Collective* over the pp group.
   double forward_loss(const Batch& batch);
   /// Whether this rank runs the last stage (and so computes losses).
@@ -75,6 +76,8 @@ class PipelineRunner : public Schedule {
   const Stats& stats() const { return stats_; }
 
  private:
+  /// forward_outputs with the last stage run under `last`.
+  std::optional<DTensor> forward_through(const Batch& batch, const ForwardContext& last);
   /// What one (stage, micro-batch) holds during a step.
   struct Slot {
     Batch batch;
@@ -91,7 +94,7 @@ class PipelineRunner : public Schedule {
 
   void boundaries(const Batch& sample);
   Tensors stage_inputs(int stage, int micro);
-  void forward(int stage, int micro, const MicroBatches& batches, std::vector<double>& losses);
+  void forward(int stage, int micro, const MicroBatches& batches, at::Tensor& losses);
   /// The tensor to backpropagate from and its gradient (the loss / M, or the output and the
   /// gradient stage s+1 sent back).
   std::pair<at::Tensor, at::Tensor> backward_start(int stage, int micro);

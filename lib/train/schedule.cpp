@@ -1,5 +1,7 @@
 #include "train/schedule.h"
 
+#include <ATen/ATen.h>
+
 #include "core/clock.h"
 #include "core/error.h"
 
@@ -19,9 +21,9 @@ GradientAccumulation::GradientAccumulation(int64_t microbatches, ForwardLoss for
   VS_CHECK(microbatches >= 1, "[train] {} micro-batches: need at least one", microbatches);
 }
 
-std::vector<double> GradientAccumulation::run(const MicroBatches& batches) {
+at::Tensor GradientAccumulation::run(const MicroBatches& batches) {
   times_ = {};
-  std::vector<double> losses;
+  std::vector<at::Tensor> losses;
   for (int64_t micro = 0; micro < microbatches_; ++micro) {
     const int m = static_cast<int>(micro);
     auto start = Clock::now();
@@ -35,11 +37,11 @@ std::vector<double> GradientAccumulation::run(const MicroBatches& batches) {
     {
       const StepPhase phase(trace_, "backward", m);
       (loss.to_local() / static_cast<double>(microbatches_)).backward();
-      losses.push_back(loss.to_local().item<double>());
+      losses.push_back(loss.to_local().detach().to(at::kDouble));
     }
     times_.backward_s += seconds_since(start);
   }
-  return losses;
+  return at::stack(losses);
 }
 
 }  // namespace vescale

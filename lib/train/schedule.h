@@ -22,8 +22,9 @@ class Schedule {
   virtual ~Schedule() = default;
   /// Runs the forward and backward of every micro-batch of one step. The parameters' gradients
   /// accumulate the gradient of the mean of the micro-batch losses. Returns the micro-batch
-  /// losses this rank computed, in micro-batch order.
-  virtual std::vector<double> run(const MicroBatches& batches) = 0;
+  /// losses, in micro-batch order: float64 [microbatches] on the device, not read on the host
+  /// (NOTE [One host sync]); 0 for those this rank does not compute (other pipeline stages).
+  virtual at::Tensor run(const MicroBatches& batches) = 0;
   /// Micro-batches per step.
   virtual int64_t microbatches() const = 0;
 
@@ -58,7 +59,7 @@ class GradientAccumulation : public Schedule {
   /// `forward_loss`: the mean loss of a micro-batch (a Replicate scalar), e.g. the task's.
   using ForwardLoss = std::function<DTensor(const Batch&)>;
   GradientAccumulation(int64_t microbatches, ForwardLoss forward_loss);
-  std::vector<double> run(const MicroBatches& batches) override;
+  at::Tensor run(const MicroBatches& batches) override;
   int64_t microbatches() const override { return microbatches_; }
 
  private:

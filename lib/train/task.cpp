@@ -19,9 +19,20 @@ Tensors Task::forward_outputs(const Batch& batch, const DeviceMesh& mesh,
   return run(0, n, inputs(batch, mesh), batch.context);
 }
 
+ForwardContext Task::loss_context(const Batch& batch) const {
+  ForwardContext context = batch.context;
+  if (fuses_loss()) context.targets = batch.targets;
+  return context;
+}
+
+DTensor Task::loss_of(const Tensors& outputs, const Batch& batch, const DeviceMesh& mesh) const {
+  return fuses_loss() ? outputs.at(0) : loss(outputs, batch, mesh);
+}
+
 DTensor Task::forward_loss(const Batch& batch, const DeviceMesh& mesh,
                            const LayerRunner& run) const {
-  return loss(forward_outputs(batch, mesh, run), batch, mesh);
+  const auto n = static_cast<int64_t>(layers().size());
+  return loss_of(run(0, n, inputs(batch, mesh), loss_context(batch)), batch, mesh);
 }
 
 std::unique_ptr<Task> make_task(const JobConfig& config) {

@@ -49,6 +49,14 @@ class Task {
   /// The mean loss of the model's `outputs` on `batch`: a Replicate scalar on `mesh`.
   virtual DTensor loss(const Tensors& outputs, const Batch& batch,
                        const DeviceMesh& mesh) const = 0;
+  /// Whether the model's last layer takes the loss itself when its forward context carries the
+  /// targets (ForwardContext::targets, NOTE [Fused LM loss]).
+  virtual bool fuses_loss() const { return false; }
+  /// `batch`'s forward context for a forward that ends in the loss: with the targets when the
+  /// model fuses its loss.
+  ForwardContext loss_context(const Batch& batch) const;
+  /// The mean loss from the last layer's outputs of a forward run under loss_context(batch).
+  DTensor loss_of(const Tensors& outputs, const Batch& batch, const DeviceMesh& mesh) const;
 
   /// Tokens a sample counts for in tokens/s (GPT: the sequence length; MLP: 1).
   virtual double tokens_per_sample() const = 0;
@@ -65,7 +73,8 @@ class Task {
   /// The model's outputs on `batch`: inputs, then the layers run by `run` (all of them, in one
   /// call). *Collective* over `mesh`.
   Tensors forward_outputs(const Batch& batch, const DeviceMesh& mesh, const LayerRunner& run) const;
-  /// The mean loss of the model on `batch`: forward_outputs, then loss. *Collective* over `mesh`.
+  /// The mean loss of the model on `batch`: the layers under loss_context, then loss_of.
+  /// *Collective* over `mesh`.
   DTensor forward_loss(const Batch& batch, const DeviceMesh& mesh, const LayerRunner& run) const;
 };
 

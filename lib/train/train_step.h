@@ -37,25 +37,30 @@ class TrainStep {
  public:
   /// `params` are the parameters `grad_sync` and `optimizer` cover, on the param mesh of `mesh`,
   /// in grad sync's order; `norm_dims` the job-mesh dims any gradient may be split over (every
-  /// rank the same). `after_update` (may be empty) runs after each optimizer step (master weights
-  /// into parameters, ZeRO's all-gather).
+  /// rank the same). `take_grads` (may be empty) runs after grad sync, before clipping (the
+  /// master weights take their float32 gradients); the step clips and steps the gradients of the
+  /// optimizer's views, one per parameter. `after_update` (may be empty) runs after each
+  /// optimizer step (master weights into parameters, ZeRO's all-gather).
   /// Registers grad sync as a listener of the schedule's last backward.
   TrainStep(const JobMesh& mesh, std::vector<StepParam> params, std::vector<int> norm_dims,
             Schedule& schedule, GradSync& grad_sync, Optimizer& optimizer, double max_grad_norm,
+            std::function<void()> take_grads = nullptr,
             std::function<void()> after_update = nullptr);
 
-  /// One step at learning rate `lr` over the step's micro-batches. *Collective* over the job
-  /// mesh.
+  /// One step at learning rate `lr` over the step's micro-batches: one host sync, for the
+  /// loss and the gradient norm together (NOTE [One host sync]). *Collective* over the job mesh.
   StepResult run(const MicroBatches& batches, double lr);
 
   /// Marks the step's phases in `trace`, the schedule's too (NOTE [Profile trace]).
   void set_trace(StepTrace* trace);
 
  private:
-  /// Each parameter's reduced gradient (its rows under ZeRO) with the job-mesh dims that split it.
+  /// The gradient the optimizer steps of each parameter (its rows under ZeRO, float32 under
+  /// master weights) with the job-mesh dims that split it.
   std::vector<GradPiece> grad_pieces() const;
-  /// The global batch's mean loss from this rank's micro-batch losses. *Collective*.
-  double mean_loss(const std::vector<double>& losses) const;
+  /// The global batch's mean loss from this rank's micro-batch losses, on the device ([1]).
+  /// *Collective*.
+  at::Tensor mean_loss(const at::Tensor& losses) const;
 
   const JobMesh& mesh_;
   std::vector<StepParam> params_;
@@ -64,6 +69,7 @@ class TrainStep {
   GradSync& grad_sync_;
   Optimizer& optimizer_;
   double max_grad_norm_;
+  std::function<void()> take_grads_;
   std::function<void()> after_update_;
   StepTrace* trace_ = nullptr;
 };

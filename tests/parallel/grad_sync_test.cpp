@@ -108,7 +108,7 @@ TEST(GradSync, AccumulatesMicroBatchesThroughTheSchedule) {
     const auto losses = schedule.run([&](int64_t micro) {
       return Batch{sample(world.rank() * 2 + static_cast<int>(micro)), at::Tensor(), {}};
     });
-    EXPECT_EQ(losses.size(), 2u);
+    EXPECT_EQ(losses.numel(), 2);
     EXPECT_EQ(notified, 1);
     EXPECT_GE(sync.finish(), 1);
     for (auto& [fqn, p] : pm->parameters()) {

@@ -18,4 +18,9 @@ at::Tensor box_of(const at::Tensor& full, const DTensorSpec& spec) {
   return out.contiguous();
 }
 
+std::vector<double> to_vector(const at::Tensor& t) {
+  const at::Tensor flat = t.detach().to(at::kCPU, at::kDouble).contiguous().view({-1});
+  return std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel());
+}
+
 }  // namespace vescale::testing

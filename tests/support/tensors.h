@@ -13,5 +13,7 @@ namespace vescale::testing {
 at::Tensor pattern(const std::vector<int64_t>& shape, double phase);
 /// This rank's piece of `full` under `spec` (Partial dims keep the whole).
 at::Tensor box_of(const at::Tensor& full, const DTensorSpec& spec);
+/// The elements of `t` (any device, floating type and shape) as doubles, in order.
+std::vector<double> to_vector(const at::Tensor& t);
 
 }  // namespace vescale::testing

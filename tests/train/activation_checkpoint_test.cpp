@@ -12,6 +12,7 @@
 
 #include "core/memory_meter.h"
 #include "support/run_ranks.h"
+#include "support/tensors.h"
 #include "support/training_runs.h"
 #include "train/job.h"
 
@@ -40,8 +41,9 @@ std::vector<StepGrads> step_grads(const JobConfig& config, const comm::Group& wo
   for (int64_t step = 0; step < 2; ++step) {
     StepGrads s;
     job->grad_sync->zero_grad();
-    s.losses =
+    const at::Tensor losses =
         job->schedule().run([&](int64_t micro) { return job->model->micro_batch(step, micro); });
+    s.losses = testing::to_vector(losses);
     job->grad_sync->finish();
     for (size_t k = 0; k < job->model->params().size(); ++k)
       s.grads.push_back(job->grad_sync->piece_grad(k).clone());

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "support/run_ranks.h"
+#include "support/tensors.h"
 
 namespace vescale {
 namespace {
@@ -34,7 +35,7 @@ TEST(GradientAccumulation, GradientOfTheMeanLossAndLastBackwardSignal) {
     const auto losses = schedule.run([](int64_t micro) {
       return Batch{at::full({}, static_cast<double>(micro), at::kDouble), at::Tensor(), {}};
     });
-    EXPECT_EQ(losses, (std::vector<double>{3, 4, 5, 6}));
+    EXPECT_EQ(testing::to_vector(losses), (std::vector<double>{3, 4, 5, 6}));
     EXPECT_EQ(forwards_at_signal, 4);
     EXPECT_EQ(backwards_at_signal, 1 + 2 + 3);  // d/dw0 of micro-batches 0..2, unscaled
     // d mean / d w0 = (1 + 2 + 3 + 4) / 4, d mean / d w1 = 1.
