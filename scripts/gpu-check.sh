@@ -6,7 +6,8 @@
 #            against the CPU: float64, float32 and bf16 losses; dp 2 over Gloo on 2 processes; a
 #            CUDA checkpoint resumed on the CPU; eval and greedy generate from it on CUDA against
 #            the CPU
-#   bench    GPT-2 124M bf16, batch 16 x 1024 (configs/gpt2-124m.toml) in vescale-train, PyTorch
+#   bench    GPT-2 124M bf16, batch 16 x 1024 (configs/gpt2-124m.toml) in vescale-train, in
+#            vescale-train without its fused loss and projections (the "before" of [25]), PyTorch
 #            eager and torch.compile (bench/peers/gpt_torch.py): tokens/s, MFU, peak GPU memory
 #   profile  train --profile 3-3: the Chrome trace's phase and CUDA kernel events
 # Last it prints a table of every figure against its bar, also written to
@@ -230,10 +231,11 @@ print(6 * params + 12 * L * C * T, float(c.get("metrics", {}).get("peak_flops", 
 PY
 }
 
-# vescale_figures RUN TOKENS_PER_STEP: RUN's metrics.jsonl as the peer's --json object: the median
-# step after WARMUP steps, warm-up time, losses, and the GPU allocator's peaks (gpu_mem, on CUDA).
+# vescale_figures RUN TOKENS_PER_STEP [WHO]: RUN's metrics.jsonl as the peer's --json object: the
+# median step after WARMUP steps, warm-up time, losses, and the GPU allocator's peaks (gpu_mem, on
+# CUDA); WHO names the row (default vescale-train).
 vescale_figures() {
-  python3 - "$LOGS/$1.jsonl" "$2" "$WARMUP" <<'PY'
+  python3 - "$LOGS/$1.jsonl" "$2" "$WARMUP" "${3:-vescale-train}" <<'PY'
 import json, statistics, sys
 with open(sys.argv[1]) as f:
     rows = [json.loads(line) for line in f]
@@ -245,7 +247,7 @@ median = statistics.median(timed)
 def peak(key):
     seen = [r["gpu_mem"][key] for r in rows if "gpu_mem" in r]
     return max(seen) if seen else None
-print(json.dumps(dict(who="vescale-train", tokens_per_s=tokens / median,
+print(json.dumps(dict(who=sys.argv[4], tokens_per_s=tokens / median,
                       median_step_ms=median * 1e3,
                       warmup_s=sum(r["step_time_s"] for r in rows if r["step"] <= warmup),
                       peak_alloc_bytes=peak("allocated_peak"),
@@ -547,6 +549,22 @@ print(t["global_batch_size"] * t["seq_len"], t.get("dtype", "float32"))' "$confi
     fi
   else
     BENCH_ROWS+=("| vescale-train | skipped: past the deadline |")
+    tally skipped
+  fi
+  # The same without NOTE [Fused LM loss] and NOTE [Fused projections]: their gain in this run.
+  local unfused="vescale-train (unfused)"
+  if may_start "bench $unfused"; then
+    if vrun bench_vescale_unfused 240 "$config" "${steps[@]}" --training.fused_loss=false \
+      --training.fused_projections=false &&
+      figures=$(vescale_figures bench_vescale_unfused "$tokens" "$unfused"); then
+      BENCH_ROWS+=("$(bench_row "$figures" "$(smi_max bench_vescale_unfused)" "$flops" "$peak")")
+      tally ok
+    else
+      BENCH_ROWS+=("| $unfused | FAIL: $(tail -1 "$LOGS/bench_vescale_unfused.log") |")
+      tally FAIL
+    fi
+  else
+    BENCH_ROWS+=("| $unfused | skipped: past the deadline |")
     tally skipped
   fi
   bench_peer torch-eager "$config" "$flops" "$peak" "${steps[@]}"
