@@ -41,9 +41,12 @@
 #      (vescale-bench-flight), the calls of a step on each rank of gpt-dp2-tp2 and pp 2 x tp 2
 #      (from their dumps after step 20), their share of the step time, and tokens/s with the
 #      recorder on (4096 entries) and off (0), 3 alternating rounds each.
+#  11. fused: gpt-tiny's model at T = 128 on 1 process at vocabularies 256 and 50,304 with the
+#      fused LM loss and the fused projections each on and off: tokens/s (3 alternating rounds),
+#      the activation bytes metrics report, peak resident memory.
 # Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or peers, comm, train, pipeline,
-# checkpoint, export, recompute, cp, generate, flight, peer-threads; a comma list) runs only those
-# tables.
+# checkpoint, export, recompute, cp, generate, flight, fused, peer-threads; a comma list) runs
+# only those tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,7 +58,7 @@ BIN="${VESCALE_TRAIN:-${BUILD_DIR:-build}/vescale-train}"
 SIZES=(--sizes 1K,64K,1M,16M)
 [ $# -gt 0 ] && SIZES=("$@")
 
-BENCH=${BENCH:-peers,comm,train,pipeline,zero,checkpoint,export,recompute,cp,generate,flight}
+BENCH=${BENCH:-peers,comm,train,pipeline,zero,checkpoint,export,recompute,cp,generate,flight,fused}
 wanted() { [[ ",$BENCH," == *",$1,"* ]]; }
 
 if wanted comm; then
@@ -523,4 +526,51 @@ PYEOF
 }
 flight_rows "dp 2 x tp 2 megatron-tp"
 flight_rows "pp 2 x tp 2, 4 micro-batches" --parallel.dp=1 --parallel.pp=2 --parallel.microbatches=4
+fi
+
+# --- fused loss and projections ---------------------------------------------------------------
+if wanted fused; then
+echo
+echo "fused LM loss and projections (NOTE [Fused LM loss], NOTE [Fused projections]): gpt-tiny's"
+echo "model (4 blocks, C = 128, T = 128, 16 sequences a step, float32) on 1 process at its byte"
+echo "vocabulary (256) and at GPT-2's (50,304), each switch on and off; tokens/s: median (min-max)"
+echo "of 3 rounds that run every row in turn, each the median over the steps after the first;"
+echo "activations: the last step's (metrics.jsonl, NOTE [Activation bytes])"
+printf '| vocab | fused loss | fused projections | tokens/s | min-max | vs both off | activations | vs both off | peak RSS |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n'
+FUSED_VARIANTS=("true true" "true false" "false true" "false false")
+for vocab in 256 50304; do
+  for round in 1 2 3; do
+    for variant in "${FUSED_VARIANTS[@]}"; do
+      read -r loss proj <<<"$variant"
+      dir="$OUT/fused-$vocab-$loss-$proj-$round"
+      log=$("$BIN" train configs/gpt-tiny.toml --job.dump_folder="$dir" --training.steps=12 \
+        --eval.interval=0 --eval.windows=1 --metrics.log_interval=1 --checkpoint.interval=0 \
+        --parallel.dp=1 --parallel.tp=1 --parallel.plan= --model.block_size=128 \
+        --training.seq_len=128 --model.vocab_size=$vocab --data.source=synthetic \
+        --training.fused_loss=$loss --training.fused_projections=$proj 2>&1)
+      echo "$log" | grep "done:" | sed -n 's/.*peak RSS \(.*\)$/\1/p' >"$dir/peak"
+    done
+  done
+  python3 - "$OUT" "$vocab" "${FUSED_VARIANTS[@]}" <<'PY'
+import json, os, statistics, sys
+out, vocab, variants = sys.argv[1], sys.argv[2], sys.argv[3:]
+rows = {}
+for v in variants:
+    loss, proj = v.split()
+    tps, act, peak = [], 0, ""
+    for r in (1, 2, 3):
+        d = os.path.join(out, f"fused-{vocab}-{loss}-{proj}-{r}")
+        lines = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if '"step_time_s"' in l]
+        tps.append(16 * 128 / statistics.median(l["step_time_s"] for l in lines[1:]))
+        act = lines[-1]["state_bytes"]["activations"]
+        peak = open(os.path.join(d, "peak")).read().strip()
+    rows[v] = (statistics.median(tps), min(tps), max(tps), act, peak)
+base = rows["false false"]
+for v in variants:
+    loss, proj = v.split()
+    t, lo, hi, act, peak = rows[v]
+    print(f"| {int(vocab):,} | {loss} | {proj} | {t:,.0f} | {lo:,.0f}-{hi:,.0f} | {t / base[0]:.2f}x | "
+          f"{act / 2**20:.1f} MiB | {act / base[3]:.2f} | {peak} |")
+PY
+done
 fi

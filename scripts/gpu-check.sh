@@ -539,36 +539,31 @@ print(t["global_batch_size"] * t["seq_len"], t.get("dtype", "float32"))' "$confi
   BENCH_TITLE="$(basename "$config" .toml) $dtype, $tokens tokens a step, $BENCH_STEPS steps, medians after step $WARMUP"
   local steps=(--training.steps="$BENCH_STEPS")
 
-  if may_start "bench vescale-train"; then
-    if vrun bench_vescale 240 "$config" "${steps[@]}" && figures=$(vescale_figures bench_vescale "$tokens"); then
-      BENCH_ROWS+=("$(bench_row "$figures" "$(smi_max bench_vescale)" "$flops" "$peak")")
-      tally ok
-    else
-      BENCH_ROWS+=("| vescale-train | FAIL: $(tail -1 "$LOGS/bench_vescale.log") |")
-      tally FAIL
-    fi
-  else
-    BENCH_ROWS+=("| vescale-train | skipped: past the deadline |")
-    tally skipped
-  fi
+  bench_vescale bench_vescale "vescale-train" "$config" "$tokens" "$flops" "$peak" "${steps[@]}"
   # The same without NOTE [Fused LM loss] and NOTE [Fused projections]: their gain in this run.
-  local unfused="vescale-train (unfused)"
-  if may_start "bench $unfused"; then
-    if vrun bench_vescale_unfused 240 "$config" "${steps[@]}" --training.fused_loss=false \
-      --training.fused_projections=false &&
-      figures=$(vescale_figures bench_vescale_unfused "$tokens" "$unfused"); then
-      BENCH_ROWS+=("$(bench_row "$figures" "$(smi_max bench_vescale_unfused)" "$flops" "$peak")")
-      tally ok
-    else
-      BENCH_ROWS+=("| $unfused | FAIL: $(tail -1 "$LOGS/bench_vescale_unfused.log") |")
-      tally FAIL
-    fi
-  else
-    BENCH_ROWS+=("| $unfused | skipped: past the deadline |")
-    tally skipped
-  fi
+  bench_vescale bench_vescale_unfused "vescale-train (unfused)" "$config" "$tokens" "$flops" \
+    "$peak" "${steps[@]}" --training.fused_loss=false --training.fused_projections=false
   bench_peer torch-eager "$config" "$flops" "$peak" "${steps[@]}"
   bench_peer torch-compile "$config" "$flops" "$peak" "${steps[@]}" --compile
+}
+
+# bench_vescale RUN WHO CONFIG TOKENS FLOPS PEAK ARGS...: vescale-train's row WHO from run RUN of
+# CONFIG with ARGS; skipped past the deadline.
+bench_vescale() {
+  local run=$1 who=$2 config=$3 tokens=$4 flops=$5 peak=$6 figures
+  shift 6
+  if ! may_start "bench $who"; then
+    BENCH_ROWS+=("| $who | skipped: past the deadline |")
+    tally skipped
+    return
+  fi
+  if vrun "$run" 240 "$config" "$@" && figures=$(vescale_figures "$run" "$tokens" "$who"); then
+    BENCH_ROWS+=("$(bench_row "$figures" "$(smi_max "$run")" "$flops" "$peak")")
+    tally ok
+  else
+    BENCH_ROWS+=("| $who | FAIL: $(tail -1 "$LOGS/$run.log") |")
+    tally FAIL
+  fi
 }
 
 # bench_peer WHO CONFIG FLOPS PEAK ARGS...: a peer's row; skipped, with the peer's reason, where

@@ -31,10 +31,14 @@ using torch::autograd::variable_list;
 // pipeline). What stays for the backward is dx [rows, C] and dw [V, C]; the forward's time in
 // the step's anatomy now holds the head's backward GEMMs. Without grad mode or a differentiable
 // input the chunks skip the gradients (evaluation).
-// - The whole vocabulary on the rank: ATen's log-softmax and its backward, two kernels a chunk
-//   (on CUDA they read bf16 and write float32 and the reverse, no cast passes), plus the zeros
-//   with -1/N at the targets that the backward takes: ~24 bytes of memory traffic per logit,
-//   where the unfused cast, log-softmax, NLL and their backwards take ~46.
+// - Two routes from a chunk's logits (LossRoute). On CUDA with the whole vocabulary on the rank:
+//   ATen's log-softmax and its backward, two kernels a chunk that read bf16 and write float32
+//   and the reverse (no cast passes), plus the zeros with -1/N at the targets the backward takes:
+//   ~24 bytes of memory traffic per logit, where the unfused cast, log-softmax, NLL and their
+//   backwards take ~46. Elsewhere, pass by pass (max, subtract, exp, sum, divide, scatter the
+//   -1, scale) in place over one float32 copy: on the CPU, at 333 x 50,304 float32 logits,
+//   73 ms on one thread where log-softmax, its backward and the zeros take 153 (they allocate
+//   and fault in two more [rows, vocab] tensors).
 // - Padding: only the weight's first `real` rows are classes; the padded ones take no part (the
 //   unfused head adds a -inf mask to them, whose exp is 0) and get a zero gradient.
 // - Vocab-parallel: each chunk's row maxima all-reduce (max) over the groups the vocabulary is
@@ -74,7 +78,7 @@ struct Chunk {
 /// The whole vocabulary on this rank: log-softmax in one kernel and its backward in another
 /// (on CUDA they read bf16 logits and write float32 log-probabilities, and the reverse; the CPU's
 /// have no such mode, so its logits are widened first).
-Chunk whole_vocabulary(const at::Tensor& logits, const at::Tensor& t, double n_global, bool grad) {
+Chunk log_softmax_chunk(const at::Tensor& logits, const at::Tensor& t, double n_global, bool grad) {
   const bool low = low_precision(logits.scalar_type());
   const bool in_kernel = low && logits.is_cuda();
   const at::Tensor in = low && !in_kernel ? logits.to(at::kFloat) : logits;
@@ -90,10 +94,10 @@ Chunk whole_vocabulary(const at::Tensor& logits, const at::Tensor& t, double n_g
   return c;
 }
 
-/// The vocabulary split over `vocab.groups`: each row's max, then its sum of exponentials and
-/// target logit, all-reduced, in `acc`.
-Chunk split_vocabulary(const at::Tensor& logits, const at::Tensor& t, const VocabSlice& vocab,
-                       at::ScalarType acc, double n_global, bool grad) {
+/// Pass by pass in `acc`: each row's max, then its sum of exponentials and target logit (each
+/// all-reduced over `vocab.groups` when the vocabulary is split), then the gradient in place.
+Chunk passes_chunk(const at::Tensor& logits, const at::Tensor& t, const VocabSlice& vocab,
+                   at::ScalarType acc, double n_global, bool grad) {
   const int64_t r = logits.size(0), v = logits.size(1);
   at::Tensor z = logits.scalar_type() == acc ? logits : logits.to(acc);
   const double inf = std::numeric_limits<double>::infinity();
@@ -107,7 +111,7 @@ Chunk split_vocabulary(const at::Tensor& logits, const at::Tensor& t, const Voca
                                         at::zeros({}, z.options()))
                             : at::zeros({r}, z.options());
   z.exp_();
-  at::Tensor packed = at::stack({z.sum(1), target});
+  at::Tensor packed = at::stack({z.sum(1), target});  // one all-reduce for both
   for (const comm::Group* g : vocab.groups)
     g->all_reduce(packed, comm::ReduceOp::kSum);
   const at::Tensor sum_exp = packed[0];
@@ -133,7 +137,8 @@ int64_t chunk_budget(const at::Tensor& x) {
 }
 
 at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& t,
-                                const VocabSlice& vocab, double n_global, int64_t chunk_rows) {
+                                const VocabSlice& vocab, double n_global, int64_t chunk_rows,
+                                LossRoute route) {
   VS_CHECK(x.dim() == 2 && w.dim() == 2 && t.dim() == 1 && x.size(1) == w.size(1) &&
                t.size(0) == x.size(0) && 0 <= vocab.real && vocab.real <= w.size(0),
            "[loss] linear_cross_entropy: x [{}, {}], w [{}, {}], targets [{}], {} real rows",
@@ -144,6 +149,11 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const 
   const at::ScalarType acc = low_precision(compute) ? at::kFloat : compute;
   const int64_t n = x.size(0), v = vocab.real;
   if (chunk_rows <= 0) chunk_rows = chunk_rows_for(n, v, chunk_budget(x));
+  if (route == LossRoute::kAuto) {
+    route = x.is_cuda() && vocab.groups.empty() ? LossRoute::kLogSoftmax : LossRoute::kPasses;
+  }
+  VS_CHECK(route == LossRoute::kPasses || vocab.groups.empty(),
+           "[loss] the log-softmax route needs the whole vocabulary on the rank");
 
   std::shared_ptr<LinearCrossEntropyBackward> node;
   at::Tensor loss = at::zeros({}, x.options().dtype(acc));
@@ -162,9 +172,9 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const 
       const at::Tensor xc = xd.slice(0, s, e);
       const at::Tensor logits = at::mm(xc, w_real.t());
       const Chunk c =
-          vocab.groups.empty()
-              ? whole_vocabulary(logits, targets.slice(0, s, e), n_global, track)
-              : split_vocabulary(logits, targets.slice(0, s, e), vocab, acc, n_global, track);
+          route == LossRoute::kLogSoftmax
+              ? log_softmax_chunk(logits, targets.slice(0, s, e), n_global, track)
+              : passes_chunk(logits, targets.slice(0, s, e), vocab, acc, n_global, track);
       loss.add_(c.loss);
       if (!track) continue;
       at::Tensor dx_rows = dx.slice(0, s, e);

@@ -21,15 +21,24 @@ struct VocabSlice {
   std::vector<const comm::Group*> groups;
 };
 
+/// How a chunk's loss and gradient are computed from its logits (NOTE [Fused LM loss]).
+enum class LossRoute {
+  kAuto,        ///< log-softmax on CUDA with the whole vocabulary on the rank, else passes
+  kLogSoftmax,  ///< ATen's log-softmax and its backward (the whole vocabulary only)
+  kPasses,      ///< max, exp, sum and the gradient's passes (any vocabulary split)
+};
+
 /// sum over rows r of cross_entropy(x[r] w^T, t[r]) / n_global, for hidden states x [n, C], head
 /// rows w [v, C] (the slice `vocab` of the padded vocabulary) and targets t [n]: a float32 scalar
 /// for float32 and lower x, else x's type. Differentiable in x and w (the gradients are computed
 /// with the loss, chunk by chunk, and scaled by the loss's gradient in backward). Under
 /// vocab-parallelism the rows' log-sum-exp and target logits are summed over `vocab.groups`, and
 /// x's gradient is this slice's part (summed over the groups by the caller). `chunk_rows`: rows
-/// per chunk (0: chunk_rows_for(n, vocab.real, chunk_budget(x))).
+/// per chunk (0: chunk_rows_for(n, vocab.real, chunk_budget(x))); `route`: kLogSoftmax needs
+/// vocab.groups empty.
 at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& t,
-                                const VocabSlice& vocab, double n_global, int64_t chunk_rows = 0);
+                                const VocabSlice& vocab, double n_global, int64_t chunk_rows = 0,
+                                LossRoute route = LossRoute::kAuto);
 
 /// The rows a chunk of linear_cross_entropy takes: its float32 logits [rows, columns] within
 /// `budget` bytes (at least 1 row; all of them when they fit).

@@ -1,7 +1,7 @@
 // NOTE [Fused LM loss] on one rank: the chunked kernel's loss and gradients against the unfused
 // head (x w^T, the padded rows masked with -inf, float32 cross entropy for lower precision x),
 // for chunks of 1 row, a few rows that do not divide the batch, and all rows; with padding and
-// without; scaled by an upstream gradient other than 1.
+// without; by both routes (passes, log-softmax); scaled by an upstream gradient other than 1.
 #include "dtensor/linear_cross_entropy.h"
 
 #include <ATen/ATen.h>
@@ -60,24 +60,28 @@ TEST(LinearCrossEntropy, MatchesTheUnfusedHeadForEveryChunking) {
       const std::vector<at::Tensor> ref = loss_and_grads(
           [&](const at::Tensor& a, const at::Tensor& b) { return unfused(a, b, t, real); }, x, w,
           0.25);
-      for (int64_t chunk : {int64_t{1}, int64_t{3}, n}) {
-        local::VocabSlice vocab;
-        vocab.real = real;
-        const std::vector<at::Tensor> got = loss_and_grads(
-            [&](const at::Tensor& a, const at::Tensor& b) {
-              return local::linear_cross_entropy(a, b, t, vocab, static_cast<double>(n), chunk);
-            },
-            x, w, 0.25);
-        for (size_t i = 0; i < got.size(); ++i) {
-          const std::string label = std::string(at::toString(k.dtype)) + " " + names[i] + ", " +
-                                    std::to_string(real) + " real rows of " + std::to_string(v) +
-                                    ", chunks of " + std::to_string(chunk);
-          const double err = expect_close(got[i], ref[i], k.rtol, k.atol, label);
-          std::printf("%s: max relative error %.3g\n", label.c_str(), err);
-        }
-        // The padded rows get no gradient at all.
-        if (real < v) {
-          EXPECT_EQ(got[2].slice(0, real).abs().max().item<double>(), 0.0);
+      for (const auto route : {local::LossRoute::kPasses, local::LossRoute::kLogSoftmax}) {
+        for (int64_t chunk : {int64_t{1}, int64_t{3}, n}) {
+          local::VocabSlice vocab;
+          vocab.real = real;
+          const std::vector<at::Tensor> got = loss_and_grads(
+              [&](const at::Tensor& a, const at::Tensor& b) {
+                return local::linear_cross_entropy(a, b, t, vocab, static_cast<double>(n), chunk,
+                                                   route);
+              },
+              x, w, 0.25);
+          for (size_t i = 0; i < got.size(); ++i) {
+            const std::string label =
+                std::string(at::toString(k.dtype)) + " " + names[i] + ", " + std::to_string(real) +
+                " real rows of " + std::to_string(v) + ", chunks of " + std::to_string(chunk) +
+                (route == local::LossRoute::kPasses ? ", passes" : ", log-softmax");
+            const double err = expect_close(got[i], ref[i], k.rtol, k.atol, label);
+            std::printf("%s: max relative error %.3g\n", label.c_str(), err);
+          }
+          // The padded rows get no gradient at all.
+          if (real < v) {
+            EXPECT_EQ(got[2].slice(0, real).abs().max().item<double>(), 0.0);
+          }
         }
       }
     }

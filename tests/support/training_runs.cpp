@@ -167,4 +167,16 @@ void expect_curves_close(const RunOutput& run, const RunOutput& ref, const std::
   EXPECT_LE(worst, tol) << label;
 }
 
+void expect_switch_matches(const std::string& toml, std::vector<std::string> layout,
+                           const std::string& key, const std::string& label, double tol) {
+  layout.push_back(key + "=true");
+  const RunOutput on = train(toml, layout);
+  layout.back() = key + "=false";
+  const RunOutput off = train(toml, layout);
+  ASSERT_FALSE(off.params.empty()) << label;
+  for (const auto& [name, tensor] : off.params)
+    EXPECT_EQ(on.params.count(name), 1u) << name;
+  expect_matches(on, off, key + " on vs off, " + label, tol);
+}
+
 }  // namespace vescale::testing

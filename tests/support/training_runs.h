@@ -45,6 +45,12 @@ RunOutput resume_across(const std::string& toml, const std::vector<std::string>&
 void expect_matches(const RunOutput& run, const RunOutput& ref, const std::string& label,
                     double tol = 1e-10);
 
+/// Trains `toml` under `layout` with the boolean config key `key` on and off and expects the
+/// same losses and parameters (and parameter names) within `tol`, printed as "<key> on vs off,
+/// <label>": a fused path against the one it replaces.
+void expect_switch_matches(const std::string& toml, std::vector<std::string> layout,
+                           const std::string& key, const std::string& label, double tol);
+
 /// Prints and checks the worst relative loss error of two curves of the same length.
 void expect_curves_close(const RunOutput& run, const RunOutput& ref, const std::string& label,
                          double tol);

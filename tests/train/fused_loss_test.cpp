@@ -13,21 +13,9 @@
 namespace vescale {
 namespace {
 
-using testing::expect_matches;
-using testing::train;
-using Overrides = std::vector<std::string>;
-
-constexpr double kTol = 1e-12;
-
-Overrides with(Overrides layout, const std::string& fused) {
-  layout.push_back("training.fused_loss=" + fused);
-  return layout;
-}
-
-void expect_fused_matches_unfused(const std::string& toml, const Overrides& layout,
+void expect_fused_matches_unfused(const std::string& toml, const std::vector<std::string>& layout,
                                   const std::string& label) {
-  expect_matches(train(toml, with(layout, "true")), train(toml, with(layout, "false")),
-                 "fused loss vs unfused, " + label, kTol);
+  testing::expect_switch_matches(toml, layout, "training.fused_loss", label, 1e-12);
 }
 
 TEST(FusedLoss, OneProcess) {

@@ -13,25 +13,9 @@
 namespace vescale {
 namespace {
 
-using testing::expect_matches;
-using testing::train;
-using Overrides = std::vector<std::string>;
-
-constexpr double kTol = 1e-12;
-
-Overrides with(Overrides layout, const std::string& fused) {
-  layout.push_back("training.fused_projections=" + fused);
-  return layout;
-}
-
-void expect_fused_matches_unfused(const std::string& toml, const Overrides& layout,
+void expect_fused_matches_unfused(const std::string& toml, const std::vector<std::string>& layout,
                                   const std::string& label) {
-  const testing::RunOutput fused = train(toml, with(layout, "true"));
-  const testing::RunOutput unfused = train(toml, with(layout, "false"));
-  ASSERT_FALSE(unfused.params.empty());
-  for (const auto& [name, tensor] : unfused.params)
-    EXPECT_EQ(fused.params.count(name), 1u) << name;
-  expect_matches(fused, unfused, "fused projections vs unfused, " + label, kTol);
+  testing::expect_switch_matches(toml, layout, "training.fused_projections", label, 1e-12);
 }
 
 TEST(FusedProjections, OneProcessAndTensorParallel) {
