@@ -1,16 +1,18 @@
 #include "runtime.h"
 
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
+#include "config/memory_estimate.h"
 #include "core/allocator_settings.h"
 #include "core/error.h"
 #include "core/heartbeat.h"
@@ -39,9 +41,17 @@ int run_this_binary(const std::vector<std::string>& args) {
   for (auto& a : argv)
     raw.push_back(a.data());
   raw.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, raw[0], nullptr, nullptr, raw.data(), environ);
-  VS_CHECK(rc == 0, "cannot start {} {}: {}", argv[0], fmt::join(args, " "), std::strerror(rc));
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  VS_CHECK(pid >= 0, "cannot start {} {}: {}", argv[0], fmt::join(args, " "), std::strerror(errno));
+  if (pid == 0) {
+    // The child (a local launcher, whose workers die with it) dies with this process, however
+    // it ends: `timeout` or SIGTERM to plan auto leaves no calibration run behind.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    ::execve(raw[0], raw.data(), environ);
+    ::_exit(127);
+  }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -61,6 +71,7 @@ int run_on_ranks(int nproc, const std::string& wanted_by, const Invocation& invo
                   "{} needs {} processes, but {} started {}: start {} (or change the mesh)",
                   wanted_by, nproc, env->source, env->world, nproc);
   } else if (nproc > 1) {
+    check_local_processes(nproc, wanted_by, physical_memory_bytes());
     launch.nproc = nproc;
     launch.argv = invocation.argv;
     launch.argv[0] = self_executable(invocation.argv[0]);

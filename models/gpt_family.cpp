@@ -133,9 +133,11 @@ class GPTFamily : public ModelFamily {
                         {"n_embd", "model.n_embd"},
                         {"n_layer", "model.n_layer"},
                         {"n_head", "model.n_head"},
+                        {"n_inner", "4 x model.n_embd"},
                         {"activation_function", ""},
                         {"layer_norm_epsilon", ""},
                         {"tie_word_embeddings", ""}};
+    out.also_accepted = {{"n_inner", 4 * c}};
     auto& t = out.tensors;
     t.push_back(vocab_rows("transformer.wte.weight", "transformer.wte.weight", g.vocab_size, c));
     t.push_back(same_tensor("transformer.wpe.weight", {g.block_size, c}));

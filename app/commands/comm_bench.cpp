@@ -7,8 +7,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "autoplan/machine_facts.h"
@@ -347,6 +349,19 @@ void add_comm_command(CLI::App& app, const Invocation& invocation) {
                     "per collective and group size, and write them as JSON to this file (what "
                     "plan auto calibrates with)");
   bench->callback([options, &invocation] {
+    // What would fail only on rank 0 after the whole bench ran fails here, before any process.
+    const std::vector<int64_t> sizes = parse_byte_list(options->sizes, "--sizes");
+    if (!options->calibrate.empty()) {
+      std::error_code ec;
+      VS_USER_CHECK(!std::filesystem::is_directory(options->calibrate, ec),
+                    "comm bench --calibrate {}: a folder; name the file to write",
+                    options->calibrate);
+      std::set<int64_t> distinct(sizes.begin(), sizes.end());
+      VS_USER_CHECK(distinct.size() >= 2,
+                    "comm bench --calibrate fits a latency and a bandwidth per collective: give "
+                    "--sizes two sizes or more (e.g. 16K,256K,2M), not {}",
+                    options->sizes);
+    }
     int nproc = options->nproc;
     std::string wanted_by = fmt::format("--nproc {}", nproc);
     if (nproc == 0) {

@@ -3,13 +3,17 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "commands/commands.h"
 #include "commands/job_launch.h"
+#include "commands/validators.h"
+#include "config/memory_estimate.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/logging.h"
+#include "core/units.h"
 #include "generate/generator.h"
 #include "runtime.h"
 #include "train/checkpointing.h"
@@ -19,6 +23,8 @@ namespace {
 
 struct GenerateCommandOptions {
   std::string config, checkpoint, prompt, prompt_file, prompt_ids;
+  /// Which of --prompt, --prompt-file, --prompt-ids the command line gave (even empty).
+  bool prompt_given = false, prompt_file_given = false, prompt_ids_given = false;
   GenerateOptions run;
   bool no_cache = false;
 };
@@ -51,10 +57,14 @@ std::vector<int64_t> parse_ids(const std::string& text, int64_t vocab_size) {
 
 /// The prompt's token ids from whichever of --prompt, --prompt-file, --prompt-ids was given.
 std::vector<int64_t> prompt_tokens(const GenerateCommandOptions& o, const JobConfig& c) {
-  const int given = !o.prompt.empty() + !o.prompt_file.empty() + !o.prompt_ids.empty();
+  const int given = o.prompt_given + o.prompt_file_given + o.prompt_ids_given;
   VS_USER_CHECK(given <= 1, "generate: give one of --prompt, --prompt-file, --prompt-ids");
+  VS_USER_CHECK(!o.prompt_given || !o.prompt.empty(),
+                "generate --prompt: the prompt is empty (leave the option out for a newline)");
+  VS_USER_CHECK(!o.prompt_ids_given || !o.prompt_ids.empty(),
+                "generate --prompt-ids: no token ids (e.g. 1,2,3)");
   const int64_t vocab = c.family().vocab_size(c.model_spec());
-  if (!o.prompt_ids.empty()) return parse_ids(o.prompt_ids, vocab);
+  if (o.prompt_ids_given) return parse_ids(o.prompt_ids, vocab);
   if (!byte_tokens(c)) {
     VS_USER_CHECK(given == 0,
                   "generate: {} trains on data.source = \"{}\", whose tokens are ids: "
@@ -62,13 +72,35 @@ std::vector<int64_t> prompt_tokens(const GenerateCommandOptions& o, const JobCon
                   c.source, c.data_source);
     return {0};
   }
-  const std::string text = !o.prompt_file.empty() ? read_input_file(o.prompt_file, "prompt file")
-                           : !o.prompt.empty()    ? o.prompt
-                                                  : std::string("\n");
+  const std::string text = o.prompt_file_given ? read_input_file(o.prompt_file, "prompt file")
+                           : o.prompt_given    ? o.prompt
+                                               : std::string("\n");
+  VS_USER_CHECK(!text.empty(), "generate --prompt-file {}: the file is empty", o.prompt_file);
   std::vector<int64_t> ids;
   for (unsigned char ch : text)
     ids.push_back(ch);
   return ids;
+}
+
+/// Refuses a model that makes no tokens, and samples whose KV cache and logits could not fit this
+/// machine's memory (before any process starts, not as an allocation failure in one).
+void check_generates(const JobConfig& c, const GenerateOptions& run) {
+  const std::optional<TransformerShape> shape = c.family().transformer_shape(c.model_spec());
+  VS_USER_CHECK(c.family().objective() == Objective::kNextToken && shape,
+                "generate: {} has model.name = \"{}\", which predicts no tokens (generate takes a "
+                "next-token model: gpt, llama)",
+                c.source, c.model);
+  const double rows = static_cast<double>(run.num_samples);
+  const double context = static_cast<double>(c.model_keys.integer("block_size"));
+  // Per sample: keys and values of every layer over the context, and float32 logits.
+  const double per_sample = 2.0 * static_cast<double>(shape->n_layer) * context *
+                                static_cast<double>(shape->n_embd) * compute_element_bytes(c) +
+                            2.0 * static_cast<double>(shape->vocab_size) * 4.0;
+  const double memory = physical_memory_bytes();
+  VS_USER_CHECK(memory <= 0 || rows * per_sample <= memory,
+                "generate --num-samples {}: their KV caches and logits need about {}, and this "
+                "machine has {}; ask for fewer samples",
+                run.num_samples, format_bytes(rows * per_sample), format_bytes(memory));
 }
 
 /// Tokens as the user reads them: bytes for a text model, else ids separated by spaces.
@@ -148,15 +180,16 @@ void add_generate_command(CLI::App& app, const Invocation& invocation) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--temperature", o->run.sampling.temperature,
                   "Divide the logits by this before sampling (lower: more likely text)")
-      ->check(CLI::Range(1e-6, 1e6));
+      ->check(finite_in(1e-6, 1e6));
   cmd->add_option("--top-k", o->run.sampling.top_k,
                   "Sample among the K most likely tokens (0: all)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_option("--top-p", o->run.sampling.top_p,
                   "Sample among the most likely tokens whose probabilities reach P (1: all)")
-      ->check(CLI::Range(1e-9, 1.0));
+      ->check(finite_in(1e-9, 1.0));
   cmd->add_option("--seed", o->run.sampling.seed,
-                  "Seed of the samples: the same seed gives the same text on any layout");
+                  "Seed of the samples: the same seed gives the same text on any layout")
+      ->check(unsigned_integer());
   cmd->add_flag("--greedy", o->run.sampling.greedy, "Always the most likely token (no sampling)");
   cmd->add_option("--num-samples", o->run.num_samples, "Samples generated at once from the prompt")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
@@ -164,7 +197,11 @@ void add_generate_command(CLI::App& app, const Invocation& invocation) {
                 "Run the whole context every step instead of the KV cache (to compare speed)");
   cmd->allow_extras();
   cmd->callback([o, cmd, &invocation] {
+    o->prompt_given = cmd->count("--prompt") > 0;
+    o->prompt_file_given = cmd->count("--prompt-file") > 0;
+    o->prompt_ids_given = cmd->count("--prompt-ids") > 0;
     const JobConfig config = JobConfig::load(o->config, collect_overrides(cmd->remaining()));
+    check_generates(config, o->run);
     precheck(config);
     const std::string path = open_model_checkpoint(config, o->checkpoint, "generate");
     prompt_tokens(*o, config);  // a bad prompt is one error line before any process starts

@@ -57,10 +57,15 @@ std::vector<std::string> calibration_meshes(int64_t nproc) {
 }
 
 /// The machine facts for `nproc` ranks: from the cache in the dump folder, or measured now by
+/// Where the calibration of `nproc` ranks is cached.
+fs::path calibration_cache(const JobConfig& base, int64_t nproc) {
+  return fs::path(base.dump_folder) / "plan-auto" / fmt::format("calibration-{}-ranks.json", nproc);
+}
+
 /// `comm bench --calibrate` on real processes.
 MachineFacts calibrate(const JobConfig& base, int64_t nproc, bool again) {
-  const fs::path folder = fs::path(base.dump_folder) / "plan-auto";
-  const fs::path cache = folder / fmt::format("calibration-{}-ranks.json", nproc);
+  const fs::path cache = calibration_cache(base, nproc);
+  const fs::path folder = cache.parent_path();
   if (!again && fs::exists(cache)) {
     print(fmt::format("calibration: {} (--recalibrate to measure again)\n", cache.string()));
     return MachineFacts::from_json(read_input_file(cache.string(), "calibration"), cache.string());
@@ -230,6 +235,13 @@ void verify(const AutoOptions& o, const JobConfig& base, const std::vector<Predi
 
 void run_auto(const AutoOptions& o, const std::vector<std::string>& extra) {
   const JobConfig base = JobConfig::load(o.config, collect_overrides(extra));
+  std::error_code ec;
+  VS_USER_CHECK(o.output.empty() || !fs::is_directory(o.output, ec),
+                "plan auto -o {}: a folder; name the config file to write", o.output);
+  // Calibrating starts nproc local processes: the check every such command makes, before any.
+  if (o.recalibrate || !fs::exists(calibration_cache(base, o.nproc), ec))
+    check_local_processes(o.nproc, fmt::format("plan auto --nproc {}", o.nproc),
+                          physical_memory_bytes());
   VS_USER_CHECK(base.family().transformer_shape(base.model_spec()).has_value(),
                 "plan auto: {} trains model.name = '{}'; plan auto models "
                 "transformer families only",

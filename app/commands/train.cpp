@@ -102,6 +102,15 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
     VS_USER_CHECK(profile.empty() || profile.last <= config.steps,
                   "--profile {}: the job runs training.steps = {} steps (config {})",
                   options->profile, config.steps, options->config);
+    if (!profile.empty()) {
+      // Refused now, not at the profiled step after the run has trained up to it.
+      const std::filesystem::path trace = std::filesystem::path(config.dump_folder) / "trace.json";
+      std::error_code ec;
+      VS_USER_CHECK(!std::filesystem::is_directory(std::filesystem::symlink_status(trace, ec)),
+                    "--profile: {} is a folder; the trace is written there as a file (move it "
+                    "away or set job.dump_folder)",
+                    trace.string());
+    }
     precheck(config);
     const auto body = [&](const LaunchEnv& env) {
       PreemptionHandler preemption;  // NOTE [Preemption]: from before the rendezvous on

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "core/write_fully.h"
 
@@ -49,16 +51,25 @@ void sync_to_disk(const fs::path& path) {
 }
 
 void write_text_atomically(const fs::path& path, const std::string& text) {
+  std::error_code ec;
+  VS_USER_CHECK(!fs::is_directory(fs::symlink_status(path, ec)),
+                "{} is a folder: name a file to write", path.string());
   const fs::path tmp = path.string() + ".tmp";
   remove_stale(tmp);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                         kCheckpointFileMode);
-  VS_USER_CHECK(fd >= 0, "[checkpoint] cannot create {}: {}", tmp.string(), std::strerror(errno));
+  VS_USER_CHECK(fd >= 0, "cannot create {}: {}", tmp.string(), std::strerror(errno));
   const bool ok = write_fully(fd, text) && ::fsync(fd) == 0;
   ::close(fd);
-  VS_CHECK(ok, "[checkpoint] cannot write {} (disk full?)", tmp.string());
-  fs::rename(tmp, path);
-  sync_to_disk(path.parent_path());
+  if (ok) fs::rename(tmp, path, ec);
+  if (!ok || ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);  // nothing half-written is left behind
+    throw UserError(fmt::format("cannot write {}: {}", path.string(),
+                                ok ? ec.message() : "the disk is full or failing"));
+  }
+  // A bare file name lives in the current folder.
+  sync_to_disk(path.has_parent_path() ? path.parent_path() : fs::path("."));
 }
 
 void make_folder(const fs::path& path) {

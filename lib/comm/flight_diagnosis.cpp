@@ -48,6 +48,7 @@ struct GroupState {
 
 struct Dump {
   int rank = -1;
+  std::string run_id;  ///< "" in dumps written before runs had ids in them
   std::string reason;
   double now_s = 0;
   std::vector<GroupState> groups;
@@ -66,7 +67,23 @@ struct Dump {
   }
 };
 
-Dump read_dump(const std::string& path) {
+/// A dump of 64 MiB holds ~300,000 entries, far more than a ring of comm.flight_recorder_entries
+/// (at most 2^20) dumps in practice; a larger file is not one.
+constexpr uintmax_t kMaxDumpBytes = uintmax_t{64} << 20;
+
+/// The dump at `path`, which its name says is rank `file_rank`'s. Reads a regular file of at most
+/// kMaxDumpBytes only (a FIFO would block, a folder does not parse), and refuses ranks that are
+/// negative or not the file's.
+Dump read_dump(const std::string& path, int file_rank) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  VS_USER_CHECK(fs::is_regular_file(status),
+                "[diagnose] {} is not a regular file (a folder, FIFO or device named like a dump)",
+                path);
+  const uintmax_t size = fs::file_size(path, ec);
+  VS_USER_CHECK(!ec && size <= kMaxDumpBytes,
+                "[diagnose] {} has {} bytes; a flight recorder dump has at most {}", path,
+                ec ? 0 : size, kMaxDumpBytes);
   std::ifstream in(path);
   VS_USER_CHECK(in.good(), "[diagnose] cannot read {}", path);
   Dump d;
@@ -77,12 +94,20 @@ Dump read_dump(const std::string& path) {
                   "flight recorder 1\")",
                   path);
     d.rank = j.at("rank").get<int>();
+    VS_USER_CHECK(d.rank == file_rank,
+                  "[diagnose] {} says it is rank {}'s dump, but its name says rank {}", path,
+                  d.rank, file_rank);
+    d.run_id = j.value("run_id", "");
     d.reason = j.at("reason").get<std::string>();
     d.now_s = j.at("now_s").get<double>();
-    for (const json& g : j.at("groups"))
+    for (const json& g : j.at("groups")) {
       d.groups.push_back({g.at("label").get<std::string>(), g.at("key").get<std::string>(), "",
                           g.at("ranks").get<std::vector<int>>(), g.at("rank").get<int>(),
                           g.at("collectives").get<uint64_t>()});
+      for (int r : d.groups.back().ranks)
+        VS_USER_CHECK(r >= 0, "[diagnose] {}: group {} has a negative rank {}", path,
+                      d.groups.back().label, r);
+    }
     for (const json& e : j.at("entries")) {
       Call c;
       c.id = e.at("id").get<uint64_t>();
@@ -177,7 +202,8 @@ std::vector<std::string> flight_dumps(const std::string& folder) {
   std::vector<std::pair<int, std::string>> found;
   std::error_code ec;
   if (!fs::is_directory(folder, ec)) return {};
-  static const std::regex name(R"(rank-(\d+)\.json)");
+  // Ranks of at most 9 digits (a larger one is no rank of a job; stoi could not hold it).
+  static const std::regex name(R"(rank-(\d{1,9})\.json)");
   for (const auto& entry : fs::directory_iterator(folder, ec)) {
     std::smatch m;
     const std::string file = entry.path().filename().string();
@@ -282,7 +308,8 @@ std::optional<GroupLine> stuck_line(const Dumps& dumps, const GroupState& group,
 }
 
 /// A rank the others wait for that is in no call itself, or a rank that wrote no dump.
-std::vector<std::string> likely_causes(const Dumps& dumps, const std::set<int>& behind, int world) {
+std::vector<std::string> likely_causes(const Dumps& dumps, const std::set<int>& behind,
+                                       const std::set<int>& known) {
   std::vector<std::string> causes;
   for (int r : behind) {
     if (!blocked(dumps.at(r)))
@@ -291,7 +318,7 @@ std::vector<std::string> likely_causes(const Dumps& dumps, const std::set<int>& 
                       "or a deadlock outside collectives), and others wait for it",
                       r));
   }
-  for (int r = 0; r < world; ++r) {
+  for (int r : known) {
     if (dumps.count(r) == 0)
       causes.push_back(
           fmt::format("rank {} wrote no dump (it died, was stopped, or hangs so hard "
@@ -308,26 +335,43 @@ std::string diagnose_flight(const std::string& folder) {
   if (flight_dumps(dir).empty() && !flight_dumps(flight_folder(folder)).empty())
     dir = flight_folder(folder);
   const std::vector<std::string> paths = flight_dumps(dir);
+  static const std::regex file_name(R"(rank-(\d{1,9})\.json)");
   VS_USER_CHECK(!paths.empty(),
                 "[diagnose] no flight recorder dumps (rank-N.json) in {} or {}: a rank dumps "
                 "when a collective fails or times out, on SIGUSR1, when stuck after SIGTERM, or "
                 "after the step comm.flight_recorder_dump",
                 folder, flight_folder(folder));
   Dumps dumps;
+  std::string run_id, run_path;
   for (const std::string& path : paths) {
-    Dump d = read_dump(path);
+    std::smatch m;
+    const std::string name = fs::path(path).filename().string();
+    VS_CHECK(std::regex_match(name, m, file_name), "[diagnose] {}: not a dump's name", path);
+    Dump d = read_dump(path, std::stoi(m[1]));
+    // Dumps of two runs (an old one left in the folder) are not one run's moment.
+    if (!d.run_id.empty() && !run_id.empty() && d.run_id != run_id) {
+      throw UserError(fmt::format(
+          "[diagnose] {} is of run {} and {} of run {}: the folder holds dumps of two runs; "
+          "diagnose one run's dumps (move the other's away)",
+          path, d.run_id, run_path, run_id));
+    }
+    if (run_id.empty() && !d.run_id.empty()) {
+      run_id = d.run_id;
+      run_path = path;
+    }
     dumps[d.rank] = std::move(d);
   }
 
   // Every group any rank knows, by key; two of one label and members are named with their keys.
+  // The ranks the dumps know of: their own and their groups' members (never 0..max, which a
+  // rank number of 10^9 would make a billion).
   std::map<std::string, GroupState> groups;
-  int world = 0;
+  std::set<int> known;
   for (const auto& [rank, d] : dumps) {
-    world = std::max(world, rank + 1);
+    known.insert(rank);
     for (const GroupState& g : d.groups) {
       groups.emplace(g.key, g);
-      for (int r : g.ranks)
-        world = std::max(world, r + 1);
+      known.insert(g.ranks.begin(), g.ranks.end());
     }
   }
   std::map<std::string, int> named;
@@ -371,14 +415,14 @@ std::string diagnose_flight(const std::string& folder) {
                    [](const GroupLine& a, const GroupLine& b) { return a.priority < b.priority; });
 
   std::vector<std::string> lines;
-  lines.push_back(fmt::format(
-      "[diagnose] flight recorder dumps of {} of {} ranks in {}:", dumps.size(), world, dir));
+  lines.push_back(fmt::format("[diagnose] flight recorder dumps of {} of {} ranks in {}:",
+                              dumps.size(), known.size(), dir));
   for (const auto& [rank, d] : dumps)
     lines.push_back(fmt::format("  rank {}: {}", rank, d.reason));
   for (const GroupLine& line : group_lines)
     lines.push_back(line.text);
   if (!in_step.empty()) lines.push_back(fmt::format("in step: {}", fmt::join(in_step, ", ")));
-  const std::vector<std::string> causes = likely_causes(dumps, behind, world);
+  const std::vector<std::string> causes = likely_causes(dumps, behind, known);
   if (!causes.empty()) lines.push_back(fmt::format("likely cause: {}", fmt::join(causes, "; ")));
   return fmt::format("{}\n", fmt::join(lines, "\n"));
 }

@@ -161,6 +161,11 @@ void FlightRecorder::set_before_call(BeforeCall hook) {
   before_call_ = std::move(hook);
 }
 
+void FlightRecorder::set_run_id(const std::string& run_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  run_id_ = run_id;
+}
+
 void FlightRecorder::set_dump_file(const std::string& path) {
   std::lock_guard<std::mutex> lock(mutex_);
   dump_file_ = path;
@@ -214,6 +219,7 @@ std::string FlightRecorder::to_json(const std::string& reason) const {
     list.push_back(entry_json(e));
   const nlohmann::json dump = {{"format", "vescale-train flight recorder 1"},
                                {"rank", rank_},
+                               {"run_id", run_id_},
                                {"pid", static_cast<int64_t>(::getpid())},
                                {"reason", reason},
                                {"now_s", now},

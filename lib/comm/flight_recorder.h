@@ -105,6 +105,8 @@ class FlightRecorder {
   /// Where dumps go ("": nowhere) and whether the ring is on.
   void set_dump_file(const std::string& path);
   std::string dump_file() const;
+  /// The run the dumps are of ("run_id" in them; "" until the run is known).
+  void set_run_id(const std::string& run_id);
   size_t capacity() const { return capacity_; }
   int rank() const { return rank_; }
 
@@ -142,6 +144,7 @@ class FlightRecorder {
   int micro_batch_ = -1;
   std::array<char, 32> site_{};
   std::string dump_file_;
+  std::string run_id_;
   BeforeCall before_call_;
 };
 

@@ -61,6 +61,15 @@ void check_combinations(const JobConfig& c) {
       "config {}: training.activation_checkpoint = \"{}\" recomputes transformer "
       "blocks, and model.name = \"{}\" has none; set it to \"none\"",
       c.source, c.activation_checkpoint, c.model);
+  if (c.activation_checkpoint != "none") {
+    const int64_t blocks = c.family().transformer_shape(c.model_spec())->n_layer;
+    VS_USER_CHECK(c.activation_checkpoint_every <= blocks,
+                  "config {}: training.activation_checkpoint_every = {} recomputes one block in "
+                  "every {}, and the model has {} (model.n_layer): none would recompute; use 1 "
+                  "to {}",
+                  c.source, c.activation_checkpoint_every, c.activation_checkpoint_every, blocks,
+                  blocks);
+  }
   if (c.cp > 1) {
     VS_USER_CHECK(c.family().transformer_shape(c.model_spec()).has_value(),
                   "config {}: parallel.cp = {} splits the sequences of attention, and model.name = "

@@ -180,8 +180,9 @@ std::vector<ConfigKey> checkpoint_and_run_keys() {
       key("comm.flight_recorder_entries", &C::flight_recorder_entries, 4096,
           "Collectives and transfers each rank's flight recorder keeps, dumped to "
           "<dump_folder>/flight/rank-N.json when one fails or times out, on SIGUSR1, or when "
-          "stuck after SIGTERM (vescale-train diagnose DUMP_FOLDER; 0: off)",
-          within(0, 1 << 24)),
+          "stuck after SIGTERM (vescale-train diagnose DUMP_FOLDER; 0: off; at most 2^20, about "
+          "130 MiB a rank)",
+          within(0, 1 << 20)),
       key("comm.flight_recorder_dump", &C::flight_recorder_dump, 0,
           "Every rank also dumps its flight recorder after this step (0: never)", within(0, 1e12)),
   };

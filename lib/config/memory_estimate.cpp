@@ -101,6 +101,17 @@ void check_fits_memory(const JobConfig& c, double memory_bytes) {
       c.seq_len));
 }
 
+void check_local_processes(int64_t nproc, const std::string& wanted_by, double memory_bytes) {
+  const double need = static_cast<double>(nproc) * kWorkerBaseBytes;
+  if (memory_bytes <= 0 || need <= memory_bytes) return;
+  throw UserError(fmt::format(
+      "{} needs {} local worker processes, at least {} in all ({} each before any model state), "
+      "and this machine has {} of memory; use fewer ranks, or launch on several machines "
+      "(torchrun, Slurm)",
+      wanted_by, nproc, format_bytes(need), format_bytes(kWorkerBaseBytes),
+      format_bytes(memory_bytes)));
+}
+
 void check_local_workers_fit(const JobConfig& c, double memory_bytes, bool activations_here) {
   if (memory_bytes <= 0) return;
   const double workers = static_cast<double>(c.world_size());

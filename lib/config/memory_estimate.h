@@ -65,6 +65,11 @@ void check_fits_memory(const JobConfig& c, double memory_bytes);
 constexpr double kWorkerBaseBytes = 128.0 * 1024 * 1024;
 
 /// Throws UserError when the local launcher's `c.world_size()` workers, each at least
+/// The one check of every command that starts `nproc` local processes (train, eval, generate,
+/// comm bench, plan auto): each needs kWorkerBaseBytes before any model state; throws a UserError
+/// naming `wanted_by` (e.g. "--nproc 4096") when they cannot fit `memory_bytes` (<= 0: unknown,
+/// no check).
+void check_local_processes(int64_t nproc, const std::string& wanted_by, double memory_bytes);
 /// kWorkerBaseBytes plus its floor of the model (and its activations when they live in this
 /// memory: `activations_here`), cannot fit in `memory_bytes` (0: no check), so
 /// `--parallel.tp=65536` is an error instead of 65536 processes being started.

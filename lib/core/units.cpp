@@ -23,7 +23,13 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
                 "[units] bad {} '{}': expected a whole number with an optional unit B, K, M or G "
                 "(e.g. 512, 1K, 16M)",
                 what, text);
-  return std::stoll(text.substr(0, pos)) << shift;
+  // At most 2^53 bytes (8 PiB): no shift or conversion past int64 (nor past a double's exact
+  // integers, where the sizes are compared).
+  const std::string digits = text.substr(0, pos);
+  constexpr int64_t kMax = int64_t{1} << 53;
+  VS_USER_CHECK(digits.size() <= 16 && std::stoll(digits) <= (kMax >> shift),
+                "[units] {} '{}' is too large: at most 8 PiB ({} bytes)", what, text, kMax);
+  return std::stoll(digits) << shift;
 }
 
 std::vector<int64_t> parse_byte_list(const std::string& text, const std::string& what) {
@@ -39,12 +45,15 @@ std::vector<int64_t> parse_byte_list(const std::string& text, const std::string&
 }
 
 std::string format_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (!std::isfinite(bytes)) return fmt::format("{}B", bytes);
   int u = 0;
-  while (std::fabs(bytes) >= 1024.0 && u < 4) {
+  while (std::fabs(bytes) >= 1024.0 && u < 6) {
     bytes /= 1024.0;
     ++u;
   }
+  // Past EiB the figure is printed in exponent form, never cast to an integer it does not fit.
+  if (std::fabs(bytes) >= 1024.0) return fmt::format("{:.3g}{}", bytes, units[u]);
   if (u == 0) return fmt::format("{}B", static_cast<int64_t>(bytes));
   if (bytes == std::floor(bytes)) return fmt::format("{}{}", static_cast<int64_t>(bytes), units[u]);
   return fmt::format("{:.1f}{}", bytes, units[u]);

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,9 @@ struct HFLayout {
   /// The config.json keys an import checks against the job's: Hugging Face's key and ours
   /// ("model.n_layer"); config's value is what ours must equal.
   std::vector<std::pair<std::string, std::string>> checked_keys;
+  /// Values a checked key may also have that mean the same model (GPT-2's n_inner: null or
+  /// 4 x n_embd).
+  std::map<std::string, nlohmann::json> also_accepted = {};
 };
 
 /// A tensor stored under the same name and shape on both sides.

@@ -35,16 +35,25 @@ void check_config(const std::string& folder, const nlohmann::json& file, const H
     if (!file.contains(key)) continue;
     const nlohmann::json& want = layout.config.at(key);
     if (same_value(file[key], want)) continue;
+    const auto also = layout.also_accepted.find(key);
+    if (also != layout.also_accepted.end() && same_value(file[key], also->second)) continue;
+    VS_USER_CHECK(file[key].is_number() == want.is_number() || want.is_null(),
+                  "[hf] {}: {} is {}, a {}; Hugging Face writes it as {} (e.g. {})", path, key,
+                  file[key].dump(), file[key].type_name(),
+                  want.is_number() ? "a number" : want.type_name(), want.dump());
     if (ours.empty()) {
       throw UserError(fmt::format(
           "[hf] {}: {} = {}, but model.name = '{}' is {} = {} in Hugging Face's layout; this "
           "folder holds another kind of model",
           path, key, file[key].dump(), config.model, key, want.dump()));
     }
+    const nlohmann::json& shown = also != layout.also_accepted.end() ? also->second : want;
+    const bool settable = ours.rfind("model.", 0) == 0;
     throw UserError(fmt::format(
         "[hf] {}: {} = {}, but this job's {} = {}; the model must be the one the weights are "
-        "for (set {} = {})",
-        path, key, file[key].dump(), ours, want.dump(), ours, file[key].dump()));
+        "for{}",
+        path, key, file[key].dump(), ours, shown.dump(),
+        settable ? fmt::format(" (set {} = {})", ours, file[key].dump()) : std::string()));
   }
 }
 
@@ -96,6 +105,9 @@ HFWeights::HFWeights(const std::string& path, const JobConfig& config)
     VS_USER_CHECK(e.shape == t.shape,
                   "[hf] {}: tensor {} has shape [{}], but this job's model needs [{}]",
                   files[file]->path(), t.name, fmt::join(e.shape, ", "), fmt::join(t.shape, ", "));
+    VS_USER_CHECK(at::isFloatingType(e.dtype),
+                  "[hf] {}: tensor {} holds {} integers; a weight is F32, F16, BF16 or F64",
+                  files[file]->path(), t.name, c10::toString(e.dtype));
     file_of_[t.name] = files[file];
     for (size_t s = 0; s < t.sources.size(); ++s)
       sources_[t.sources[s]] = {k, s};
@@ -111,7 +123,12 @@ at::Tensor HFWeights::read_box(const std::string& fqn, const std::vector<int64_t
   if (cached_ != k) {
     const HFTensor& t = layout_.tensors[k];
     std::vector<std::vector<int64_t>> shapes(t.sources.size(), shape);
-    cache_ = t.from_hf(file_of_.at(t.name)->read(t.name), shapes);
+    const at::Tensor raw = file_of_.at(t.name)->read(t.name);
+    VS_USER_CHECK(at::isfinite(raw).all().item<bool>(),
+                  "[hf] {}: tensor {} holds NaN or infinite values; a model trained from it "
+                  "would only give NaN",
+                  file_of_.at(t.name)->path(), t.name);
+    cache_ = t.from_hf(raw, shapes);
     cached_ = k;
   }
   at::Tensor full = cache_.at(s);

@@ -106,11 +106,13 @@ enum class LoadParts { kModelAndOptimizer, kModel };
 /// The config keys a checkpoint must agree with: the family and its architecture keys, which
 /// change the function it computes (not layout keys such as model.vocab_multiple: padding is
 /// masked, and a padded vocabulary of the same rows under another tp degree is the way to reshard
-/// across it), and for a resumed run the optimizer (its state) and the training keys such as
-/// dropout (the training function).
+/// across it), and for a resumed run the optimizer (its state), the seed (the data order and the
+/// dropout masks of the steps to come) and the training keys such as dropout (the training
+/// function).
 bool must_match(const ConfigKey& key, const std::string& model, LoadParts parts) {
   if (key.name == "model.name") return true;
-  if (key.name == "optimizer.name") return parts != LoadParts::kModel;
+  if (key.name == "optimizer.name" || key.name == "training.seed")
+    return parts != LoadParts::kModel;
   if (key.families.empty() || !key.applies_to(model)) return false;
   if (key.role == KeyRole::kLayout) return false;
   return key.role == KeyRole::kArchitecture || parts != LoadParts::kModel;
@@ -134,10 +136,11 @@ void check_same_architecture(const JobConfig& config, const CheckpointReader& re
                   "[checkpoint] {}: {} = {} in this job's config, but the checkpoint's run was "
                   "trained with {} = {}; {} ({}, or start a new run)",
                   reader.path(), k.name, mine, k.name, theirs,
-                  k.name == "optimizer.name"
-                      ? "resuming continues its optimizer state"
-                      : (parts == LoadParts::kModel ? "the model must be the one it trained"
-                                                    : "a resumed run keeps its architecture"),
+                  k.name == "optimizer.name" ? "resuming continues its optimizer state"
+                  : k.name == "training.seed"
+                      ? "resuming continues its data order and dropout masks exactly"
+                  : parts == LoadParts::kModel ? "the model must be the one it trained"
+                                               : "a resumed run keeps its architecture",
                   fmt::format("set {} = {}", k.name, theirs));
   }
 }

@@ -75,9 +75,15 @@ StepRange StepRange::parse(const std::string& text, const std::string& option) {
   std::smatch m;
   VS_USER_CHECK(std::regex_match(text, m, form),
                 "{} {}: expected a step range FIRST-LAST (e.g. 2-3) or one step", option, text);
+  // Steps of up to 18 digits: never past int64, so stoll cannot throw.
+  auto step = [&](const std::string& digits) {
+    VS_USER_CHECK(digits.size() <= 18, "{} {}: step {} is too large (at most 18 digits)", option,
+                  text, digits);
+    return static_cast<int64_t>(std::stoll(digits));
+  };
   StepRange range;
-  range.first = std::stoll(m[1]);
-  range.last = m[2].matched ? std::stoll(m[2]) : range.first;
+  range.first = step(m[1]);
+  range.last = m[2].matched ? step(m[2]) : range.first;
   VS_USER_CHECK(range.first >= 1 && range.last >= range.first,
                 "{} {}: steps count from 1, and LAST must not be before FIRST", option, text);
   return range;

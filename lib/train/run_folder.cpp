@@ -79,6 +79,8 @@ RunFolder::RunFolder(Job& job, const comm::Group& world, bool resumed, int64_t s
                 "[job] rank 0 could not claim {} for this run (its error says why)",
                 folder.string());
   job.run_id = fmt::format("{:016x}", static_cast<uint64_t>(shared[1].item<int64_t>()));
+  // Dumps say which run they are of: diagnose refuses to read two runs' dumps as one.
+  if (world.flight()) world.flight()->set_run_id(job.run_id);
 }
 
 }  // namespace vescale

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/chunking.h"
 #include "core/error.h"
 
@@ -15,8 +17,10 @@ TEST(Units, ParseBytes) {
   EXPECT_EQ(parse_bytes("16M"), 16 << 20);
   EXPECT_EQ(parse_bytes("1G"), int64_t{1} << 30);
   EXPECT_EQ(parse_byte_list("1K,1M"), (std::vector<int64_t>{1024, 1 << 20}));
-  for (const char* bad : {"", "K", "1X", "-1", "1.5M"})
+  for (const char* bad :
+       {"", "K", "1X", "-1", "1.5M", "99999999999G", "8388609G", "99999999999999999999"})
     EXPECT_THROW(parse_bytes(bad), UserError) << bad;
+  EXPECT_EQ(parse_bytes("8388608G"), int64_t{1} << 53);
 }
 
 TEST(Units, Format) {
@@ -24,6 +28,10 @@ TEST(Units, Format) {
   EXPECT_EQ(format_bytes(1024), "1KiB");
   EXPECT_EQ(format_bytes(1536), "1.5KiB");
   EXPECT_EQ(format_bytes(16 << 20), "16MiB");
+  // Huge figures (a model of n_embd = 2^63 - 1) stay positive and readable.
+  EXPECT_EQ(format_bytes(std::pow(2.0, 63) * 12), "96EiB");
+  EXPECT_EQ(format_bytes(std::pow(2.0, 126)), "7.38e+19EiB");
+  EXPECT_EQ(format_bytes(std::pow(2.0, 50)), "1PiB");
   EXPECT_EQ(format_duration(250), "4m10s");
   EXPECT_EQ(format_duration(2.34), "2.3s");
   EXPECT_EQ(format_duration(0.0123), "12.30ms");

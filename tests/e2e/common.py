@@ -25,6 +25,16 @@ interval = 0
 windows = 1
 """
 
+# TINY_GPT trained 2 steps of 4 sequences of 16 tokens, saving its last step.
+TINY_GPT_TWO_STEPS = TINY_GPT + """
+[training]
+steps = 2
+global_batch_size = 4
+seq_len = 16
+[checkpoint]
+interval = 2
+"""
+
 
 def write_config(folder, text):
     """`text` as folder/job.toml; returns the path."""

@@ -10,18 +10,11 @@ import subprocess
 import tempfile
 import unittest
 
-from common import BINARY, TINY_GPT, run, write_config
+from common import BINARY, TINY_GPT_TWO_STEPS, run, write_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-CONFIG_TEXT = TINY_GPT + """
-[training]
-steps = 2
-global_batch_size = 4
-seq_len = 16
-[checkpoint]
-interval = 2
-"""
+CONFIG_TEXT = TINY_GPT_TWO_STEPS
 
 
 class ClearErrors(unittest.TestCase):
