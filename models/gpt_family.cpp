@@ -138,6 +138,7 @@ class GPTFamily : public ModelFamily {
                         {"layer_norm_epsilon", ""},
                         {"tie_word_embeddings", ""}};
     out.also_accepted = {{"n_inner", 4 * c}};
+    out.ignored_suffixes = {".attn.bias", ".attn.masked_bias", "lm_head.weight"};
     auto& t = out.tensors;
     t.push_back(vocab_rows("transformer.wte.weight", "transformer.wte.weight", g.vocab_size, c));
     t.push_back(same_tensor("transformer.wpe.weight", {g.block_size, c}));

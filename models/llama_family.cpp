@@ -164,6 +164,8 @@ class LlamaFamily : public ModelFamily {
                         {"attention_bias", ""},
                         {"mlp_bias", ""},
                         {"tie_word_embeddings", "model.tie_embeddings"}};
+    out.ignored_suffixes = {".rotary_emb.inv_freq"};
+    if (l.tie_embeddings) out.ignored_suffixes.push_back("lm_head.weight");
     auto& t = out.tensors;
     t.push_back(
         vocab_rows("model.embed_tokens.weight", "model.embed_tokens.weight", l.vocab_size, c));

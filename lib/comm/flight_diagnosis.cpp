@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <regex>
 #include <set>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace vescale::comm {
 namespace fs = std::filesystem;
@@ -67,28 +67,18 @@ struct Dump {
   }
 };
 
-/// A dump of 64 MiB holds ~300,000 entries, far more than a ring of comm.flight_recorder_entries
-/// (at most 2^20) dumps in practice; a larger file is not one.
-constexpr uintmax_t kMaxDumpBytes = uintmax_t{64} << 20;
+/// A dump of 256 MiB holds over a million entries, what a ring of comm.flight_recorder_entries
+/// (at most 2^20) dumps; a larger file is not one.
+constexpr int64_t kMaxDumpBytes = int64_t{256} << 20;
 
 /// The dump at `path`, which its name says is rank `file_rank`'s. Reads a regular file of at most
 /// kMaxDumpBytes only (a FIFO would block, a folder does not parse), and refuses ranks that are
 /// negative or not the file's.
 Dump read_dump(const std::string& path, int file_rank) {
-  std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  VS_USER_CHECK(fs::is_regular_file(status),
-                "[diagnose] {} is not a regular file (a folder, FIFO or device named like a dump)",
-                path);
-  const uintmax_t size = fs::file_size(path, ec);
-  VS_USER_CHECK(!ec && size <= kMaxDumpBytes,
-                "[diagnose] {} has {} bytes; a flight recorder dump has at most {}", path,
-                ec ? 0 : size, kMaxDumpBytes);
-  std::ifstream in(path);
-  VS_USER_CHECK(in.good(), "[diagnose] cannot read {}", path);
+  const std::string text = read_input_file(path, "[diagnose] flight recorder dump", kMaxDumpBytes);
   Dump d;
   try {
-    const json j = json::parse(in);
+    const json j = json::parse(text);
     VS_USER_CHECK(j.value("format", "") == "vescale-train flight recorder 1",
                   "[diagnose] {} is not a flight recorder dump (no \"format\": \"vescale-train "
                   "flight recorder 1\")",

@@ -48,6 +48,10 @@ struct HFLayout {
   /// Values a checked key may also have that mean the same model (GPT-2's n_inner: null or
   /// 4 x n_embd).
   std::map<std::string, nlohmann::json> also_accepted = {};
+  /// Name endings of tensors a Hugging Face file may hold that this model keeps elsewhere or
+  /// recomputes (GPT-2's attention-mask buffers, a tied lm_head.weight): an import reads past
+  /// them, and refuses any other tensor it does not know.
+  std::vector<std::string> ignored_suffixes = {};
 };
 
 /// A tensor stored under the same name and shape on both sides.

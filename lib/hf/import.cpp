@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include "core/error.h"
@@ -111,6 +112,21 @@ HFWeights::HFWeights(const std::string& path, const JobConfig& config)
     file_of_[t.name] = files[file];
     for (size_t s = 0; s < t.sources.size(); ++s)
       sources_[t.sources[s]] = {k, s};
+  }
+  // A tensor this model has no place for: the folder is of another model or size (a weight
+  // would be dropped without a word).
+  for (const auto& [name, file] : where) {
+    if (file_of_.count(name)) continue;
+    const bool ignored =
+        std::any_of(layout_.ignored_suffixes.begin(), layout_.ignored_suffixes.end(),
+                    [&name](const std::string& end) {
+                      return name.size() >= end.size() &&
+                             name.compare(name.size() - end.size(), end.size(), end) == 0;
+                    });
+    VS_USER_CHECK(ignored,
+                  "[hf] {}: tensor {} has no place in this job's {} ({} tensors); a folder of "
+                  "another model or size?",
+                  (dir / file).string(), name, layout_.architecture, layout_.tensors.size());
   }
 }
 

@@ -5,9 +5,9 @@ trace path that is a folder; activation_checkpoint_every past the blocks; flight
 2^20 entries; byte sizes beyond 8 PiB; output files named bare or as folders (plan auto -o, comm
 bench --calibrate) and a calibration from one size; diagnose on a huge rank, a FIFO, a folder, a
 dump of another rank, negative ranks and two runs' dumps; Hugging Face folders with integer or
-NaN weights, a number given as a string and an n_inner of another model; a resume under another
-seed; local launches that cannot fit this machine, refused with one message; and a plan auto
-stopped while it calibrates, which leaves no process behind."""
+NaN weights, a tensor the model has no place for, a number given as a string and an n_inner of
+another model; a resume under another seed; local launches that cannot fit this machine, refused
+with one message; and a plan auto stopped while it calibrates, which leaves no process behind."""
 import json
 import os
 import shutil
@@ -170,10 +170,10 @@ class HostileInputs(unittest.TestCase):
                       needle="the folder holds dumps of two runs")
         fifo = tempfile.mkdtemp(dir=self.tmp)
         os.mkfifo(os.path.join(fifo, "rank-0.json"))
-        self.one_error("diagnose", fifo, needle="is not a regular file", timeout=30)
+        self.one_error("diagnose", fifo, needle="is a FIFO; give a regular file", timeout=30)
         folder = tempfile.mkdtemp(dir=self.tmp)
         os.makedirs(os.path.join(folder, "rank-0.json"))
-        self.one_error("diagnose", folder, needle="is not a regular file", timeout=30)
+        self.one_error("diagnose", folder, needle="is a directory; give a regular file", timeout=30)
 
     def hf_copy(self):
         folder = tempfile.mkdtemp(dir=self.tmp)
@@ -198,6 +198,21 @@ class HostileInputs(unittest.TestCase):
         write_safetensors(path, header, raw, start)
         self.one_error("eval", self.config, "--checkpoint", "hf:" + folder,
                        needle=f"tensor {name} holds NaN or infinite values")
+        # A tensor the model has no place for (a 3rd block of a 2-block model) is refused; a
+        # buffer GPT-2 files carry (attn.bias) is read past.
+        for extra, needle in (("transformer.h.2.attn.c_proj.bias", "has no place in this job's"),
+                              ("transformer.h.0.attn.bias", None)):
+            folder = self.hf_copy()
+            path = os.path.join(folder, "model.safetensors")
+            header, start, raw = safetensors(path)
+            end = max(v["data_offsets"][1] for k, v in header.items() if k != "__metadata__")
+            header[extra] = {"dtype": "F32", "shape": [2], "data_offsets": [end, end + 8]}
+            write_safetensors(path, header, raw[:start + end] + struct.pack("<2f", 0, 0), start)
+            if needle:
+                self.one_error("eval", self.config, "--checkpoint", "hf:" + folder, needle=needle)
+            else:
+                result = run("eval", self.config, "--checkpoint", "hf:" + folder)
+                self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         for key, value, needle in (("n_embd", "16", 'n_embd is "16", a string'),
                                    ("n_inner", 5, "n_inner = 5, but this job's 4 x model.n_embd "
                                                   "= 64")):
