@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -75,6 +76,35 @@ std::string MachineFacts::to_json() const {
   return j.dump(1) + "\n";
 }
 
+namespace {
+
+/// `v` (a figure of the calibration file named `what`), unless it is outside [lo, hi]: a
+/// measurement gives neither NaN nor infinity, nor a rate so small that a prediction divided by
+/// it overflows.
+double facts_number(double v, const std::string& what, double lo, double hi) {
+  VS_USER_CHECK(v >= lo && v <= hi, "{} is {}, outside the measurable [{}, {}]", what, v, lo, hi);
+  return v;
+}
+/// Seconds: up to a million.
+double facts_time(const nlohmann::json& j, const char* key, const std::string& where) {
+  return facts_number(j.at(key).get<double>(), where + key, 0, 1e6);
+}
+/// FLOPs, FLOP/s, bytes/s: at least one, at most 10^18.
+double facts_rate(const nlohmann::json& j, const char* key, const std::string& where) {
+  return facts_number(j.at(key).get<double>(), where + key, 1, 1e18);
+}
+
+/// A group size as the file's key names it: all digits, 2 or more.
+int64_t facts_group_size(const std::string& key, const std::string& where) {
+  int64_t size = 0;
+  const auto [end, err] = std::from_chars(key.data(), key.data() + key.size(), size);
+  VS_USER_CHECK(err == std::errc() && end == key.data() + key.size() && size >= 2,
+                "{}: group size '{}' is not a number of ranks of 2 or more", where, key);
+  return size;
+}
+
+}  // namespace
+
 MachineFacts MachineFacts::from_json(const std::string& text, const std::string& source) {
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
@@ -84,28 +114,41 @@ MachineFacts MachineFacts::from_json(const std::string& text, const std::string&
     f.nproc = j.at("nproc").get<int64_t>();
     f.host = j.at("host").get<std::string>();
     f.cores = j.at("cores").get<int64_t>();
+    VS_USER_CHECK(f.nproc >= 1 && f.cores >= 1, "nproc {} and cores {} must be 1 or more", f.nproc,
+                  f.cores);
     f.threads = j.value("threads", "");
-    for (const auto& g : j.at("compute").at("gemm"))
-      f.compute.gemm.emplace_back(g.at("flops").get<double>(), g.at("flops_per_s").get<double>());
-    f.compute.op_overhead_s = j.at("compute").at("op_overhead_s").get<double>();
-    f.compute.block_overhead_s = j.at("compute").at("block_overhead_s").get<double>();
-    f.compute.model_overhead_s = j.at("compute").at("model_overhead_s").get<double>();
-    f.compute.block_probe_s = j.at("compute").at("block_probe_s").get<double>();
-    f.compute.stream_bytes_per_s = j.at("compute").at("stream_bytes_per_s").get<double>();
+    const nlohmann::json& compute = j.at("compute");
+    for (const auto& g : compute.at("gemm")) {
+      f.compute.gemm.emplace_back(facts_rate(g, "flops", "compute.gemm."),
+                                  facts_rate(g, "flops_per_s", "compute.gemm."));
+      VS_USER_CHECK(
+          f.compute.gemm.size() < 2 || f.compute.gemm.back().first > f.compute.gemm.end()[-2].first,
+          "compute.gemm is not by increasing flops");
+    }
+    f.compute.op_overhead_s = facts_time(compute, "op_overhead_s", "compute.");
+    f.compute.block_overhead_s = facts_time(compute, "block_overhead_s", "compute.");
+    f.compute.model_overhead_s = facts_time(compute, "model_overhead_s", "compute.");
+    f.compute.block_probe_s = facts_time(compute, "block_probe_s", "compute.");
+    f.compute.stream_bytes_per_s = facts_rate(compute, "stream_bytes_per_s", "compute.");
     // One rank has no groups to measure: no "comm".
     const nlohmann::json comm = j.value("comm", nlohmann::json::object());
-    for (const auto& [op, sizes] : comm.items())
-      for (const auto& [size, fit] : sizes.items())
-        f.comm[op][std::stoll(size)] = {fit.at("alpha_s").get<double>(),
-                                        fit.at("bytes_per_s").get<double>()};
-    if (j.contains("tp_framework")) {
-      for (const auto& [plan, sizes] : j.at("tp_framework").items())
-        for (const auto& [size, t] : sizes.items())
-          f.tp_framework[plan][std::stoll(size)] = {t.at("block_s").get<double>(),
-                                                    t.at("model_s").get<double>()};
+    for (const auto& [op, sizes] : comm.items()) {
+      for (const auto& [size, fit] : sizes.items()) {
+        const std::string where = "comm." + op + "." + size + ".";
+        f.comm[op][facts_group_size(size, "comm." + op)] = {facts_time(fit, "alpha_s", where),
+                                                            facts_rate(fit, "bytes_per_s", where)};
+      }
     }
-    VS_USER_CHECK(!f.compute.gemm.empty() && f.compute.stream_bytes_per_s > 0,
-                  "no compute figures");
+    if (j.contains("tp_framework")) {
+      for (const auto& [plan, sizes] : j.at("tp_framework").items()) {
+        for (const auto& [size, t] : sizes.items()) {
+          const std::string where = "tp_framework." + plan + "." + size + ".";
+          f.tp_framework[plan][facts_group_size(size, "tp_framework." + plan)] = {
+              facts_time(t, "block_s", where), facts_time(t, "model_s", where)};
+        }
+      }
+    }
+    VS_USER_CHECK(!f.compute.gemm.empty(), "no compute figures");
     return f;
   } catch (const UserError& e) {
     throw UserError(

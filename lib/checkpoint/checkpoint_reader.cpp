@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <numeric>
+#include <set>
 #include <sstream>
 
 #include "checkpoint/checksums.h"
@@ -178,21 +179,28 @@ void CheckpointReader::check_listing(size_t f, int64_t listed) const {
 }
 
 void CheckpointReader::check_pieces_cover_shapes() const {
-  // Pieces overlap only as replicas, so a whole tensor holds at most as many elements as its
-  // pieces together: a global shape past that (damaged metadata, a missing rank file) is refused
-  // before a tensor of that shape is allocated.
+  // Pieces overlap only as replicas (the same box), so the distinct boxes of a tensor tile it: they
+  // hold exactly its elements. More is a piece moved onto another (a damaged offset: the read
+  // would mix two pieces' values); less, a missing rank file. Both are refused before a tensor
+  // of that shape is allocated. (That the tiles leave no gap is checked as each box is read.)
   for (const auto& [name, pieces] : pieces_) {
+    std::set<std::pair<std::vector<int64_t>, std::vector<int64_t>>> boxes;
     double held = 0;
-    for (const auto& p : pieces)
-      held += std::accumulate(p.sizes.begin(), p.sizes.end(), 1.0, std::multiplies<double>());
+    for (const auto& p : pieces) {
+      if (boxes.insert({p.offsets, p.sizes}).second)
+        held += std::accumulate(p.sizes.begin(), p.sizes.end(), 1.0, std::multiplies<double>());
+    }
     const auto& shape = shapes_.at(name);
     const double whole =
         std::accumulate(shape.begin(), shape.end(), 1.0, std::multiplies<double>());
-    VS_USER_CHECK(
-        whole <= held,
-        "[checkpoint] {}: tensor {} has global shape [{}] ({} elements) but its pieces in "
-        "{} hold only {}: a damaged file or a missing rank file",
-        path_, name, fmt::join(shape, ", "), whole, fmt::join(files(), ", "), held);
+    VS_USER_CHECK(whole <= held,
+                  "[checkpoint] {}: tensor {} has global shape [{}] ({} elements) but its pieces "
+                  "in {} hold only {}: a damaged file or a missing rank file",
+                  path_, name, fmt::join(shape, ", "), whole, fmt::join(files(), ", "), held);
+    VS_USER_CHECK(whole == held,
+                  "[checkpoint] {}: tensor {} of global shape [{}] ({} elements) has pieces in {} "
+                  "that hold {}: two pieces overlap where only replicas may (a damaged offset)",
+                  path_, name, fmt::join(shape, ", "), whole, fmt::join(files(), ", "), held);
   }
 }
 

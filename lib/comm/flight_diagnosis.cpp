@@ -116,6 +116,10 @@ Dump read_dump(const std::string& path, int file_rank) {
       VS_USER_CHECK(c.group >= 0 && c.group < static_cast<int>(d.groups.size()),
                     "[diagnose] {}: entry {} names group {}, but the dump has {} groups", path,
                     c.id, c.group, d.groups.size());
+      const auto members = d.groups[static_cast<size_t>(c.group)].ranks.size();
+      VS_USER_CHECK(!c.transfer || (c.peer >= 0 && static_cast<size_t>(c.peer) < members),
+                    "[diagnose] {}: transfer {} names peer {} of a group of {} ranks", path, c.id,
+                    c.peer, members);
       d.calls.push_back(std::move(c));
     }
   } catch (const json::exception& e) {

@@ -84,8 +84,13 @@ HFWeights::HFWeights(const std::string& path, const JobConfig& config)
     const nlohmann::json index = read_json(dir / "model.safetensors.index.json");
     VS_USER_CHECK(index.contains("weight_map") && index["weight_map"].is_object(),
                   "[hf] {}/model.safetensors.index.json has no weight_map", folder_);
-    for (const auto& [name, file] : index["weight_map"].items())
+    for (const auto& [name, file] : index["weight_map"].items()) {
+      VS_USER_CHECK(file.is_string(),
+                    "[hf] {}/model.safetensors.index.json: weight_map[\"{}\"] is {}, not a file "
+                    "name",
+                    folder_, name, file.type_name());
       where[name] = file.get<std::string>();
+    }
   } else {
     VS_USER_CHECK(std::filesystem::exists(dir / "model.safetensors"),
                   "[hf] {}: neither model.safetensors nor model.safetensors.index.json", folder_);

@@ -150,6 +150,7 @@ std::pair<TensorEntry, std::pair<int64_t, int64_t>> parse_entry(const std::strin
                                   [&](const auto& n) { return n.first == dtype; });
   if (known == dtype_names().end()) throw bad(fmt::format("unknown dtype '{}'", dtype));
   e.dtype = known->second;
+  if (!value["shape"].is_array()) throw bad("shape is not a list of dims");
   int64_t numel = 1;
   for (const auto& d : value["shape"]) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 40))
@@ -176,11 +177,23 @@ std::pair<TensorEntry, std::pair<int64_t, int64_t>> parse_entry(const std::strin
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  try {
+    open_and_check();
+  } catch (...) {  // no destructor runs for a constructor that throws
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
+}
+
+void SafetensorsFile::open_and_check() {
+  // O_NONBLOCK: a FIFO by that name opens at once (and is refused below) instead of waiting for
+  // a writer; it changes nothing for a regular file.
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   VS_USER_CHECK(fd_ >= 0, "[hf] cannot open {}: {}", path_, errno_text());
   struct stat st {};
-  VS_USER_CHECK(::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode), "[hf] {} is not a regular file",
-                path_);
+  VS_USER_CHECK(::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode),
+                "[hf] {} is not a regular file; give the folder's safetensors file", path_);
   const std::string text = read_header(path_, fd_, st.st_size, data_start_);
   nlohmann::json header;
   try {

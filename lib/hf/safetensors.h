@@ -72,6 +72,8 @@ class SafetensorsFile {
   at::Tensor read(const std::string& name) const;
 
  private:
+  /// Opens path_ and checks its header (the constructor closes fd_ if it throws).
+  void open_and_check();
   /// Throws unless the tensors' byte ranges are disjoint.
   void check_no_overlaps() const;
 

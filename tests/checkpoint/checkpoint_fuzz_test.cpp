@@ -190,7 +190,7 @@ Outcome edit_and_read(const fs::path& step, const fs::path& other_run_step, cons
 TEST(Fuzz, DamagedCheckpointsAreRefusedOrReadBackExactly) {
   const std::string root = testing::fresh_folder("vescale-ckpt-fuzz");
   testing::Mutator mutate(11);
-  const int per_format = 80;
+  const int per_format = 310;
   int total = 0;
   const auto start = std::chrono::steady_clock::now();
   std::map<std::string, fs::path> steps;
@@ -240,7 +240,7 @@ TEST(Fuzz, DamagedCheckpointsAreRefusedOrReadBackExactly) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("checkpoint fuzz: %d cases in %.1f s\n", total, seconds);
   fs::remove_all(root);
-  EXPECT_LT(seconds, 60);
+  EXPECT_LT(seconds, 150);
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ TEST(Fuzz, MutatedPlansAreErrorsOrResolve) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("vescale-plan-fuzz-{}", ::getpid());
   fs::create_directories(dir);
   testing::Mutator mutate(7);
-  const int cases = 300;
+  const int cases = 1200;
   int resolved = 0, refused = 0;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < cases; ++i) {

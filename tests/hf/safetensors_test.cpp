@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -35,6 +36,21 @@ std::string raw_file(const std::string& name, const std::string& header, const s
       claimed_length < 0 ? header.size() : static_cast<uint64_t>(claimed_length);
   out.write(reinterpret_cast<const char*>(&length), 8);
   out << header << data;
+  return path;
+}
+
+/// A FIFO by a safetensors file's name: opening it must not wait for a writer.
+std::string fifo_file() {
+  const std::string path = folder() + "/fifo.safetensors";
+  std::filesystem::remove(path);
+  EXPECT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  return path;
+}
+
+/// A folder by that name.
+std::string folder_file() {
+  const std::string path = folder() + "/folder.safetensors";
+  std::filesystem::create_directories(path);
   return path;
 }
 
@@ -120,6 +136,10 @@ TEST(Safetensors, DamagedFilesAreErrorsNamingFileAndTensor) {
        "overlap"},
       {raw_file("empty-header", "", ""), "the header is not JSON"},
       {tiny_file(), "3 bytes, too short for a safetensors file"},
+      {raw_file("shape-not-list", R"({"w":{"dtype":"F32","shape":4,"data_offsets":[0,16]}})", data),
+       "tensor w: shape is not a list of dims"},
+      {fifo_file(), "is not a regular file"},
+      {folder_file(), "is not a regular file"},
   };
   for (const Case& c : cases) {
     const std::string error = error_of(c.path);

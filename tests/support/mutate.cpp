@@ -75,6 +75,64 @@ const std::vector<std::string>& hostile_values() {
   return values;
 }
 
+const std::vector<std::string>& hostile_json_values() {
+  static const std::vector<std::string> values = {
+      "-1",
+      "0",
+      "1",
+      "2",
+      "0.5",
+      "-0.0",
+      "1e308",
+      "1e400",
+      "-1e400",
+      "1e-320",
+      "9223372036854775807",
+      "9223372036854775808",
+      "18446744073709551616",
+      "-9223372036854775809",
+      "2147483648",
+      "1000000000",
+      "65536",
+      "true",
+      "null",
+      "\"\"",
+      "\"x\"",
+      "\"" + std::string(5000, 'x') + "\"",
+      "{}",
+      "[]",
+      "[1, 2]",
+      "[-1]",
+      "[1e18]",
+      "[0, 9223372036854775807]",
+      "{\"a\": 1}",
+      "\"\\u0000\"",
+      std::string(20000, '[') + std::string(20000, ']')};
+  return values;
+}
+
+std::string Mutator::json(const std::string& text, const std::vector<std::string>& hostile) {
+  std::string out = text;
+  const size_t edits = 1 + below(3);
+  for (size_t i = 0; i < edits; ++i) {
+    if (below(2) == 0) {
+      out = one_edit(out, hostile);
+      continue;
+    }
+    std::vector<std::string> lines = split_lines(out);
+    std::vector<size_t> values;  // lines of a "key": value
+    for (size_t l = 0; l < lines.size(); ++l)
+      if (lines[l].find("\": ") != std::string::npos) values.push_back(l);
+    if (values.empty()) continue;
+    std::string& line = lines[values[below(values.size())]];
+    const bool comma = !line.empty() && line.back() == ',';
+    line =
+        line.substr(0, line.find("\": ") + 3) + hostile[below(hostile.size())] + (comma ? "," : "");
+    out = join_lines(lines);
+  }
+  return out;
+}
+
 std::string Mutator::text(const std::string& text, const std::vector<std::string>& hostile) {
   std::string out = text;
   const size_t edits = 1 + below(3);

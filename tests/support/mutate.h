@@ -20,6 +20,10 @@ class Mutator {
   /// `text` with one of its quoted strings (pairs of '"', no escapes) replaced by `value`: a key,
   /// a placement or a name changed while the syntax stays valid.
   std::string replace_quoted(const std::string& text, const std::string& value);
+  /// Pretty-printed JSON `text` (one value per line) with 1 to 3 edits: half of them a value
+  /// replaced by one of `hostile` with its line's comma kept (the syntax stays valid), the rest
+  /// as text() makes them.
+  std::string json(const std::string& text, const std::vector<std::string>& hostile);
   /// `bytes` with one byte in [begin, end) set to a different value; returns its offset.
   size_t flip_byte(std::string& bytes, size_t begin, size_t end);
 
@@ -34,5 +38,7 @@ class Mutator {
 /// Values that break parsers and ranges: NaN, infinities, huge and negative numbers, empty and
 /// very long strings, wrong types, bad placements.
 const std::vector<std::string>& hostile_values();
+/// The same for JSON: numbers past int64 and double, wrong types, deep nesting.
+const std::vector<std::string>& hostile_json_values();
 
 }  // namespace vescale::testing
