@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
 # Configures and builds vescale-train into build/ (or $BUILD_DIR), installing packages first if
 # any are missing. Extra arguments go to cmake's configure step.
+#
+# Environment:
+#   BUILD_DIR   the build folder (default build)
+#   BUILD_TYPE  CMake's build type (default RelWithDebInfo)
+#   JOBS        parallel compile jobs (default 2: a LibTorch translation unit needs ~1.5 GiB)
+#   TARGETS     what to build, e.g. "vescale-train" (default: everything, tests included)
+#   SETUP       the package set scripts/setup.sh installs: all (default) or run
+#   UNITY       ON or OFF: unity build of lib/ and app/ (NOTE [Unity build] in CMakeLists.txt).
+#               Default: ON for a new build folder; an existing one keeps what it was made with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh
+bash scripts/setup.sh "${SETUP:-all}"
 BUILD_DIR=${BUILD_DIR:-build}
-GENERATOR=()
-command -v ninja >/dev/null && GENERATOR=(-G Ninja)
-[ -f "$BUILD_DIR/CMakeCache.txt" ] && GENERATOR=()  # keep the generator it was made with
-cmake -S . -B "$BUILD_DIR" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" \
-  -DVESCALE_WERROR=ON "$@"
-# Two jobs: LibTorch translation units need ~1.5 GiB each and this machine has 2 cores.
-cmake --build "$BUILD_DIR" -j "${JOBS:-2}"
+CONFIGURE=(-DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" -DVESCALE_WERROR=ON)
+if [ -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  [ -z "${UNITY:-}" ] || CONFIGURE+=(-DCMAKE_UNITY_BUILD="$UNITY")
+else
+  CONFIGURE+=(-DCMAKE_UNITY_BUILD="${UNITY:-ON}")
+  command -v ninja >/dev/null && CONFIGURE+=(-G Ninja)  # an existing folder keeps its generator
+fi
+cmake -S . -B "$BUILD_DIR" "${CONFIGURE[@]}" "$@"
+TARGET_ARGS=()
+for t in ${TARGETS:-}; do TARGET_ARGS+=(--target "$t"); done
+cmake --build "$BUILD_DIR" -j "${JOBS:-2}" "${TARGET_ARGS[@]}"

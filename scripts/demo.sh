@@ -1,16 +1,39 @@
 #!/usr/bin/env bash
-# The quick-start job: installs what is missing, builds, prepares the fortunes corpus, trains the
+# The quick-start job: installs what is missing (the run set of scripts/setup.sh), builds only
+# vescale-train (a unity build, NOTE [Unity build]), prepares the fortunes corpus, trains the
 # character-level GPT of configs/gpt-tiny.toml on a local dp=2 x tp=2 mesh (a few minutes on 2
 # cores), and ends as nanoGPT's quick start does, with a few lines sampled from the trained model.
-# Extra arguments are config overrides, e.g. scripts/demo.sh --training.steps=200
+# Each phase is announced with the time since the start.
+#
+#   scripts/demo.sh                          # the whole demo
+#   scripts/demo.sh --training.steps=200     # extra arguments are config overrides
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/build.sh >/dev/null
-[ -f data/fortunes.txt ] || bash scripts/prepare_fortunes.sh
-BIN="${BUILD_DIR:-build}/vescale-train"
+start=$SECONDS
+phase() { printf '[demo %d:%02d] %s\n' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)) "$*"; }
+
+phase "installing missing packages (scripts/setup.sh run)"
+bash scripts/setup.sh run
+BUILD_DIR=${BUILD_DIR:-build}
+BIN="$BUILD_DIR/vescale-train"
+LOG="$BUILD_DIR/demo-build.log"
+mkdir -p "$BUILD_DIR"
+phase "building vescale-train (ninja counts the steps; the whole log: $LOG)"
+if ! SETUP=run TARGETS=vescale-train bash scripts/build.sh -DVESCALE_BUILD_TESTS=OFF \
+  -DVESCALE_BUILD_BENCH=OFF 2>&1 | tee "$LOG" | sed -un '/^\[[0-9]*\/[0-9]*\]/p'; then
+  tail -n 30 "$LOG" >&2
+  echo "[demo] the build failed; the whole log is $LOG" >&2
+  exit 1
+fi
+if [ ! -f data/fortunes.txt ]; then
+  phase "preparing the corpus"
+  bash scripts/prepare_fortunes.sh
+fi
+phase "training configs/gpt-tiny.toml"
 "$BIN" train configs/gpt-tiny.toml --checkpoint.overwrite=true "$@"
 echo
-echo "Sampled from the trained model (vescale-train generate, 1 process):"
+phase "sampling from the trained model (vescale-train generate, 1 process):"
 "$BIN" generate configs/gpt-tiny.toml --checkpoint latest "$@" --parallel.dp=1 --parallel.tp=1 \
   --max-new-tokens 400 --temperature 0.8 --top-k 40 --seed 1
+phase "done"

@@ -1,23 +1,38 @@
 #!/usr/bin/env bash
-# Installs every Debian package vescale-train needs to build, test and run.
-# Idempotent: installs only what is missing. Run as root (or with sudo available).
+# Installs the Debian packages vescale-train needs. Idempotent: installs only what is missing.
+# Run as root (or with sudo available).
+#   scripts/setup.sh        everything: build, run, test, plot
+#   scripts/setup.sh run    only what building and running vescale-train and the demo need
+#                           (scripts/demo.sh: about half the download, no test frameworks)
 set -euo pipefail
 
-PACKAGES=(
+RUN_PACKAGES=(
   # toolchain
-  build-essential cmake ninja-build ccache clang-format pkg-config
+  build-essential cmake ninja-build ccache pkg-config
   # LibTorch (CPU) and the Gloo headers its c10d needs
   libtorch-dev libgloo-dev
   # fast BLAS: Debian's reference BLAS makes matmuls ~30x slower
   libopenblas0-pthread
   # libraries
-  libcli11-dev libtomlplusplus-dev libhdf5-dev libspdlog-dev libfmt-dev
-  libgtest-dev libgmock-dev nlohmann-json3-dev
-  # test cross-checks and the demo corpus
-  python3 python3-torch python3-h5py python3-numpy fortunes
+  libcli11-dev libtomlplusplus-dev libhdf5-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  # the demo corpus
+  fortunes
+)
+TEST_PACKAGES=(
+  clang-format libgtest-dev libgmock-dev
+  # test cross-checks
+  python3 python3-torch python3-h5py python3-numpy
   # scripts/plot_metrics.py
   python3-matplotlib
 )
+case "${1:-all}" in
+  run) PACKAGES=("${RUN_PACKAGES[@]}") ;;
+  all) PACKAGES=("${RUN_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *)
+    echo "usage: scripts/setup.sh [run|all]" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/build.sh
+# Tests and benchmarks on, should the demo have made the build folder without them.
+bash scripts/build.sh -DVESCALE_BUILD_TESTS=ON -DVESCALE_BUILD_BENCH=ON
 cd "${BUILD_DIR:-build}"
 ctest -j "${JOBS:-2}" --output-on-failure --timeout 900 "$@"
