@@ -9,6 +9,7 @@
 
 #include "checkpoint/safe_files.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/version_guards.h"
 
 namespace vescale::h5 {
@@ -107,7 +108,11 @@ File File::create(const std::string& path) {
 
 File File::open(const std::string& path) {
   quiet_hdf5();
-  VS_USER_CHECK(std::filesystem::exists(path) && H5Fis_hdf5(path.c_str()) > 0,
+  VS_USER_CHECK(std::filesystem::exists(path),
+                "[checkpoint] {} is not a readable HDF5 file (missing, truncated or corrupted)",
+                path);
+  require_regular_file(path, "[checkpoint] file");  // a FIFO would block H5Fis_hdf5's open
+  VS_USER_CHECK(H5Fis_hdf5(path.c_str()) > 0,
                 "[checkpoint] {} is not a readable HDF5 file (missing, truncated or corrupted)",
                 path);
   Handle h(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);

@@ -6,7 +6,8 @@ trace path that is a folder; activation_checkpoint_every past the blocks; flight
 bench --calibrate) and a calibration from one size; diagnose on a huge rank, a FIFO, a folder, a
 dump of another rank, negative ranks and two runs' dumps; Hugging Face folders with integer or
 NaN weights, a tensor the model has no place for, a number given as a string and an n_inner of
-another model; a resume under another seed; local launches that cannot fit this machine, refused
+another model; checkpoint rank files that are FIFOs or folders; an immutable dump folder; a
+resume under another seed; local launches that cannot fit this machine, refused
 with one message; and a plan auto stopped while it calibrates, which leaves no process behind."""
 import json
 import os
@@ -233,6 +234,33 @@ class HostileInputs(unittest.TestCase):
         self.assertEqual(result.returncode, 2, result.stderr[-2000:])
         self.assertIn("training.seed = 7 in this job's config, but the checkpoint's run was "
                       "trained with training.seed = 0", result.stderr)
+
+    def test_checkpoint_files_that_are_not_files(self):
+        # A rank file replaced by a FIFO (an open would wait for a writer) or a folder.
+        for kind in ("fifo", "folder"):
+            step = os.path.join(tempfile.mkdtemp(dir=self.tmp), "step-000002")
+            shutil.copytree(self.step, step)
+            victim = sorted(f for f in os.listdir(step) if f.endswith(".h5"))[0]
+            os.remove(os.path.join(step, victim))
+            if kind == "fifo":
+                os.mkfifo(os.path.join(step, victim))
+            else:
+                os.mkdir(os.path.join(step, victim))
+            self.one_error("eval", self.config, "--checkpoint", step, timeout=60,
+                           needle=f"{victim}: is a")
+
+    def test_immutable_dump_folder(self):
+        # chattr +i: not even root may create files in it (where chattr works: root, ext4/xfs).
+        dump = tempfile.mkdtemp(dir=self.tmp)
+        if subprocess.run(["chattr", "+i", dump], capture_output=True).returncode != 0:
+            self.skipTest("chattr +i is not available here")
+        try:
+            self.one_error("train", self.config, f"--job.dump_folder={dump}",
+                           needle=f"{dump}/LOCK: Operation not permitted")
+            self.one_error("train", self.config, f"--job.dump_folder={dump}/run",
+                           needle=f"cannot create the folder {dump}/run: Operation not permitted")
+        finally:
+            subprocess.run(["chattr", "-i", dump])
 
     def test_plan_auto_stopped_leaves_no_process(self):
         dump = tempfile.mkdtemp(dir=self.tmp)
