@@ -56,13 +56,13 @@ std::vector<std::string> calibration_meshes(int64_t nproc) {
   return meshes;
 }
 
-/// The machine facts for `nproc` ranks: from the cache in the dump folder, or measured now by
 /// Where the calibration of `nproc` ranks is cached.
 fs::path calibration_cache(const JobConfig& base, int64_t nproc) {
   return fs::path(base.dump_folder) / "plan-auto" / fmt::format("calibration-{}-ranks.json", nproc);
 }
 
-/// `comm bench --calibrate` on real processes.
+/// The machine facts for `nproc` ranks: from the cache in the dump folder, or measured now by
+/// `comm bench --calibrate` on real processes (`again`: measured now in any case).
 MachineFacts calibrate(const JobConfig& base, int64_t nproc, bool again) {
   const fs::path cache = calibration_cache(base, nproc);
   const fs::path folder = cache.parent_path();

@@ -192,8 +192,8 @@ std::string flight_dump_file(const std::string& dump_folder, int rank) {
   return (fs::path(flight_folder(dump_folder)) / fmt::format("rank-{}.json", rank)).string();
 }
 
-std::vector<std::string> flight_dumps(const std::string& folder) {
-  std::vector<std::pair<int, std::string>> found;
+std::vector<FlightDumpFile> flight_dumps(const std::string& folder) {
+  std::vector<FlightDumpFile> found;
   std::error_code ec;
   if (!fs::is_directory(folder, ec)) return {};
   // Ranks of at most 9 digits (a larger one is no rank of a job; stoi could not hold it).
@@ -201,13 +201,11 @@ std::vector<std::string> flight_dumps(const std::string& folder) {
   for (const auto& entry : fs::directory_iterator(folder, ec)) {
     std::smatch m;
     const std::string file = entry.path().filename().string();
-    if (std::regex_match(file, m, name)) found.emplace_back(std::stoi(m[1]), entry.path().string());
+    if (std::regex_match(file, m, name)) found.push_back({std::stoi(m[1]), entry.path().string()});
   }
-  std::sort(found.begin(), found.end());
-  std::vector<std::string> paths;
-  for (auto& f : found)
-    paths.push_back(std::move(f.second));
-  return paths;
+  std::sort(found.begin(), found.end(),
+            [](const FlightDumpFile& a, const FlightDumpFile& b) { return a.rank < b.rank; });
+  return found;
 }
 
 namespace {
@@ -328,20 +326,16 @@ std::string diagnose_flight(const std::string& folder) {
   std::string dir = folder;
   if (flight_dumps(dir).empty() && !flight_dumps(flight_folder(folder)).empty())
     dir = flight_folder(folder);
-  const std::vector<std::string> paths = flight_dumps(dir);
-  static const std::regex file_name(R"(rank-(\d{1,9})\.json)");
-  VS_USER_CHECK(!paths.empty(),
+  const std::vector<FlightDumpFile> files = flight_dumps(dir);
+  VS_USER_CHECK(!files.empty(),
                 "[diagnose] no flight recorder dumps (rank-N.json) in {} or {}: a rank dumps "
                 "when a collective fails or times out, on SIGUSR1, when stuck after SIGTERM, or "
                 "after the step comm.flight_recorder_dump",
                 folder, flight_folder(folder));
   Dumps dumps;
   std::string run_id, run_path;
-  for (const std::string& path : paths) {
-    std::smatch m;
-    const std::string name = fs::path(path).filename().string();
-    VS_CHECK(std::regex_match(name, m, file_name), "[diagnose] {}: not a dump's name", path);
-    Dump d = read_dump(path, std::stoi(m[1]));
+  for (const auto& [file_rank, path] : files) {
+    Dump d = read_dump(path, file_rank);
     // Dumps of two runs (an old one left in the folder) are not one run's moment.
     if (!d.run_id.empty() && !run_id.empty() && d.run_id != run_id) {
       throw UserError(fmt::format(

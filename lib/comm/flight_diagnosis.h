@@ -25,7 +25,13 @@ std::string flight_dump_file(const std::string& dump_folder, int rank);
 /// Throws UserError when there is none, or a dump is not one.
 std::string diagnose_flight(const std::string& folder);
 
+/// A rank-N.json file of a flight folder: the rank its name says, and its path.
+struct FlightDumpFile {
+  int rank = -1;
+  std::string path;
+};
+
 /// The rank-N.json files of a flight folder, sorted by rank (none: empty).
-std::vector<std::string> flight_dumps(const std::string& folder);
+std::vector<FlightDumpFile> flight_dumps(const std::string& folder);
 
 }  // namespace vescale::comm

@@ -185,8 +185,8 @@ Supervision supervise(const LocalLaunchOptions& options, const std::vector<std::
   if (!s.flight_folder.empty()) {
     // This attempt's dumps only.
     std::error_code ec;
-    for (const std::string& dump : comm::flight_dumps(s.flight_folder))
-      std::filesystem::remove(dump, ec);
+    for (const comm::FlightDumpFile& dump : comm::flight_dumps(s.flight_folder))
+      std::filesystem::remove(dump.path, ec);
   }
   s.liveness.emplace(options.nproc, LivenessMonitor::Clock::now());
   s.workers = spawn_all(options, argv, rendezvous.store_file(), attempt);
