@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Records the float64 curves of five layouts, or compares them with a recording: what a refactor
+# Records the curves of five layouts, or compares them with a recording: what a refactor
 # that must change no number shows bitwise (issue [27] item 5). Each layout trains
 # configs/gpt-dp2-tp2.toml in float64 (dropout 0.1, seq 64, 6 steps, validation every 3) and keeps
 # every logged loss, val_loss and grad_norm exactly as metrics.jsonl holds them (17 digits).
@@ -7,7 +7,8 @@
 #   scripts/curves.sh record DIR     # with the binary before the change
 #   scripts/curves.sh compare DIR    # after it: exit 1 on any number that differs
 #
-# VESCALE_TRAIN names the binary (default build/vescale-train).
+# VESCALE_TRAIN names the binary (default build/vescale-train); DTYPE the training.dtype (default
+# float64; bfloat16 checks the mixed-precision path the same way).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-}
@@ -26,7 +27,7 @@ declare -A LAYOUTS=(
   [cp2xtp2]="--parallel.cp=2 --parallel.tp=2 --parallel.dp=1 --parallel.plan=gpt/megatron-sp"
   [zero3-dp2]="--parallel.dp=2 --parallel.tp=1 --parallel.plan= --parallel.zero=3"
 )
-COMMON=(--training.dtype=float64 --model.dropout=0.1 --training.seq_len=64 --model.block_size=64
+COMMON=(--training.dtype="${DTYPE:-float64}" --model.dropout=0.1 --training.seq_len=64 --model.block_size=64
   --training.steps=6 --eval.interval=3 --eval.windows=2 --metrics.log_interval=1
   --checkpoint.interval=0 --checkpoint.overwrite=true)
 

@@ -3,23 +3,18 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
-#include <map>
 #include <set>
-#include <thread>
 
-#include "autoplan/machine_facts.h"
-#include "checkpoint/safe_files.h"
+#include "autoplan/calibration.h"
 #include "commands/commands.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "core/thread_budget.h"
+#include "core/safe_files.h"
 #include "core/units.h"
 #include "mesh/device_mesh.h"
 
@@ -160,76 +155,15 @@ void print_table(const std::vector<Row>& rows, const std::string& header) {
   std::fflush(stdout);
 }
 
-/// plan auto's machine facts (NOTE [Plan auto]): every rank measures its compute at once, and
-/// the rows' times are fitted per collective and group size (the slowest dim of a size).
+/// plan auto's machine facts (NOTE [Plan auto]) from the rows and what every rank measures now,
+/// written by rank 0.
 void write_calibration(const std::string& path, const std::vector<Row>& rows,
                        const DeviceMesh& mesh, const comm::Group& world, const LaunchEnv& env) {
-  world.barrier();
-  const autoplan::ComputeFacts mine = autoplan::measure_compute();
-  // The framework's time under each tp plan on every group of size > 1, all groups of a dim at
-  // once as in training (the world as one more group when the mesh has several dims).
-  std::vector<DeviceMesh> tp_meshes;
-  for (const auto& name : mesh.dim_names())
-    if (mesh.size(name) > 1) tp_meshes.push_back(mesh[name]);
-  if (mesh.ndim() > 1) tp_meshes.emplace_back(world, MeshSpec{{world.size()}, {"tp"}});
-  const std::vector<std::string> plans = {"megatron-tp", "megatron-sp"};
-  std::vector<autoplan::FrameworkTime> framework;
-  for (const auto& tp_mesh : tp_meshes)
-    for (const auto& plan : plans)
-      framework.push_back(autoplan::measure_framework(tp_mesh, plan));
-  std::vector<double> numbers;
-  for (const auto& [flops, rate] : mine.gemm)
-    numbers.push_back(rate);
-  numbers.push_back(mine.op_overhead_s);
-  numbers.push_back(mine.stream_bytes_per_s);
-  numbers.push_back(mine.block_overhead_s);
-  numbers.push_back(mine.model_overhead_s);
-  numbers.push_back(mine.block_probe_s);
-  for (const auto& t : framework) {
-    numbers.push_back(t.block_s);
-    numbers.push_back(t.model_s);
-  }
-  at::Tensor all = at::tensor(numbers, at::kDouble).to(world.device());
-  world.all_reduce(all, comm::ReduceOp::kAvg);
-  all = all.cpu();
-  if (env.rank != 0) return;
-  autoplan::MachineFacts facts;
-  facts.nproc = env.world;
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  facts.host = host;
-  facts.cores = std::thread::hardware_concurrency();
-  const ThreadBudget budget = thread_budget_from_env(env.local_world);
-  facts.threads =
-      fmt::format("{} intra-op and {} BLAS thread(s) per rank", budget.intra_op, budget.blas);
-  for (size_t i = 0; i < mine.gemm.size(); ++i)
-    facts.compute.gemm.emplace_back(mine.gemm[i].first, all[i].item<double>());
-  facts.compute.op_overhead_s = all[mine.gemm.size()].item<double>();
-  facts.compute.stream_bytes_per_s = all[mine.gemm.size() + 1].item<double>();
-  facts.compute.block_overhead_s = all[mine.gemm.size() + 2].item<double>();
-  facts.compute.model_overhead_s = all[mine.gemm.size() + 3].item<double>();
-  facts.compute.block_probe_s = all[mine.gemm.size() + 4].item<double>();
-  // Per plan and tp degree, the slowest group of that size.
-  int64_t at = static_cast<int64_t>(mine.gemm.size()) + 5;
-  for (const auto& tp_mesh : tp_meshes) {
-    for (const auto& plan : plans) {
-      autoplan::FrameworkTime& t = facts.tp_framework[plan][tp_mesh.numel()];
-      t.block_s = std::max(t.block_s, all[at++].item<double>());
-      t.model_s = std::max(t.model_s, all[at++].item<double>());
-    }
-  }
-  std::map<std::pair<std::string, int>, std::map<int64_t, double>> slowest;
-  for (const auto& r : rows) {
-    double& t = slowest[{r.op, r.group_size}][r.bytes];
-    t = std::max(t, r.seconds);
-  }
-  for (const auto& [key, times] : slowest) {
-    std::vector<std::pair<double, double>> points;
-    for (const auto& [bytes, seconds] : times)
-      points.emplace_back(static_cast<double>(bytes), seconds);
-    facts.comm[key.first][key.second] = autoplan::fit_comm(points);
-  }
-  write_text_atomically(path, facts.to_json());
+  std::vector<autoplan::CommSample> samples;
+  for (const auto& r : rows)
+    samples.push_back({r.op, r.group_size, r.bytes, r.seconds});
+  const auto facts = autoplan::calibrate_machine(samples, mesh, world, env.local_world);
+  if (facts) write_text_atomically(path, facts->to_json());
 }
 
 int run_bench(const BenchOptions& options, const LaunchEnv& env) {

@@ -6,7 +6,9 @@
 
 #include "checkpoint/checkpoint_reader.h"
 #include "commands/commands.h"
+#include "core/dtype_names.h"
 #include "core/error.h"
+#include "core/suggest.h"
 #include "core/units.h"
 #include "hf/export.h"
 #include "train/metrics.h"
@@ -20,13 +22,10 @@ struct ExportCommandOptions {
 
 std::optional<at::ScalarType> parse_dtype(const std::string& name) {
   if (name.empty()) return std::nullopt;
-  if (name == "float32") return at::kFloat;
-  if (name == "bfloat16") return at::kBFloat16;
-  if (name == "float64") return at::kDouble;
-  throw UserError(fmt::format(
-      "export: --dtype {} is not one of float32, bfloat16, float64 (or leave it out: the "
-      "checkpoint's)",
-      name));
+  if (auto dtype = dtype_names().find(name)) return dtype;
+  throw UserError(
+      fmt::format("export: --dtype {} is not one of {} (or leave it out: the checkpoint's){}", name,
+                  dtype_names().choices(), did_you_mean(name, dtype_names().names())));
 }
 
 }  // namespace
@@ -44,7 +43,7 @@ void add_export_command(CLI::App& app, const Invocation&) {
   cmd->add_option("--format", options->format, "hf (Hugging Face safetensors)")
       ->capture_default_str();
   cmd->add_option("--dtype", options->dtype,
-                  "float32, bfloat16 or float64 (default: the checkpoint's)");
+                  dtype_names().choices() + " (default: the checkpoint's)");
   cmd->add_option("--max-shard-size", options->max_shard_size,
                   "Largest safetensors file (5GiB, 512M, ...); past it the weights are split into "
                   "model-0000k-of-0000n.safetensors with an index")

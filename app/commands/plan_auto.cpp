@@ -12,7 +12,7 @@
 #include "autoplan/cost_model.h"
 #include "autoplan/layout.h"
 #include "autoplan/machine_facts.h"
-#include "checkpoint/safe_files.h"
+#include "core/safe_files.h"
 #include "commands/commands.h"
 #include "config/job_config.h"
 #include "config/memory_estimate.h"

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "checkpoint/safe_files.h"
+#include "core/safe_files.h"
 #include "checkpoint/step_folders.h"
 #include "core/error.h"
 

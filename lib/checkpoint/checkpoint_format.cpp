@@ -24,23 +24,20 @@ int64_t count_datasets(const h5::File& file) {
 
 }  // namespace
 
+const EnumNames<CheckpointFormat>& checkpoint_format_names() {
+  static const EnumNames<CheckpointFormat> names("checkpoint.format",
+                                                 {{CheckpointFormat::kSharded, "sharded"},
+                                                  {CheckpointFormat::kDeduped, "deduped"},
+                                                  {CheckpointFormat::kMerged, "merged"}});
+  return names;
+}
+
 CheckpointFormat parse_checkpoint_format(const std::string& text) {
-  if (text == "sharded") return CheckpointFormat::kSharded;
-  if (text == "deduped") return CheckpointFormat::kDeduped;
-  if (text == "merged") return CheckpointFormat::kMerged;
-  throw UserError(fmt::format("checkpoint.format = \"{}\": use sharded, deduped or merged", text));
+  return checkpoint_format_names().parse(text);
 }
 
 const char* checkpoint_format_name(CheckpointFormat format) {
-  switch (format) {
-    case CheckpointFormat::kSharded:
-      return "sharded";
-    case CheckpointFormat::kDeduped:
-      return "deduped";
-    case CheckpointFormat::kMerged:
-      return "merged";
-  }
-  return "?";
+  return checkpoint_format_names().name(format);
 }
 
 namespace detail {
@@ -100,9 +97,9 @@ CheckpointMeta read_meta(const h5::File& file) {
   VS_USER_CHECK(m.world_size >= 1 && m.world_size <= kMaxWorldSize,
                 "[checkpoint] {}: /meta world_size is {}, outside [1, {}]", file.path(),
                 m.world_size, kMaxWorldSize);
-  VS_USER_CHECK(m.format == "sharded" || m.format == "deduped" || m.format == "merged",
-                "[checkpoint] {}: /meta format is '{}', not sharded, deduped or merged",
-                file.path(), m.format);
+  VS_USER_CHECK(checkpoint_format_names().find(m.format).has_value(),
+                "[checkpoint] {}: /meta format is '{}', not {}", file.path(), m.format,
+                checkpoint_format_names().choices());
   return m;
 }
 

@@ -11,10 +11,13 @@
 #include <vector>
 
 #include "checkpoint/h5.h"
+#include "core/enum_names.h"
 
 namespace vescale {
 
 enum class CheckpointFormat { kSharded, kDeduped, kMerged };
+/// CheckpointFormat <-> "sharded", "deduped", "merged".
+const EnumNames<CheckpointFormat>& checkpoint_format_names();
 CheckpointFormat parse_checkpoint_format(const std::string& text);
 const char* checkpoint_format_name(CheckpointFormat format);
 

@@ -4,7 +4,7 @@
 #include <system_error>
 
 #include "checkpoint/checkpoint_format.h"
-#include "checkpoint/safe_files.h"
+#include "core/safe_files.h"
 #include "core/error.h"
 
 namespace vescale {

@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "checkpoint/checkpoint_commit.h"
-#include "checkpoint/safe_files.h"
+#include "core/safe_files.h"
 #include "core/error.h"
 #include "dtensor/random.h"
 

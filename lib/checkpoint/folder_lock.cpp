@@ -11,7 +11,7 @@
 #include <cstring>
 #include <utility>
 
-#include "checkpoint/safe_files.h"
+#include "core/safe_files.h"
 #include "core/error.h"
 
 namespace vescale {

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "checkpoint/safe_files.h"
+#include "core/safe_files.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/version_guards.h"

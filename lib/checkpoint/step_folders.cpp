@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "checkpoint/safe_files.h"
+#include "core/safe_files.h"
 
 namespace vescale {
 namespace fs = std::filesystem;

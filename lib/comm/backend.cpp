@@ -3,23 +3,19 @@
 
 namespace vescale::comm {
 
+const EnumNames<Backend>& backend_names() {
+  static const EnumNames<Backend> names(
+      "[comm] backend",
+      {{Backend::kAuto, "auto"}, {Backend::kGloo, "gloo"}, {Backend::kNccl, "nccl"}});
+  return names;
+}
+
 const char* backend_name(Backend backend) {
-  switch (backend) {
-    case Backend::kAuto:
-      return "auto";
-    case Backend::kGloo:
-      return "gloo";
-    case Backend::kNccl:
-      return "nccl";
-  }
-  return "?";
+  return backend_names().name(backend);
 }
 
 Backend parse_backend(const std::string& text) {
-  if (text == "auto") return Backend::kAuto;
-  if (text == "gloo") return Backend::kGloo;
-  if (text == "nccl") return Backend::kNccl;
-  throw UserError(fmt::format("[comm] unknown backend '{}': use auto, gloo or nccl", text));
+  return backend_names().parse(text);
 }
 
 Backend resolve_backend(Backend requested, Device device) {

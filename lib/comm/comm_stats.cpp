@@ -2,26 +2,21 @@
 
 namespace vescale::comm {
 
+const EnumNames<CommKind>& comm_kind_names() {
+  static const EnumNames<CommKind> names("[comm] collective",
+                                         {{CommKind::kAllReduce, "all_reduce"},
+                                          {CommKind::kAllGather, "all_gather"},
+                                          {CommKind::kReduceScatter, "reduce_scatter"},
+                                          {CommKind::kAllToAll, "all_to_all"},
+                                          {CommKind::kBroadcast, "broadcast"},
+                                          {CommKind::kSend, "send"},
+                                          {CommKind::kRecv, "recv"},
+                                          {CommKind::kBarrier, "barrier"}});
+  return names;
+}
+
 const char* comm_kind_name(CommKind kind) {
-  switch (kind) {
-    case CommKind::kAllReduce:
-      return "all_reduce";
-    case CommKind::kAllGather:
-      return "all_gather";
-    case CommKind::kReduceScatter:
-      return "reduce_scatter";
-    case CommKind::kAllToAll:
-      return "all_to_all";
-    case CommKind::kBroadcast:
-      return "broadcast";
-    case CommKind::kSend:
-      return "send";
-    case CommKind::kRecv:
-      return "recv";
-    case CommKind::kBarrier:
-      return "barrier";
-  }
-  return "?";
+  return comm_kind_names().name(kind);
 }
 
 void CommStats::record(const std::string& label, CommKind kind, int64_t bytes) {

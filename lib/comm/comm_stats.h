@@ -21,6 +21,8 @@
 #include <string>
 #include <utility>
 
+#include "core/enum_names.h"
+
 namespace vescale::comm {
 
 enum class CommKind {
@@ -35,6 +37,7 @@ enum class CommKind {
 };
 
 /// "all_reduce", "all_gather", ...
+const EnumNames<CommKind>& comm_kind_names();
 const char* comm_kind_name(CommKind kind);
 
 struct CommCount {

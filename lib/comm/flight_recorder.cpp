@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "checkpoint/safe_files.h"
+#include "core/safe_files.h"
 
 namespace vescale::comm {
 namespace {
@@ -44,18 +44,17 @@ nlohmann::json entry_json(const FlightEntry& e) {
 
 }  // namespace
 
+const EnumNames<FlightState>& flight_state_names() {
+  static const EnumNames<FlightState> names("[flight] call state",
+                                            {{FlightState::kPosted, "posted"},
+                                             {FlightState::kWaiting, "waiting"},
+                                             {FlightState::kDone, "done"},
+                                             {FlightState::kFailed, "failed"}});
+  return names;
+}
+
 const char* flight_state_name(FlightState state) {
-  switch (state) {
-    case FlightState::kPosted:
-      return "posted";
-    case FlightState::kWaiting:
-      return "waiting";
-    case FlightState::kDone:
-      return "done";
-    case FlightState::kFailed:
-      return "failed";
-  }
-  return "?";
+  return flight_state_names().name(state);
 }
 
 FlightRecorder::FlightRecorder(int rank, size_t capacity)

@@ -32,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.h"
+
 namespace vescale::comm {
 
 /// Posted (in flight, not waited for yet), waiting (the rank is blocked in its wait), done, or
@@ -39,6 +41,7 @@ namespace vescale::comm {
 enum class FlightState { kPosted, kWaiting, kDone, kFailed };
 
 /// "posted", "waiting", "done", "failed".
+const EnumNames<FlightState>& flight_state_names();
 const char* flight_state_name(FlightState state);
 
 struct FlightEntry {

@@ -21,12 +21,14 @@
 #include "comm/reduce_op.h"
 #include "comm/store.h"
 #include "core/device.h"
+#include "core/enum_names.h"
 
 namespace vescale::comm {
 
 enum class Backend { kAuto, kGloo, kNccl };
 
-/// "gloo", "nccl", "auto".
+/// Backend <-> "auto", "gloo", "nccl".
+const EnumNames<Backend>& backend_names();
 const char* backend_name(Backend backend);
 /// Parses "auto", "gloo" or "nccl"; throws UserError otherwise.
 Backend parse_backend(const std::string& text);

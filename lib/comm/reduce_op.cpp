@@ -1,26 +1,22 @@
 #include "comm/reduce_op.h"
 
-#include "core/error.h"
+#include "core/enum_names.h"
 
 namespace vescale::comm {
 
+const EnumNames<ReduceOp>& reduce_op_names() {
+  static const EnumNames<ReduceOp> names(
+      "[comm] reduce op",
+      {{ReduceOp::kSum, "sum"}, {ReduceOp::kAvg, "avg"}, {ReduceOp::kMax, "max"}});
+  return names;
+}
+
 const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kAvg:
-      return "avg";
-    case ReduceOp::kMax:
-      return "max";
-  }
-  return "?";
+  return reduce_op_names().name(op);
 }
 
 ReduceOp parse_reduce_op(const std::string& text) {
-  if (text == "sum") return ReduceOp::kSum;
-  if (text == "avg") return ReduceOp::kAvg;
-  if (text == "max") return ReduceOp::kMax;
-  throw UserError(fmt::format("[comm] unknown reduce op '{}': use sum, avg or max", text));
+  return reduce_op_names().parse(text);
 }
 
 }  // namespace vescale::comm

@@ -3,11 +3,14 @@
 
 #include <string>
 
+#include "core/enum_names.h"
+
 namespace vescale::comm {
 
 enum class ReduceOp { kSum, kAvg, kMax };
 
-/// "sum", "avg", "max".
+/// ReduceOp <-> "sum", "avg", "max".
+const EnumNames<ReduceOp>& reduce_op_names();
 const char* reduce_op_name(ReduceOp op);
 
 /// Parses "sum", "avg" or "max"; throws UserError otherwise.

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "config/dtype_policy.h"
 #include "core/error.h"
 #include "core/units.h"
 
@@ -29,7 +30,7 @@ BlockActivations block_activations(const JobConfig& c, const ActivationShape& s,
 }
 
 double compute_element_bytes(const JobConfig& c) {
-  return c.dtype == "float64" ? 8.0 : c.dtype == "bfloat16" ? 2.0 : 4.0;
+  return static_cast<double>(c10::elementSize(dtype_policy(c).compute));
 }
 
 MemoryEstimate estimate_memory(const JobConfig& c) {
@@ -38,10 +39,11 @@ MemoryEstimate estimate_memory(const JobConfig& c) {
   m.parameters = c.family().parameter_count(spec);
   // Bytes per parameter: the value and its gradient in the compute dtype, float32 masters under
   // bf16, and the optimizer's states (AdamW 2, SGD 1) in the state dtype.
+  const DTypePolicy dtypes = dtype_policy(c);
   const double element = compute_element_bytes(c);
-  const double state_element = c.dtype == "float64" ? 8.0 : 4.0;
+  const auto state_element = static_cast<double>(c10::elementSize(dtypes.state));
   const double optimizer_states = c.optimizer == "sgd" ? 1.0 : 2.0;
-  const double masters = c.dtype == "bfloat16" ? 4.0 : 0.0;
+  const double masters = dtypes.mixed() ? state_element : 0.0;
   m.state_bytes = m.parameters * (2.0 * element + masters + optimizer_states * state_element);
   const auto ranks = static_cast<double>(c.world_size());
   const double rows = static_cast<double>(c.global_batch_size) /

@@ -6,10 +6,11 @@
 #include <filesystem>
 #include <map>
 
-#include "checkpoint/safe_files.h"
 #include "config/job_config.h"
 #include "core/clock.h"
+#include "core/dtype_names.h"
 #include "core/error.h"
+#include "core/safe_files.h"
 #include "family/hf_layout.h"
 #include "hf/safetensors.h"
 
@@ -34,18 +35,7 @@ std::vector<std::vector<size_t>> shards(const std::vector<TensorEntry>& entries,
 }
 
 std::string torch_dtype_name(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kFloat:
-      return "float32";
-    case at::kBFloat16:
-      return "bfloat16";
-    case at::kDouble:
-      return "float64";
-    case at::kHalf:
-      return "float16";
-    default:
-      return c10::toString(dtype);
-  }
+  return dtype_names().has(dtype) ? dtype_names().name(dtype) : c10::toString(dtype);
 }
 
 /// The recorded config of the checkpoint's run: which family, which sizes.

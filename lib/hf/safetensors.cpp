@@ -18,7 +18,7 @@
 #include <numeric>
 #include <utility>
 
-#include "checkpoint/safe_files.h"
+#include "core/safe_files.h"
 #include "core/error.h"
 #include "core/write_fully.h"
 

@@ -3,6 +3,7 @@
 #include <map>
 #include <vector>
 
+#include "config/dtype_policy.h"
 #include "core/logging.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
@@ -23,7 +24,7 @@ void setup_grad_sync(Job& job, bool mixed) {
   const auto bucket_bytes = static_cast<int64_t>(c.bucket_mb * (1 << 20));
   job.grad_sync = std::make_unique<GradSync>(
       params, model.mesh().replicas(), bucket_bytes, Zero::dp_grads(static_cast<int>(c.zero)),
-      mixed ? std::optional(state_dtype(c)) : std::nullopt, model.mesh().replica_sizes());
+      mixed ? std::optional(dtype_policy(c).reduce) : std::nullopt, model.mesh().replica_sizes());
   for (const TiedParameter& t : model.tied())
     job.grad_sync->add_sum(model.params()[t.index].second, t.holders);
   if (c.zero == 0) return;
@@ -156,7 +157,7 @@ Schedule& Job::schedule() {
 std::unique_ptr<Job> build_job(const JobConfig& c, const comm::Group& world) {
   auto job = std::make_unique<Job>();
   job->model = std::make_unique<ParallelModel>(c, world, JobPurpose::kTrain);
-  setup_grad_sync(*job, job_dtype(c) != state_dtype(c));
+  setup_grad_sync(*job, dtype_policy(c).mixed());
   setup_optimizer(*job);
   setup_train_step(*job);
   job->trace = std::make_unique<StepTrace>(world.flight());

@@ -1,5 +1,6 @@
 #include "train/model_factory.h"
 
+#include "config/dtype_policy.h"
 #include "core/error.h"
 #include "dmodule/parallelize.h"
 
@@ -10,12 +11,11 @@ std::shared_ptr<Module> build_model(const JobConfig& c) {
 }
 
 at::ScalarType job_dtype(const JobConfig& c) {
-  if (c.dtype == "bfloat16") return at::kBFloat16;
-  return c.dtype == "float64" ? at::kDouble : at::kFloat;
+  return dtype_policy(c).compute;
 }
 
 at::ScalarType state_dtype(const JobConfig& c) {
-  return c.dtype == "bfloat16" ? at::kFloat : job_dtype(c);
+  return dtype_policy(c).state;
 }
 
 namespace {

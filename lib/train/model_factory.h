@@ -15,10 +15,10 @@ namespace vescale {
 
 /// The model of the [model] section's family (a vocabulary is padded for parallel.tp).
 std::shared_ptr<Module> build_model(const JobConfig& config);
-/// training.dtype as the scalar type the model computes in (bfloat16: bf16).
+/// dtype_policy(config).compute: the scalar type the model computes in (bfloat16: bf16).
 at::ScalarType job_dtype(const JobConfig& config);
-/// The scalar type of the training state: parameters as initialised and saved, master weights,
-/// optimizer state and gradient reductions (bfloat16 runs: float32).
+/// dtype_policy(config).state: parameters as initialised and saved, master weights, optimizer
+/// state and gradient reductions (bfloat16 runs: float32).
 at::ScalarType state_dtype(const JobConfig& config);
 /// parallel.plan, or a replicate-everything plan when it is empty.
 Plan job_plan(const JobConfig& config);

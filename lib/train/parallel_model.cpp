@@ -2,6 +2,7 @@
 
 #include <c10/util/accumulate.h>
 
+#include "config/dtype_policy.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/host_parallel.h"
@@ -94,7 +95,7 @@ ParallelModel::ParallelModel(const JobConfig& c, const comm::Group& world, JobPu
   module_ = parallelize_module(task_->model(), mesh_.param_mesh(), job_plan(c),
                                init_options(c, mesh_.pp_rank(), pipeline));
   init_s_ = seconds_since(init_start);
-  if (job_dtype(c) != state_dtype(c)) {
+  if (dtype_policy(c).mixed()) {
     float32_init_ = to_compute_dtype(*module_, job_dtype(c));
     if (purpose == JobPurpose::kEvaluate) float32_init_.clear();
   }

@@ -14,7 +14,7 @@
 #include <regex>
 #include <set>
 
-#include "checkpoint/safe_files.h"
+#include "core/safe_files.h"
 #include "core/error.h"
 #include "core/logging.h"
 

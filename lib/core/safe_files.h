@@ -1,6 +1,7 @@
-// The file operations checkpoints are written with (NOTE [Checkpoint integrity]): temporaries
-// created exclusively, never through a symbolic link; modes at most 0644 / 0755 (less if the umask
-// says so); data and folders synced to disk before anything points at them.
+// The file operations checkpoints, flight dumps, exports and every other output are written with
+// (NOTE [Checkpoint integrity]): temporaries created exclusively, never through a symbolic link;
+// modes at most 0644 / 0755 (less if the umask says so); data and folders synced to disk before
+// anything points at them.
 #pragma once
 
 #include <filesystem>

@@ -1,4 +1,4 @@
-#include "checkpoint/safe_files.h"
+#include "core/safe_files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
