@@ -1,29 +1,29 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "parallel/pipeline/schedule.h"
 
 namespace vescale::pipeline {
 namespace {
 
-struct KindName {
-  ActionKind kind;
-  const char* text;
-};
-
-constexpr KindName kKindNames[] = {
-    {ActionKind::kForward, "F"},
-    {ActionKind::kBackward, "B"},
-    {ActionKind::kBackwardInput, "I"},
-    {ActionKind::kBackwardWeight, "W"},
-    {ActionKind::kSendActivation, "SEND_F"},
-    {ActionKind::kRecvActivation, "RECV_F"},
-    {ActionKind::kSendGrad, "SEND_B"},
-    {ActionKind::kRecvGrad, "RECV_B"},
-};
+/// The kinds by the names schedules are written with ("1F0", "2SEND_B3").
+const EnumNames<ActionKind>& action_kind_names() {
+  static const EnumNames<ActionKind> names("[pipeline] action kind",
+                                           {{ActionKind::kForward, "F"},
+                                            {ActionKind::kBackward, "B"},
+                                            {ActionKind::kBackwardInput, "I"},
+                                            {ActionKind::kBackwardWeight, "W"},
+                                            {ActionKind::kSendActivation, "SEND_F"},
+                                            {ActionKind::kRecvActivation, "RECV_F"},
+                                            {ActionKind::kSendGrad, "SEND_B"},
+                                            {ActionKind::kRecvGrad, "RECV_B"}});
+  return names;
+}
 
 }  // namespace
 
@@ -33,9 +33,7 @@ bool is_compute(ActionKind kind) {
 }
 
 std::string to_string(const Action& a) {
-  for (const auto& k : kKindNames)
-    if (k.kind == a.kind) return fmt::format("{}{}{}", a.stage, k.text, a.micro);
-  return "?";
+  return fmt::format("{}{}{}", a.stage, action_kind_names().name(a.kind), a.micro);
 }
 
 Action parse_action(const std::string& text) {
@@ -50,13 +48,13 @@ Action parse_action(const std::string& text) {
     return std::isdigit(static_cast<unsigned char>(c));
   });
   if (i > 0 && digits && i <= 6 && micro.size() <= 6) {
-    for (const auto& k : kKindNames)
-      if (kind == k.text) return {k.kind, std::stoi(text.substr(0, i)), std::stoi(micro)};
+    if (const auto k = action_kind_names().find(kind))
+      return {*k, std::stoi(text.substr(0, i)), std::stoi(micro)};
   }
   throw UserError(fmt::format(
-      "[pipeline] '{}' is not an action: STAGE KIND MICRO with KIND one of F, B, I, W, SEND_F, "
-      "RECV_F, SEND_B, RECV_B (e.g. 1F0, 0I1, 2SEND_B3)",
-      text));
+      "[pipeline] '{}' is not an action: STAGE KIND MICRO with KIND one of {} (e.g. 1F0, 0I1, "
+      "2SEND_B3)",
+      text, fmt::join(action_kind_names().names(), ", ")));
 }
 
 }  // namespace vescale::pipeline
