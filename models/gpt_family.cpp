@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "family/bound_keys.h"
 #include "family/hf_layout.h"
 #include "models/families.h"
 #include "models/gpt.h"
@@ -11,16 +12,26 @@
 namespace vescale::models {
 namespace {
 
+const std::vector<BoundKey<GPTConfig>>& gpt_keys() {
+  static const std::vector<BoundKey<GPTConfig>> keys = {
+      {{"vocab_size", int64_t{256}, "GPT vocabulary (text data: 256 bytes)", at_least(1)},
+       &GPTConfig::vocab_size},
+      {{"block_size", int64_t{64}, "GPT longest sequence (wpe rows)", at_least(1)},
+       &GPTConfig::block_size},
+      {{"n_layer", int64_t{2}, "GPT blocks", at_least(1)}, &GPTConfig::n_layer},
+      {{"n_head", int64_t{4}, "GPT attention heads", at_least(1)}, &GPTConfig::n_head},
+      {{"n_embd", int64_t{64}, "GPT hidden size", at_least(1)}, &GPTConfig::n_embd},
+      {{"dropout", 0.0, "GPT dropout probability", half_open(0, 1), KeyRole::kTraining},
+       &GPTConfig::dropout},
+      {{"vocab_multiple", int64_t{64}, "Vocabulary padded to a multiple of this x tp",
+        within(1, 1 << 20), KeyRole::kLayout},
+       &GPTConfig::vocab_multiple},
+  };
+  return keys;
+}
+
 GPTConfig gpt_config(const ModelSpec& spec) {
-  const ModelKeys& k = spec.keys;
-  GPTConfig g;
-  g.vocab_size = k.integer("vocab_size");
-  g.block_size = k.integer("block_size");
-  g.n_layer = k.integer("n_layer");
-  g.n_head = k.integer("n_head");
-  g.n_embd = k.integer("n_embd");
-  g.dropout = k.number("dropout");
-  g.vocab_multiple = k.integer("vocab_multiple");
+  GPTConfig g = read_keys(gpt_keys(), spec.keys);
   g.fused_projections = spec.fused_projections;
   return g;
 }
@@ -29,24 +40,13 @@ class GPTFamily : public ModelFamily {
  public:
   std::string name() const override { return "gpt"; }
 
-  std::vector<FamilyKey> keys() const override {
-    return {
-        {"vocab_size", int64_t{256}, "GPT vocabulary (text data: 256 bytes)", at_least(1)},
-        {"block_size", int64_t{64}, "GPT longest sequence (wpe rows)", at_least(1)},
-        {"n_layer", int64_t{2}, "GPT blocks", at_least(1)},
-        {"n_head", int64_t{4}, "GPT attention heads", at_least(1)},
-        {"n_embd", int64_t{64}, "GPT hidden size", at_least(1)},
-        {"dropout", 0.0, "GPT dropout probability", half_open(0, 1), KeyRole::kTraining},
-        {"vocab_multiple", int64_t{64}, "Vocabulary padded to a multiple of this x tp",
-         within(1, 1 << 20), KeyRole::kLayout},
-    };
-  }
+  std::vector<FamilyKey> keys() const override { return declared_keys(gpt_keys()); }
 
   Objective objective() const override { return Objective::kNextToken; }
   int64_t activation_dims() const override { return 3; }
 
   void check(const ModelSpec& spec) const override {
-    const int64_t block_size = spec.keys.integer("block_size");
+    const int64_t block_size = gpt_config(spec).block_size;
     VS_USER_CHECK(spec.seq_len <= block_size,
                   "config {}: training.seq_len = {} is longer than model.block_size = {}",
                   spec.source, spec.seq_len, block_size);
@@ -95,16 +95,14 @@ class GPTFamily : public ModelFamily {
 
   double output_elements_per_sample(const ModelSpec& spec) const override {
     return static_cast<double>(spec.seq_len) *
-           (spec.keys.number("vocab_size") / static_cast<double>(spec.tp));
+           (static_cast<double>(gpt_config(spec).vocab_size) / static_cast<double>(spec.tp));
   }
 
   std::vector<std::string> size_keys() const override {
     return {"n_layer", "n_embd", "vocab_size", "block_size"};
   }
 
-  int64_t vocab_size(const ModelSpec& spec) const override {
-    return spec.keys.integer("vocab_size");
-  }
+  int64_t vocab_size(const ModelSpec& spec) const override { return gpt_config(spec).vocab_size; }
 
   std::optional<HFLayout> hf_layout(const ModelSpec& spec) const override {
     const GPTConfig g = gpt_config(spec);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "family/bound_keys.h"
 #include "family/hf_layout.h"
 #include "models/families.h"
 #include "models/llama.h"
@@ -11,20 +12,33 @@
 namespace vescale::models {
 namespace {
 
+const std::vector<BoundKey<LlamaConfig>>& llama_keys() {
+  static const std::vector<BoundKey<LlamaConfig>> keys = {
+      {{"vocab_size", int64_t{256}, "Llama vocabulary", at_least(1)}, &LlamaConfig::vocab_size},
+      {{"block_size", int64_t{64}, "Llama longest sequence (max_position_embeddings)", at_least(1)},
+       &LlamaConfig::block_size},
+      {{"n_layer", int64_t{2}, "Llama decoder layers", at_least(1)}, &LlamaConfig::n_layer},
+      {{"n_head", int64_t{4}, "Llama query heads", at_least(1)}, &LlamaConfig::n_head},
+      {{"n_kv_head", int64_t{4}, "Llama key/value heads (grouped-query attention; divides n_head)",
+        at_least(1)},
+       &LlamaConfig::n_kv_head},
+      {{"n_embd", int64_t{64}, "Llama hidden size (n_head x an even head size)", at_least(2)},
+       &LlamaConfig::n_embd},
+      {{"intermediate_size", int64_t{172}, "Llama SwiGLU MLP inner size", at_least(1)},
+       &LlamaConfig::intermediate_size},
+      {{"rope_theta", 10000.0, "Llama rotary embedding base", above(0)}, &LlamaConfig::rope_theta},
+      {{"rms_norm_eps", 1e-5, "Llama RMSNorm epsilon", above(0)}, &LlamaConfig::rms_norm_eps},
+      {{"tie_embeddings", false, "Llama lm_head shares model.embed_tokens.weight"},
+       &LlamaConfig::tie_embeddings},
+      {{"vocab_multiple", int64_t{64}, "Vocabulary padded to a multiple of this x tp",
+        within(1, 1 << 20), KeyRole::kLayout},
+       &LlamaConfig::vocab_multiple},
+  };
+  return keys;
+}
+
 LlamaConfig llama_config(const ModelSpec& spec) {
-  const ModelKeys& k = spec.keys;
-  LlamaConfig l;
-  l.vocab_size = k.integer("vocab_size");
-  l.block_size = k.integer("block_size");
-  l.n_layer = k.integer("n_layer");
-  l.n_head = k.integer("n_head");
-  l.n_kv_head = k.integer("n_kv_head");
-  l.n_embd = k.integer("n_embd");
-  l.intermediate_size = k.integer("intermediate_size");
-  l.rope_theta = k.number("rope_theta");
-  l.rms_norm_eps = k.number("rms_norm_eps");
-  l.tie_embeddings = k.boolean("tie_embeddings");
-  l.vocab_multiple = k.integer("vocab_multiple");
+  LlamaConfig l = read_keys(llama_keys(), spec.keys);
   l.fused_projections = spec.fused_projections;
   return l;
 }
@@ -42,24 +56,7 @@ class LlamaFamily : public ModelFamily {
  public:
   std::string name() const override { return "llama"; }
 
-  std::vector<FamilyKey> keys() const override {
-    return {
-        {"vocab_size", int64_t{256}, "Llama vocabulary", at_least(1)},
-        {"block_size", int64_t{64}, "Llama longest sequence (max_position_embeddings)",
-         at_least(1)},
-        {"n_layer", int64_t{2}, "Llama decoder layers", at_least(1)},
-        {"n_head", int64_t{4}, "Llama query heads", at_least(1)},
-        {"n_kv_head", int64_t{4}, "Llama key/value heads (grouped-query attention; divides n_head)",
-         at_least(1)},
-        {"n_embd", int64_t{64}, "Llama hidden size (n_head x an even head size)", at_least(2)},
-        {"intermediate_size", int64_t{172}, "Llama SwiGLU MLP inner size", at_least(1)},
-        {"rope_theta", 10000.0, "Llama rotary embedding base", above(0)},
-        {"rms_norm_eps", 1e-5, "Llama RMSNorm epsilon", above(0)},
-        {"tie_embeddings", false, "Llama lm_head shares model.embed_tokens.weight"},
-        {"vocab_multiple", int64_t{64}, "Vocabulary padded to a multiple of this x tp",
-         within(1, 1 << 20), KeyRole::kLayout},
-    };
-  }
+  std::vector<FamilyKey> keys() const override { return declared_keys(llama_keys()); }
 
   Objective objective() const override { return Objective::kNextToken; }
   int64_t activation_dims() const override { return 3; }
@@ -116,16 +113,14 @@ class LlamaFamily : public ModelFamily {
 
   double output_elements_per_sample(const ModelSpec& spec) const override {
     return static_cast<double>(spec.seq_len) *
-           (spec.keys.number("vocab_size") / static_cast<double>(spec.tp));
+           (static_cast<double>(llama_config(spec).vocab_size) / static_cast<double>(spec.tp));
   }
 
   std::vector<std::string> size_keys() const override {
     return {"n_layer", "n_embd", "intermediate_size", "vocab_size", "block_size"};
   }
 
-  int64_t vocab_size(const ModelSpec& spec) const override {
-    return spec.keys.integer("vocab_size");
-  }
+  int64_t vocab_size(const ModelSpec& spec) const override { return llama_config(spec).vocab_size; }
 
   std::optional<HFLayout> hf_layout(const ModelSpec& spec) const override {
     const LlamaConfig l = llama_config(spec);

@@ -1,32 +1,39 @@
 // The mlp family: its [model] keys, and what the rest of the program asks of the MLP.
 #include <algorithm>
 
+#include "family/bound_keys.h"
 #include "models/families.h"
 #include "models/mlp.h"
 
 namespace vescale::models {
 namespace {
 
+const std::vector<BoundKey<MLPConfig>>& mlp_keys() {
+  static const std::vector<BoundKey<MLPConfig>> keys = {
+      {{"d_in", int64_t{64}, "MLP input size", at_least(1)}, &MLPConfig::d_in},
+      {{"d_hidden", int64_t{256}, "MLP hidden size", at_least(1)}, &MLPConfig::d_hidden},
+      {{"d_out", int64_t{64}, "MLP output size", at_least(1)}, &MLPConfig::d_out},
+      {{"n_layers", int64_t{2}, "MLP linear layers (2: fc1, fc2)", at_least(1)},
+       &MLPConfig::n_layers},
+  };
+  return keys;
+}
+
+MLPConfig mlp_config(const ModelSpec& spec) {
+  return read_keys(mlp_keys(), spec.keys);
+}
+
 class MLPFamily : public ModelFamily {
  public:
   std::string name() const override { return "mlp"; }
 
-  std::vector<FamilyKey> keys() const override {
-    return {
-        {"d_in", int64_t{64}, "MLP input size", at_least(1)},
-        {"d_hidden", int64_t{256}, "MLP hidden size", at_least(1)},
-        {"d_out", int64_t{64}, "MLP output size", at_least(1)},
-        {"n_layers", int64_t{2}, "MLP linear layers (2: fc1, fc2)", at_least(1)},
-    };
-  }
+  std::vector<FamilyKey> keys() const override { return declared_keys(mlp_keys()); }
 
   Objective objective() const override { return Objective::kRegression; }
   int64_t activation_dims() const override { return 2; }
 
   std::shared_ptr<Module> build(const ModelSpec& spec) const override {
-    const ModelKeys& k = spec.keys;
-    return std::make_shared<MLP>(MLPConfig{k.integer("d_in"), k.integer("d_hidden"),
-                                           k.integer("d_out"), k.integer("n_layers")});
+    return std::make_shared<MLP>(mlp_config(spec));
   }
 
   std::vector<Layer> layers(const ModelSpec&, Module& model) const override {
@@ -37,14 +44,15 @@ class MLPFamily : public ModelFamily {
   }
 
   double parameter_count(const ModelSpec& spec) const override {
-    const ModelKeys& k = spec.keys;
-    const double in = k.number("d_in"), h = k.number("d_hidden"), out = k.number("d_out");
-    const double middle = std::max(0.0, k.number("n_layers") - 2.0);
+    const MLPConfig m = mlp_config(spec);
+    const auto in = static_cast<double>(m.d_in), h = static_cast<double>(m.d_hidden),
+               out = static_cast<double>(m.d_out);
+    const double middle = std::max(0.0, static_cast<double>(m.n_layers) - 2.0);
     return in * h + h + middle * (h * h + h) + h * out + out;
   }
 
   double output_elements_per_sample(const ModelSpec& spec) const override {
-    return spec.keys.number("d_out");
+    return static_cast<double>(mlp_config(spec).d_out);
   }
 
   std::vector<std::string> size_keys() const override {
@@ -52,7 +60,8 @@ class MLPFamily : public ModelFamily {
   }
 
   std::pair<int64_t, int64_t> features(const ModelSpec& spec) const override {
-    return {spec.keys.integer("d_in"), spec.keys.integer("d_out")};
+    const MLPConfig m = mlp_config(spec);
+    return {m.d_in, m.d_out};
   }
 };
 
