@@ -93,25 +93,19 @@ std::string context_parallel_line(const JobConfig& config) {
       config.activation_checkpoint == "full" ? ", and the reruns of full recompute" : "");
 }
 
-}  // namespace
-
-void add_plan_command(CLI::App& app, const Invocation&) {
-  auto options = std::make_shared<PlanOptions>();
-  CLI::App* plan = app.add_subcommand(
-      "plan",
-      "The sharding plan zoo: list plans, show one, lint a job's plan; a job's pipeline schedule");
-  plan->require_subcommand(1);
-
-  plan->add_subcommand("list", "List the zoo plans with their descriptions")->callback([] {
+void add_plan_list(CLI::App& plan) {
+  plan.add_subcommand("list", "List the zoo plans with their descriptions")->callback([] {
     for (const auto& name : plan_zoo_names()) {
       print(fmt::format("{:<22} {}\n", name, Plan::load(name).description));
     }
     print(fmt::format("(zoo folder: {})\n", plan_zoo_dir()));
   });
+}
 
-  CLI::App* show = plan->add_subcommand("show",
-                                        "Print a plan's rules; with --tp N, what it does to its "
-                                        "model's parameters on rank 0 of tp=N");
+void add_plan_show(CLI::App& plan, const std::shared_ptr<PlanOptions>& options) {
+  CLI::App* show = plan.add_subcommand("show",
+                                       "Print a plan's rules; with --tp N, what it does to its "
+                                       "model's parameters on rank 0 of tp=N");
   show->add_option("name", options->name, "Zoo name (gpt/megatron-sp) or plan file")->required();
   show->add_option("--tp", options->tp, "Tensor-parallel degree to resolve the plan on")
       ->check(CLI::Range(1, 4096));
@@ -139,10 +133,12 @@ void add_plan_command(CLI::App& app, const Invocation&) {
       print("\n" + resolved_table(config, p));
     }
   });
+}
 
-  CLI::App* lint = plan->add_subcommand("lint",
-                                        "Check a job config's plan against its model and mesh "
-                                        "before any compute: errors and warnings");
+void add_plan_lint(CLI::App& plan, const std::shared_ptr<PlanOptions>& options) {
+  CLI::App* lint = plan.add_subcommand("lint",
+                                       "Check a job config's plan against its model and mesh "
+                                       "before any compute: errors and warnings");
   lint->add_option("config", options->config, "Job config (TOML)")->required();
   lint->allow_extras();
   lint->callback([options, lint] {
@@ -167,8 +163,10 @@ void add_plan_command(CLI::App& app, const Invocation&) {
                       fmt::format("tp={}", config.tp),
                       config.plan.empty() ? "(replicate)" : config.plan, warnings.size()));
   });
+}
 
-  CLI::App* schedule = plan->add_subcommand(
+void add_plan_schedule(CLI::App& plan, const std::shared_ptr<PlanOptions>& options) {
+  CLI::App* schedule = plan.add_subcommand(
       "schedule",
       "Show a job's pipeline: the stage split (parallel.pp_split), the per-rank timeline of "
       "parallel.pp_schedule over parallel.microbatches micro-batches, and its bubble");
@@ -178,7 +176,20 @@ void add_plan_command(CLI::App& app, const Invocation&) {
     print(schedule_report(
         JobConfig::load(options->config, collect_overrides(schedule->remaining()))));
   });
+}
 
+}  // namespace
+
+void add_plan_command(CLI::App& app, const Invocation&) {
+  auto options = std::make_shared<PlanOptions>();
+  CLI::App* plan = app.add_subcommand(
+      "plan",
+      "The sharding plan zoo: list plans, show one, lint a job's plan; a job's pipeline schedule");
+  plan->require_subcommand(1);
+  add_plan_list(*plan);
+  add_plan_show(*plan, options);
+  add_plan_lint(*plan, options);
+  add_plan_schedule(*plan, options);
   add_plan_auto_command(*plan);
 }
 

@@ -320,23 +320,13 @@ std::vector<std::string> likely_causes(const Dumps& dumps, const std::set<int>& 
   return causes;
 }
 
-}  // namespace
-
-std::string diagnose_flight(const std::string& folder) {
-  std::string dir = folder;
-  if (flight_dumps(dir).empty() && !flight_dumps(flight_folder(folder)).empty())
-    dir = flight_folder(folder);
-  const std::vector<FlightDumpFile> files = flight_dumps(dir);
-  VS_USER_CHECK(!files.empty(),
-                "[diagnose] no flight recorder dumps (rank-N.json) in {} or {}: a rank dumps "
-                "when a collective fails or times out, on SIGUSR1, when stuck after SIGTERM, or "
-                "after the step comm.flight_recorder_dump",
-                folder, flight_folder(folder));
+/// Every dump of `files`, one run's: dumps of two runs (an old one left in the folder) are not
+/// one run's moment.
+Dumps read_run_dumps(const std::vector<FlightDumpFile>& files) {
   Dumps dumps;
   std::string run_id, run_path;
   for (const auto& [file_rank, path] : files) {
     Dump d = read_dump(path, file_rank);
-    // Dumps of two runs (an old one left in the folder) are not one run's moment.
     if (!d.run_id.empty() && !run_id.empty() && d.run_id != run_id) {
       throw UserError(fmt::format(
           "[diagnose] {} is of run {} and {} of run {}: the folder holds dumps of two runs; "
@@ -349,12 +339,14 @@ std::string diagnose_flight(const std::string& folder) {
     }
     dumps[d.rank] = std::move(d);
   }
+  return dumps;
+}
 
-  // Every group any rank knows, by key; two of one label and members are named with their keys.
-  // The ranks the dumps know of: their own and their groups' members (never 0..max, which a
-  // rank number of 10^9 would make a billion).
+/// Every group any rank knows, by key; two of one label and members are named with their keys
+/// (in `dumps` too). `known` gets the ranks the dumps know of: their own and their groups'
+/// members (never 0..max, which a rank number of 10^9 would make a billion).
+std::map<std::string, GroupState> known_groups(Dumps& dumps, std::set<int>& known) {
   std::map<std::string, GroupState> groups;
-  std::set<int> known;
   for (const auto& [rank, d] : dumps) {
     known.insert(rank);
     for (const GroupState& g : d.groups) {
@@ -370,35 +362,59 @@ std::string diagnose_flight(const std::string& folder) {
   for (auto& [rank, d] : dumps)
     for (GroupState& g : d.groups)
       g.name = groups.at(g.key).name;
+  return groups;
+}
+
+/// One group's standing: a line where its members diverged, are stuck or left no dump (ranks
+/// behind added to `behind`), else its place in `in_step`.
+void group_standing(const Dumps& dumps, const GroupState& group, std::vector<GroupLine>& lines,
+                    std::set<int>& behind, std::vector<std::string>& in_step) {
+  // Each member's count of collectives posted on this group.
+  std::map<int, uint64_t> reached;
+  uint64_t most = 0, least = UINT64_MAX;
+  for (int r : group.ranks) {
+    auto it = dumps.find(r);
+    const int g = it == dumps.end() ? -1 : it->second.group_index(group.key);
+    if (g < 0) {
+      lines.push_back({1, fmt::format("{}: rank {} wrote no dump", group_name(group), r)});
+      continue;
+    }
+    const uint64_t n = it->second.groups[static_cast<size_t>(g)].collectives;
+    reached[r] = n;
+    most = std::max(most, n);
+    least = std::min(least, n);
+  }
+  if (reached.empty()) return;
+  if (most != least) {
+    lines.push_back(diverged_line(dumps, group, reached, least, behind));
+  } else if (auto line = stuck_line(dumps, group, reached, most)) {
+    lines.push_back(*line);
+  } else {
+    in_step.push_back(fmt::format("{} at #{}", group_name(group), most));
+  }
+}
+
+}  // namespace
+
+std::string diagnose_flight(const std::string& folder) {
+  std::string dir = folder;
+  if (flight_dumps(dir).empty() && !flight_dumps(flight_folder(folder)).empty())
+    dir = flight_folder(folder);
+  const std::vector<FlightDumpFile> files = flight_dumps(dir);
+  VS_USER_CHECK(!files.empty(),
+                "[diagnose] no flight recorder dumps (rank-N.json) in {} or {}: a rank dumps "
+                "when a collective fails or times out, on SIGUSR1, when stuck after SIGTERM, or "
+                "after the step comm.flight_recorder_dump",
+                folder, flight_folder(folder));
+  Dumps dumps = read_run_dumps(files);
+  std::set<int> known;
+  const std::map<std::string, GroupState> groups = known_groups(dumps, known);
 
   std::vector<GroupLine> group_lines;
   std::set<int> behind;
   std::vector<std::string> in_step;
-  for (const auto& [key, group] : groups) {
-    // Each member's count of collectives posted on this group.
-    std::map<int, uint64_t> reached;
-    uint64_t most = 0, least = UINT64_MAX;
-    for (int r : group.ranks) {
-      auto it = dumps.find(r);
-      const int g = it == dumps.end() ? -1 : it->second.group_index(group.key);
-      if (g < 0) {
-        group_lines.push_back({1, fmt::format("{}: rank {} wrote no dump", group_name(group), r)});
-        continue;
-      }
-      const uint64_t n = it->second.groups[static_cast<size_t>(g)].collectives;
-      reached[r] = n;
-      most = std::max(most, n);
-      least = std::min(least, n);
-    }
-    if (reached.empty()) continue;
-    if (most != least) {
-      group_lines.push_back(diverged_line(dumps, group, reached, least, behind));
-    } else if (auto line = stuck_line(dumps, group, reached, most)) {
-      group_lines.push_back(*line);
-    } else {
-      in_step.push_back(fmt::format("{} at #{}", group_name(group), most));
-    }
-  }
+  for (const auto& [key, group] : groups)
+    group_standing(dumps, group, group_lines, behind, in_step);
   std::stable_sort(group_lines.begin(), group_lines.end(),
                    [](const GroupLine& a, const GroupLine& b) { return a.priority < b.priority; });
 
