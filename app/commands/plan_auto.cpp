@@ -12,12 +12,12 @@
 #include "autoplan/cost_model.h"
 #include "autoplan/layout.h"
 #include "autoplan/machine_facts.h"
-#include "core/safe_files.h"
 #include "commands/commands.h"
 #include "config/job_config.h"
 #include "config/memory_estimate.h"
 #include "core/error.h"
 #include "core/input_file.h"
+#include "core/safe_files.h"
 #include "core/units.h"
 
 namespace vescale::app {

@@ -4,9 +4,9 @@
 
 #include <vector>
 
-#include "core/safe_files.h"
 #include "checkpoint/step_folders.h"
 #include "core/error.h"
+#include "core/safe_files.h"
 
 namespace vescale::detail {
 namespace fs = std::filesystem;

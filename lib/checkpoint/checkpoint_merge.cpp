@@ -4,8 +4,8 @@
 #include <system_error>
 
 #include "checkpoint/checkpoint_format.h"
-#include "core/safe_files.h"
 #include "core/error.h"
+#include "core/safe_files.h"
 
 namespace vescale {
 namespace fs = std::filesystem;

@@ -10,8 +10,8 @@
 #include <optional>
 
 #include "checkpoint/checkpoint_commit.h"
-#include "core/safe_files.h"
 #include "core/error.h"
+#include "core/safe_files.h"
 #include "dtensor/random.h"
 
 namespace vescale {

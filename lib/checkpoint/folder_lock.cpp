@@ -11,8 +11,8 @@
 #include <cstring>
 #include <utility>
 
-#include "core/safe_files.h"
 #include "core/error.h"
+#include "core/safe_files.h"
 
 namespace vescale {
 

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <mutex>
 
-#include "core/safe_files.h"
 #include "core/error.h"
 #include "core/input_file.h"
+#include "core/safe_files.h"
 #include "core/version_guards.h"
 
 namespace vescale::h5 {

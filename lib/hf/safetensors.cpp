@@ -18,8 +18,8 @@
 #include <numeric>
 #include <utility>
 
-#include "core/safe_files.h"
 #include "core/error.h"
+#include "core/safe_files.h"
 #include "core/write_fully.h"
 
 namespace vescale::hf {

@@ -14,9 +14,9 @@
 #include <regex>
 #include <set>
 
-#include "core/safe_files.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/safe_files.h"
 
 namespace vescale {
 namespace {
