@@ -18,6 +18,7 @@
 #include <numeric>
 #include <utility>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "core/safe_files.h"
 #include "core/write_fully.h"
@@ -31,12 +32,19 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors bytes are 
 /// A header may not claim more than this (the format's own readers cap it at 100 MB).
 constexpr int64_t kMaxHeaderBytes = int64_t{100} << 20;
 
-const std::vector<std::pair<std::string, at::ScalarType>>& dtype_names() {
-  static const std::vector<std::pair<std::string, at::ScalarType>> names = {
-      {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf},  {"BF16", at::kBFloat16},
-      {"I64", at::kLong},   {"I32", at::kInt},   {"I16", at::kShort}, {"I8", at::kChar},
-      {"U8", at::kByte},    {"BOOL", at::kBool},
-  };
+/// The dtypes by safetensors' own names ("F32", "BF16", ...), not the configs'
+/// (core/dtype_names.h).
+const EnumNames<at::ScalarType>& safetensors_dtype_names() {
+  static const EnumNames<at::ScalarType> names("[hf] safetensors dtype", {{at::kDouble, "F64"},
+                                                                          {at::kFloat, "F32"},
+                                                                          {at::kHalf, "F16"},
+                                                                          {at::kBFloat16, "BF16"},
+                                                                          {at::kLong, "I64"},
+                                                                          {at::kInt, "I32"},
+                                                                          {at::kShort, "I16"},
+                                                                          {at::kChar, "I8"},
+                                                                          {at::kByte, "U8"},
+                                                                          {at::kBool, "BOOL"}});
   return names;
 }
 
@@ -52,10 +60,9 @@ int64_t TensorEntry::bytes() const {
 }
 
 std::string safetensors_dtype(at::ScalarType dtype) {
-  for (const auto& [name, type] : dtype_names())
-    if (type == dtype) return name;
-  VS_CHECK(false, "[hf] safetensors has no dtype for {}", c10::toString(dtype));
-  return "";
+  VS_CHECK(safetensors_dtype_names().has(dtype), "[hf] safetensors has no dtype for {}",
+           c10::toString(dtype));
+  return safetensors_dtype_names().name(dtype);
 }
 
 SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorEntry> entries,
@@ -146,10 +153,9 @@ std::pair<TensorEntry, std::pair<int64_t, int64_t>> parse_entry(const std::strin
     throw bad("needs dtype, shape and data_offsets");
   TensorEntry e{name, at::kFloat, {}};
   const auto dtype = value["dtype"].is_string() ? value["dtype"].get<std::string>() : "";
-  const auto known = std::find_if(dtype_names().begin(), dtype_names().end(),
-                                  [&](const auto& n) { return n.first == dtype; });
-  if (known == dtype_names().end()) throw bad(fmt::format("unknown dtype '{}'", dtype));
-  e.dtype = known->second;
+  const auto known = safetensors_dtype_names().find(dtype);
+  if (!known) throw bad(fmt::format("unknown dtype '{}'", dtype));
+  e.dtype = *known;
   if (!value["shape"].is_array()) throw bad("shape is not a list of dims");
   int64_t numel = 1;
   for (const auto& d : value["shape"]) {
