@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "config/toml_value.h"
+#include "core/enum_names.h"
 #include "core/error.h"
 
 namespace vescale {
@@ -24,22 +25,13 @@ ConfigKey key(const char* name, T JobConfig::*field, typename Exactly<T>::type d
   return {name, ConfigValue(std::move(default_value)), help, field, range};
 }
 
-/// "gpt or mlp": the families model.name chooses from.
-std::string family_choice() {
-  const std::vector<std::string> names = model_family_names();
-  std::string out = names.at(0);
-  for (size_t i = 1; i < names.size(); ++i)
-    out += (i + 1 == names.size() ? " or " : ", ") + names[i];
-  return out;
-}
-
 /// The [job] keys, and model.name (the families' [model] keys follow it).
 std::vector<ConfigKey> job_and_model_keys() {
   using C = JobConfig;
   return {
       key("job.name", &C::name, "vescale", "Name of the run (used in logs)"),
       key("job.dump_folder", &C::dump_folder, "outputs", "Where metrics.jsonl and checkpoints/ go"),
-      key("model.name", &C::model, model_family_names().front(), family_choice()),
+      key("model.name", &C::model, model_family_names().front(), choice_list(model_family_names())),
   };
 }
 

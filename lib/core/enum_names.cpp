@@ -5,9 +5,9 @@
 #include "core/error.h"
 #include "core/suggest.h"
 
-namespace vescale::detail {
+namespace vescale {
 
-std::string name_choices(const std::vector<std::string>& names) {
+std::string choice_list(const std::vector<std::string>& names) {
   std::string out;
   for (size_t i = 0; i < names.size(); ++i) {
     if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
@@ -16,14 +16,17 @@ std::string name_choices(const std::vector<std::string>& names) {
   return out;
 }
 
+namespace detail {
+
 void throw_unknown_name(const std::string& what, const std::string& text,
                         const std::vector<std::string>& names) {
   // "[comm] backend" -> "[comm] unknown backend"; "backend" -> "unknown backend".
   const size_t area = what.rfind("] ");
   const std::string prefix = area == std::string::npos ? "" : what.substr(0, area + 2);
   const std::string noun = area == std::string::npos ? what : what.substr(area + 2);
-  throw UserError(fmt::format("{}unknown {} '{}': use {}{}", prefix, noun, text,
-                              name_choices(names), did_you_mean(text, names)));
+  throw UserError(fmt::format("{}unknown {} '{}': use {}{}", prefix, noun, text, choice_list(names),
+                              did_you_mean(text, names)));
 }
 
-}  // namespace vescale::detail
+}  // namespace detail
+}  // namespace vescale

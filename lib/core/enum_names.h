@@ -21,9 +21,10 @@
 
 namespace vescale {
 
+/// "a, b or c": names as a message offers them.
+std::string choice_list(const std::vector<std::string>& names);
+
 namespace detail {
-/// "a, b or c".
-std::string name_choices(const std::vector<std::string>& names);
 /// Throws the UserError of an unknown name: "<what's prefix> unknown <what> 'text': use ...".
 [[noreturn]] void throw_unknown_name(const std::string& what, const std::string& text,
                                      const std::vector<std::string>& names);
@@ -65,7 +66,7 @@ class EnumNames {
   const std::vector<std::string>& names() const { return names_; }
   const std::vector<E>& values() const { return values_; }
   /// "auto, gloo or nccl".
-  std::string choices() const { return detail::name_choices(names_); }
+  std::string choices() const { return choice_list(names_); }
 
  private:
   std::string what_;
