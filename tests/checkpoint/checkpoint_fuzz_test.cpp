@@ -10,13 +10,12 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/h5.h"
 #include "core/error.h"
+#include "support/fuzz.h"
 #include "support/mutate.h"
 #include "support/training_runs.h"
 
@@ -31,13 +30,6 @@ std::map<std::string, at::Tensor> read_all(const std::string& path) {
   for (const auto& name : reader.names())
     out[name] = reader.read_full(name);
   return out;
-}
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
 }
 
 enum class Outcome { kRefused, kIntact };
@@ -64,7 +56,7 @@ fs::path copy_and_pick(const fs::path& step, const fs::path& work, testing::Muta
 Outcome damage_and_read(const fs::path& step, const fs::path& work, int i, testing::Mutator& mutate,
                         const std::map<std::string, at::Tensor>& intact) {
   const fs::path victim = copy_and_pick(step, work, mutate);
-  std::string bytes = slurp(victim);
+  std::string bytes = testing::read_bytes(victim.string());
   std::string what;
   switch (i % 5) {
     case 0:
@@ -87,7 +79,7 @@ Outcome damage_and_read(const fs::path& step, const fs::path& work, int i, testi
       what = fmt::format("cut to {} bytes", bytes.size());
       break;
   }
-  std::ofstream(victim, std::ios::binary | std::ios::trunc) << bytes;
+  testing::write_bytes(victim.string(), bytes);
   try {
     const std::map<std::string, at::Tensor> back = read_all(work.string());
     EXPECT_EQ(back.size(), intact.size()) << victim << ": " << what;
@@ -201,7 +193,7 @@ TEST(Fuzz, DamagedCheckpointsAreRefusedOrReadBackExactly) {
                        "parallel.microbatches=1", "training.steps=2", "checkpoint.interval=2",
                        fmt::format("checkpoint.format=\"{}\"", format)},
                       /*keep=*/true);
-    std::string latest = slurp(run + "/checkpoints/latest");
+    std::string latest = testing::read_bytes(run + "/checkpoints/latest");
     latest.erase(latest.find_last_not_of("\n") + 1);
     const fs::path step = fs::path(run) / "checkpoints" / latest;
     const std::map<std::string, at::Tensor> intact = read_all(step.string());

@@ -7,10 +7,8 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 
 #include "data/token_data.h"
 #include "support/fuzz.h"
@@ -32,10 +30,6 @@ std::string tokens_bytes(int64_t n, uint64_t seed) {
     std::memcpy(&bytes[static_cast<size_t>(i) * 2], &token, 2);
   }
   return bytes;
-}
-
-void write(const fs::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
 /// Reads what a job reads: batches of every step of a short run and every validation window.
@@ -96,9 +90,9 @@ TEST(Fuzz, DamagedTokenFoldersAreRefusedByNameOrReadInsideTheVocabulary) {
         what = "intact";
         break;
     }
-    write(dir / "train.bin", t);
-    write(dir / "val.bin", v);
-    if (with_meta || i % 8 <= 1) write(dir / "meta.json", m);
+    testing::write_bytes((dir / "train.bin").string(), t);
+    testing::write_bytes((dir / "val.bin").string(), v);
+    if (with_meta || i % 8 <= 1) testing::write_bytes((dir / "meta.json").string(), m);
     if (i % 50 == 7) {  // a file that is not one: a folder, a FIFO, missing
       const fs::path victim = dir / (i % 3 == 0   ? "train.bin"
                                      : i % 3 == 1 ? "val.bin"

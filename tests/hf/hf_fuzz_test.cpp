@@ -7,9 +7,7 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "config/job_config.h"
 #include "dmodule/module.h"
@@ -25,17 +23,6 @@ namespace vescale::hf {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
-void write(const fs::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
 
 /// A safetensors file of `header` (JSON text) and `data`.
 std::string safetensors_bytes(const std::string& header, const std::string& data) {
@@ -62,7 +49,7 @@ Folder intact_folder(const JobConfig& config, const fs::path& scratch) {
     weight_map[e.name] = "model.safetensors";
   }
   writer.finish();
-  const std::string bytes = slurp(path);
+  const std::string bytes = testing::read_bytes(path);
   uint64_t length = 0;
   std::memcpy(&length, bytes.data(), 8);
   Folder f;
@@ -98,7 +85,7 @@ TEST(Fuzz, DamagedHuggingFaceFoldersAreRefusedByNameOrLoaded) {
   for (int i = 0; i < 1200; ++i) {
     Folder f = intact;
     std::string st = safetensors_bytes(f.header, f.data);
-    const bool indexed = i % 7 == 3;
+    bool indexed = i % 7 == 3;  // the weights found through an index
     std::string what;
     switch (i % 6) {
       case 0:
@@ -122,15 +109,17 @@ TEST(Fuzz, DamagedHuggingFaceFoldersAreRefusedByNameOrLoaded) {
         break;
       default:
         f.index = mutate.json(f.index, testing::hostile_json_values());
+        indexed = true;
         what = "the index";
         break;
     }
     for (const auto& entry : fs::directory_iterator(dir))
       fs::remove_all(entry.path());
-    write(dir / "config.json", f.config);
-    write(dir / "model.safetensors", st);
-    if (indexed || what == "the index") write(dir / "model.safetensors.index.json", f.index);
-    run.one(std::to_string(i) + " (" + what + ")", f.config.size() + st.size() + f.index.size(),
+    testing::write_bytes((dir / "config.json").string(), f.config);
+    testing::write_bytes((dir / "model.safetensors").string(), st);
+    if (indexed) testing::write_bytes((dir / "model.safetensors.index.json").string(), f.index);
+    run.one(std::to_string(i) + " (" + what + ")",
+            f.config.size() + st.size() + (indexed ? f.index.size() : 0),
             [&] { load_like_a_job(dir.string(), config, *model); });
   }
   fs::remove_all(dir);

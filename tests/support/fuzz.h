@@ -24,6 +24,11 @@ struct FuzzLimits {
   double total_per_input_byte = 4096;
 };
 
+/// The whole of the file at `path`, bytes as they are: what a fuzz case starts from.
+std::string read_bytes(const std::string& path);
+/// `bytes` as the whole of the file at `path` (created or truncated): a damaged input written.
+void write_bytes(const std::string& path, const std::string& bytes);
+
 class FuzzRun {
  public:
   explicit FuzzRun(std::string name, FuzzLimits limits = {});
