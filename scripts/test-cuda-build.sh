@@ -62,15 +62,9 @@ case $ROOT in
   / | /usr | /var | /var/cache | /tmp) die "VESCALE_CUDA_ROOT=$ROOT would overwrite a system folder" ;;
 esac
 
-# Whatever is mounted at or below the root, deepest first.
-mounts_below() { awk -v r="$ROOT/" 'index($2 "/", r) == 1 { print $2 }' /proc/mounts | sort -r; }
-
-unmount_all() {
-  local m
-  for m in $(mounts_below); do
-    umount "$m" 2>/dev/null || umount -l "$m" || echo "[cuda-build] warning: $m is still mounted" >&2
-  done
-}
+# mounts_below, mount_all, unmount_all
+ROOT_TAG="[cuda-build] "
+source "$SRC/scripts/lib/debian_root.sh"
 
 on_exit() {
   local rc=$?
@@ -107,17 +101,6 @@ make_root() {
     die "debootstrap failed (log: $log)"
   fi
   touch "$ROOT/.vescale-root-ready"
-}
-
-mount_all() {
-  mount -t proc proc "$ROOT/proc"
-  # Slaves, so that unmounting them here never unmounts anything of the host's.
-  local d
-  for d in sys dev; do
-    mount --rbind "/$d" "$ROOT/$d"
-    mount --make-rslave "$ROOT/$d"
-  done
-  cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf"
 }
 
 is_installed() {

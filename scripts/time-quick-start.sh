@@ -27,11 +27,8 @@ case $ROOT in
 esac
 command -v debootstrap >/dev/null || die "needs debootstrap (apt-get install debootstrap)"
 
-mounts_below() { awk -v r="$ROOT/" 'index($2 "/", r) == 1 { print $2 }' /proc/mounts | sort -r; }
-unmount_all() {
-  local m
-  for m in $(mounts_below); do umount "$m" 2>/dev/null || umount -l "$m"; done
-}
+ROOT_TAG="[quick-start] "
+source "$SRC/scripts/lib/debian_root.sh"  # mount_all, unmount_all
 trap unmount_all EXIT
 
 unmount_all
@@ -40,12 +37,7 @@ echo "[quick-start] making a fresh Debian 12 root in $ROOT (not timed)"
 debootstrap --variant=minbase bookworm "$ROOT" ${DEBIAN_MIRROR:+"$DEBIAN_MIRROR"} \
   >"$ROOT.debootstrap.log" 2>&1 || die "debootstrap failed (log: $ROOT.debootstrap.log)"
 git clone -q --no-hardlinks "$SRC" "$ROOT/root/vescale-train"
-mount -t proc proc "$ROOT/proc"
-for d in sys dev; do  # slaves: unmounting them here never unmounts the host's
-  mount --rbind "/$d" "$ROOT/$d"
-  mount --make-rslave "$ROOT/$d"
-done
-cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf"
+mount_all
 
 echo "[quick-start] scripts/demo.sh $* in the root, on a fresh clone of $(git rev-parse --short HEAD)"
 start=$SECONDS
