@@ -91,9 +91,13 @@ struct JobConfig {
 
   /// The parallel degrees as the [parallel] keys name them, outer to inner: pp, dp, cp (when
   /// more than 1), tp.
-  MeshDims parallel_dims() const { return job_mesh_dims(pp, dp, cp, {tp}); }
+  MeshDims parallel_dims() const {
+    return job_mesh_dims({{"pp", pp}, {"dp", dp}, {"cp", cp}}, {tp});
+  }
   /// The job mesh's dims: parallel_dims() with tp as the tp mesh (tp_a, tp_b under tp_shape).
-  MeshDims mesh_dims() const { return job_mesh_dims(pp, dp, cp, tp_dims()); }
+  MeshDims mesh_dims() const {
+    return job_mesh_dims({{"pp", pp}, {"dp", dp}, {"cp", cp}}, tp_dims());
+  }
   /// "parallel.pp x dp x tp = 1 x 2 x 2" (pp x dp x cp x tp with cp): the mesh as messages name
   /// it.
   std::string mesh_text() const;

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "core/error.h"
 
 namespace vescale {
@@ -28,30 +31,43 @@ JobMesh::JobMesh(DeviceMesh mesh, MeshDims dims)
 
 JobMesh::JobMesh(const comm::Group& world, const MeshDims& dims)
     : JobMesh(DeviceMesh(world, spec_of(dims)), dims) {
-  const std::vector<std::string> names = replica_dims();
-  if (names.size() < 2) return;
-  // One line per coordinate on the other dims, walking the replica dims row-major (dp-major).
-  std::vector<int> along;
-  for (const auto& name : names)
-    along.push_back(mesh_.dim_index(name));
-  const std::vector<int64_t> sizes = replica_sizes();
-  const int64_t count = c10::multiply_integers(sizes);
-  std::vector<std::vector<int>> lines;
-  for (int r = 0; r < world.size(); ++r) {
-    std::vector<int64_t> coord = mesh_.coordinate_of(r);
-    if (std::any_of(along.begin(), along.end(), [&](int d) { return coord[d] != 0; })) continue;
-    std::vector<int> line;
-    for (int64_t i = 0; i < count; ++i) {
-      int64_t rest = i;
-      for (size_t k = along.size(); k-- > 0;) {
-        coord[along[k]] = rest % sizes[k];
-        rest /= sizes[k];
-      }
-      line.push_back(mesh_.rank_at(coord));
+  build_replica_groups(world);
+}
+
+void JobMesh::build_replica_groups(const comm::Group& world) {
+  // Every set of two or more data dims, each in the order of the mesh: a parameter sharded over
+  // some data dim averages over the rest (NOTE [Dims by role]).
+  const std::vector<std::string> data = data_dims();
+  for (size_t mask = 1; mask < (size_t{1} << data.size()); ++mask) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < data.size(); ++i)
+      if (mask & (size_t{1} << i)) names.push_back(data[i]);
+    if (names.size() < 2) continue;
+    // One line per coordinate on the other dims, walking `names` row-major (outer first).
+    std::vector<int> along;
+    std::vector<int64_t> sizes;
+    for (const auto& name : names) {
+      along.push_back(mesh_.dim_index(name));
+      sizes.push_back(mesh_.size(name));
     }
-    lines.push_back(std::move(line));
+    const int64_t count = c10::multiply_integers(sizes);
+    std::vector<std::vector<int>> lines;
+    for (int r = 0; r < world.size(); ++r) {
+      std::vector<int64_t> coord = mesh_.coordinate_of(r);
+      if (std::any_of(along.begin(), along.end(), [&](int d) { return coord[d] != 0; })) continue;
+      std::vector<int> line;
+      for (int64_t i = 0; i < count; ++i) {
+        int64_t rest = i;
+        for (size_t k = along.size(); k-- > 0;) {
+          coord[along[k]] = rest % sizes[k];
+          rest /= sizes[k];
+        }
+        line.push_back(mesh_.rank_at(coord));
+      }
+      lines.push_back(std::move(line));
+    }
+    replica_groups_.emplace(names, world.split(lines, "dp"));
   }
-  replicas_ = world.split(lines, "dp");
 }
 
 JobMesh JobMesh::layout(const MeshDims& dims, int world_rank) {
@@ -59,34 +75,93 @@ JobMesh JobMesh::layout(const MeshDims& dims, int world_rank) {
 }
 
 JobMesh::JobMesh(const comm::Group& world, int64_t pp, int64_t dp, int64_t tp)
-    : JobMesh(world, job_mesh_dims(pp, dp, 1, {tp})) {}
+    : JobMesh(world, job_mesh_dims({{"pp", pp}, {"dp", dp}}, {tp})) {}
 
 JobMesh::JobMesh(const comm::Group& world, int64_t pp, int64_t dp,
                  const std::vector<int64_t>& tp_dims)
-    : JobMesh(world, job_mesh_dims(pp, dp, 1, tp_dims)) {}
+    : JobMesh(world, job_mesh_dims({{"pp", pp}, {"dp", dp}}, tp_dims)) {}
 
 JobMesh JobMesh::layout(int64_t pp, int64_t dp, int64_t tp, int world_rank) {
-  return layout(job_mesh_dims(pp, dp, 1, {tp}), world_rank);
+  return layout(job_mesh_dims({{"pp", pp}, {"dp", dp}}, {tp}), world_rank);
 }
 
 JobMesh JobMesh::layout(int64_t pp, int64_t dp, const std::vector<int64_t>& tp_dims,
                         int world_rank) {
-  return layout(job_mesh_dims(pp, dp, 1, tp_dims), world_rank);
+  return layout(job_mesh_dims({{"pp", pp}, {"dp", dp}}, tp_dims), world_rank);
 }
 
-std::vector<std::string> JobMesh::replica_dims() const {
+std::vector<std::string> JobMesh::data_dims() const {
   std::vector<std::string> names;
-  for (const MeshDim& d : dims_) {
-    if (d.role == DimRole::kData || d.role == DimRole::kContext) names.push_back(d.name);
-  }
+  for (const MeshDim& d : dims_)
+    if (d.splits_data()) names.push_back(d.name);
   return names;
 }
 
-std::vector<int64_t> JobMesh::replica_sizes() const {
-  std::vector<int64_t> sizes;
-  for (const auto& name : replica_dims())
-    sizes.push_back(mesh_.size(name));
-  return sizes;
+int64_t JobMesh::batch_shards() const {
+  int64_t n = 1;
+  for (const MeshDim& d : dims_)
+    if (d.row().splits_batch) n *= d.size;
+  return n;
+}
+
+int64_t JobMesh::batch_rank() const {
+  int64_t index = 0;
+  for (const MeshDim& d : dims_)
+    if (d.row().splits_batch) index = index * d.size + coordinate(d.name);
+  return index;
+}
+
+const comm::Group& JobMesh::replicas_of(const std::vector<std::string>& dims) const {
+  VS_CHECK(!dims.empty(), "[mesh] no replica dims on {}", str());
+  if (dims.size() == 1) return group(dims.front());
+  const auto it = replica_groups_.find(dims);
+  VS_CHECK(it != replica_groups_.end(), "[mesh] no replica group over {} on {}",
+           fmt::join(dims, " x "), str());
+  return it->second;
+}
+
+std::vector<int> JobMesh::stage_dims() const {
+  std::vector<int> out;
+  for (const MeshDim& d : dims_)
+    if (d.row().carries_stages && d.size > 1) out.push_back(mesh_.dim_index(d.name));
+  return out;
+}
+
+JobMesh::ParamDims JobMesh::param_dims(const std::vector<bool>& param_mesh_sharded) const {
+  ParamDims p;
+  p.sharded_ = split_dims(param_mesh_sharded);
+  for (const MeshDim& d : dims_) {
+    const int index = mesh_.dim_index(d.name);
+    const bool sharded = std::find(p.sharded_.begin(), p.sharded_.end(), index) != p.sharded_.end();
+    if (!d.splits_data() || sharded) continue;
+    p.averaged.push_back(d.name);
+    p.averaged_sizes.push_back(d.size);
+    p.averaged_dims_.push_back(index);
+  }
+  p.held_along = stage_dims();
+  return p;
+}
+
+std::vector<int> JobMesh::ParamDims::norm_split(bool zero) const {
+  std::vector<int> dims = sharded_;
+  dims.insert(dims.end(), held_along.begin(), held_along.end());
+  if (zero) dims.insert(dims.end(), averaged_dims_.begin(), averaged_dims_.end());
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  return dims;
+}
+
+std::vector<int> JobMesh::norm_dims(bool zero) const {
+  // In this order (clipping packs its sums by it): the parameter dims, the stages, the data dims.
+  std::vector<int> dims;
+  for (const MeshDim& d : dims_)
+    if (d.row().shards_params) dims.push_back(mesh_.dim_index(d.name));
+  for (int d : stage_dims())
+    dims.push_back(d);
+  if (!zero) return dims;
+  for (const auto& name : data_dims())
+    dims.push_back(mesh_.dim_index(name));
+  return dims;
 }
 
 int64_t JobMesh::tp_rank() const {

@@ -1,11 +1,12 @@
 // JobMesh: the job's mesh (its dims as data: mesh_dims.h), and the one place that answers questions
-// about it — which dp or pp rank this is, which sub-mesh parameters live on, which mesh dims split
-// a piece of state, and which replica of a piece this rank holds. The trainer, plan lint,
-// checkpoints and gradient clipping ask it rather than indexing coordinates themselves.
+// about it — which dp or pp rank this is, which sub-mesh parameters live on, over which dims a
+// parameter's gradient is averaged, its ZeRO state split, its norm reduced and its checkpoint
+// deduped (NOTE [Dims by role]), and which replica of a piece this rank holds. The trainer, grad
+// sync, ZeRO, plan lint, checkpoints and gradient clipping ask it rather than deciding themselves.
 #pragma once
 
 #include <cstdint>
-#include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,15 +53,46 @@ class JobMesh {
   /// This rank's group along a dim ("dp": data parallel peers). Needs groups.
   const comm::Group& group(const std::string& dim) const { return mesh_.group(dim); }
 
-  /// The dims whose ranks are replicas of the parameters on other data, outer first: {"dp"}, or
-  /// {"dp", "cp"} (DESIGN §17). Gradients are averaged over them and ZeRO splits over them.
-  std::vector<std::string> replica_dims() const;
-  /// Their sizes, in the same order.
-  std::vector<int64_t> replica_sizes() const;
-  /// This rank's group of replicas: dp's group, or the dp x cp ranks numbered dp-major (its rank
-  /// is dp_rank() x cp() + cp_rank()); labelled "dp", as its bytes are the data-parallel ones.
-  /// Needs groups.
-  const comm::Group& replicas() const { return replicas_ ? *replicas_ : group("dp"); }
+  // NOTE [Dims by role]: the questions below are answered from the dims' roles.
+
+  /// The dims that split the batch or the sequence, outer first: {"dp"}, or {"dp", "cp"}. The
+  /// loss and eval averages are over them.
+  std::vector<std::string> data_dims() const;
+  /// Their group: dp's, or the dp x cp ranks numbered dp-major (its rank is dp_rank() x cp() +
+  /// cp_rank()); labelled "dp", as its bytes are the data-parallel ones. Needs groups.
+  const comm::Group& data_group() const { return replicas_of(data_dims()); }
+  /// The ranks that split the batch (its rows, not its sequences), and this rank's index among
+  /// them: dp, dp_rank().
+  int64_t batch_shards() const;
+  int64_t batch_rank() const;
+
+  /// Over which dims one parameter's state is reduced, split and deduped.
+  struct ParamDims {
+    /// Its gradient is averaged, and ZeRO splits its state, over these: the dims that split the
+    /// data, less those it is sharded over. Outer first.
+    std::vector<std::string> averaged;
+    std::vector<int64_t> averaged_sizes;
+    /// Mesh dims (of mesh()) along which ranks hold different tensors, neither shards nor
+    /// replicas of it: the stages (pp > 1). Checkpoints dedupe along the others.
+    std::vector<int> held_along;
+    /// Mesh dims that split its pieces for the gradient norm: its shards and the stages, and
+    /// under ZeRO the dims its state is split over.
+    std::vector<int> norm_split(bool zero) const;
+
+   private:
+    friend class JobMesh;
+    std::vector<int> sharded_;
+    std::vector<int> averaged_dims_;
+  };
+  /// The answers for a parameter sharded over the dims of param_mesh() flagged in
+  /// `param_mesh_sharded` (one flag per dim).
+  ParamDims param_dims(const std::vector<bool>& param_mesh_sharded) const;
+  /// The group of replicas over the dims `dims` (some of data_dims(), outer first; a
+  /// ParamDims::averaged), numbered row-major. Needs groups.
+  const comm::Group& replicas_of(const std::vector<std::string>& dims) const;
+  /// The mesh dims the gradient norm reduces over: every dim that can shard parameters, the
+  /// stages (pp > 1) and, under ZeRO, the data dims; each parameter's norm_split() is among them.
+  std::vector<int> norm_dims(bool zero) const;
 
   /// The group of the pp ranks `members` of this rank's pipeline (this rank must be one of them):
   /// e.g. the first and last stage's ranks that share a tied weight. *Collective* over the pp
@@ -88,7 +120,12 @@ class JobMesh {
   MeshDims dims_;
   DeviceMesh mesh_;
   DeviceMesh param_mesh_;
-  std::optional<comm::Group> replicas_;  // over several replica dims (cp > 1)
+  /// Stage dims of more than one rank (mesh() indices).
+  std::vector<int> stage_dims() const;
+  /// Builds a group for each set of two or more data dims. *Collective* over `world`.
+  void build_replica_groups(const comm::Group& world);
+
+  std::map<std::vector<std::string>, comm::Group> replica_groups_;  // over 2+ data dims
 };
 
 }  // namespace vescale

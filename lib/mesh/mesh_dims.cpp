@@ -7,11 +7,42 @@
 
 namespace vescale {
 
-MeshDims job_mesh_dims(int64_t pp, int64_t dp, int64_t cp, const std::vector<int64_t>& tp_dims) {
+const DimRoleRow& role_row(DimRole role) {
+  // NOTE [Dims by role]: one row per role; the order of the enum.
+  static const DimRoleRow kRows[] = {
+      //                   stages  batch  sequence  shards
+      {DimRole::kPipeline, true, false, false, false},
+      {DimRole::kData, false, true, false, false},
+      {DimRole::kContext, false, false, true, false},
+      {DimRole::kTensor, false, false, false, true},
+  };
+  const DimRoleRow& row = kRows[static_cast<int>(role)];
+  VS_CHECK(row.role == role, "[mesh] the role table is out of the enum's order");
+  return row;
+}
+
+const std::vector<JobDimRow>& job_dim_rows() {
+  static const std::vector<JobDimRow> kRows = {
+      {"pp", DimRole::kPipeline, true},
+      {"dp", DimRole::kData, true},
+      {"cp", DimRole::kContext, false},
+  };
+  return kRows;
+}
+
+MeshDims job_mesh_dims(const std::map<std::string, int64_t>& sizes,
+                       const std::vector<int64_t>& tp_dims) {
   VS_CHECK(tp_dims.size() == 1 || tp_dims.size() == 2, "[mesh] a tp mesh has 1 or 2 dims, not {}",
            tp_dims.size());
-  MeshDims dims{{"pp", pp, DimRole::kPipeline}, {"dp", dp, DimRole::kData}};
-  if (cp > 1) dims.push_back({"cp", cp, DimRole::kContext});
+  MeshDims dims;
+  size_t named = 0;
+  for (const JobDimRow& row : job_dim_rows()) {
+    const auto it = sizes.find(row.name);
+    const int64_t size = it == sizes.end() ? 1 : it->second;
+    named += it != sizes.end();
+    if (size > 1 || row.kept_at_one) dims.push_back({row.name, size, row.role});
+  }
+  VS_CHECK(named == sizes.size(), "[mesh] sizes of unknown dims among {}", sizes.size());
   if (tp_dims.size() == 1) {
     dims.push_back({"tp", tp_dims[0], DimRole::kTensor});
   } else {

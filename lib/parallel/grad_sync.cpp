@@ -9,12 +9,11 @@
 
 namespace vescale {
 
-GradSync::GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp,
+GradSync::GradSync(std::vector<DTensor*> params, std::vector<Replicas> replicas,
                    int64_t bucket_bytes, DpGrads dp_grads,
-                   std::optional<at::ScalarType> reduce_dtype, std::vector<int64_t> dp_nesting)
+                   std::optional<at::ScalarType> reduce_dtype)
     : params_(std::move(params)),
-      dp_(std::move(dp)),
-      dp_nesting_(std::move(dp_nesting)),
+      replicas_(std::move(replicas)),
       bucket_bytes_(bucket_bytes),
       dp_grads_(dp_grads),
       reduce_dtype_(reduce_dtype),
@@ -22,12 +21,37 @@ GradSync::GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp,
       extra_sums_(params_.size()),
       where_(params_.size(), {kNoBucket, 0}),
       filled_(params_.size()) {
-  if (dp_nesting_.empty() && dp_) dp_nesting_ = {dp_->size()};
+  VS_CHECK(replicas_.size() == params_.size(), "[parallel] replicas for {} of {} parameters",
+           replicas_.size(), params_.size());
+  for (Replicas& r : replicas_)
+    if (r.nesting.empty() && r.group) r.nesting = {r.group->size()};
+  hook_if_needed();
+}
+
+GradSync::GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp,
+                   int64_t bucket_bytes, DpGrads dp_grads,
+                   std::optional<at::ScalarType> reduce_dtype)
+    : GradSync(params, std::vector<Replicas>(params.size()), bucket_bytes, dp_grads, reduce_dtype) {
+  own_dp_ = std::move(dp);
+  if (!own_dp_) return;
+  for (Replicas& r : replicas_)
+    r = {&*own_dp_, {own_dp_->size()}};
+  hook_if_needed();
+}
+
+void GradSync::hook_if_needed() {
   // Nothing to reduce where every group is a single rank: no hooks, no buckets.
-  bool any_group = dp_ && dp_->size() > 1;
-  for (DTensor* p : params_)
-    any_group = any_group || p->mesh().numel() > 1;
+  bool any_group = false;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const comm::Group* group = replicas_[k].group;
+    any_group = any_group || (group && group->size() > 1) || params_[k]->mesh().numel() > 1;
+  }
   if (any_group) install_hooks();
+}
+
+bool GradSync::scatters(size_t k) const {
+  const comm::Group* group = replicas_[k].group;
+  return dp_grads_ != DpGrads::kAllReduce && group && group->size() > 1;
 }
 
 void GradSync::install_hooks() {
@@ -50,9 +74,11 @@ void GradSync::add_sum(DTensor* param, comm::Group group) {
 }
 
 std::vector<GradSync::Reduction> GradSync::reductions_of(size_t k) const {
-  // NOTE [Grad sync]: the dp average first (as DDP), then the Partial sums.
+  // NOTE [Grad sync]: the replicas' average first (as DDP), then the Partial sums.
   std::vector<Reduction> out;
-  if (dp_ && dp_->size() > 1) out.push_back({&*dp_, comm::ReduceOp::kAvg, scatters()});
+  const comm::Group* replicas = replicas_[k].group;
+  if (replicas && replicas->size() > 1)
+    out.push_back({replicas, comm::ReduceOp::kAvg, scatters(k)});
   std::vector<int> dims = params_[k]->partial_grad_dims();
   std::sort(dims.begin(), dims.end());
   for (int i : dims) {
@@ -118,9 +144,12 @@ void GradSync::plan_buckets() {
   for (auto& b : buckets_) {
     if (b.reductions.front().scatter) {
       std::vector<std::vector<FlatRange>> pieces;
+      // A bucket's parameters share their first reduction: one group, one nesting.
       for (size_t k : b.params)
-        pieces.push_back(dp_pieces(params_[k]->to_local().sizes().vec(), dp_nesting_));
-      b.packing = std::make_shared<DpPacking>(std::move(pieces), dp_->size());
+        pieces.push_back(
+            dp_pieces(params_[k]->to_local().sizes().vec(), replicas_[b.params.front()].nesting));
+      b.packing =
+          std::make_shared<DpPacking>(std::move(pieces), b.reductions.front().group->size());
     } else {
       b.flat = at::zeros({b.numel}, params_[b.params.front()]->to_local().options().dtype(b.dtype));
     }
@@ -266,7 +295,7 @@ void GradSync::write_back(Bucket& b, size_t slot) {
     }
     return;
   }
-  const int64_t rank = dp_->rank();
+  const int64_t rank = b.reductions.front().group->rank();
   const at::Tensor piece = b.packing->in_segment(b.piece, slot, rank);
   if (dp_grads_ == DpGrads::kScatterInBackward) {
     p.mutable_grad() = at::Tensor();

@@ -49,16 +49,24 @@ enum class DpGrads {
 
 class GradSync {
  public:
-  /// Parameters (on their parameter mesh) and the data-parallel group (none or size 1: no data
-  /// parallelism). Installs the gradient hooks.
-  /// `reduce_dtype`: reduce in this scalar type (mixed precision: float32 for bf16 gradients;
-  /// the reduced gradients are then piece_grad()s of that type, not .grad).
-  /// `dp_nesting`: the sizes of the replica dims `dp` spans, outer first ({dp, cp}: how a
-  /// reduce-scatter's pieces nest, NOTE [ZeRO pieces]); empty: one dim.
+  /// The ranks a parameter's gradient is averaged over (JobMesh::ParamDims::averaged's group)
+  /// and the sizes of the dims they span, outer first ({dp, cp}: how a reduce-scatter's pieces
+  /// nest, NOTE [ZeRO pieces]). No group, or one of size 1: nothing to average.
+  struct Replicas {
+    const comm::Group* group = nullptr;
+    std::vector<int64_t> nesting;
+  };
+
+  /// Parameters (on their parameter mesh) and, per parameter, its replicas. Installs the
+  /// gradient hooks. `reduce_dtype`: reduce in this scalar type (mixed precision: float32 for
+  /// bf16 gradients; the reduced gradients are then piece_grad()s of that type, not .grad).
+  GradSync(std::vector<DTensor*> params, std::vector<Replicas> replicas, int64_t bucket_bytes,
+           DpGrads dp_grads = DpGrads::kAllReduce,
+           std::optional<at::ScalarType> reduce_dtype = std::nullopt);
+  /// Every parameter averaged over the one-dim group `dp` (none: no data parallelism).
   GradSync(std::vector<DTensor*> params, std::optional<comm::Group> dp, int64_t bucket_bytes,
            DpGrads dp_grads = DpGrads::kAllReduce,
-           std::optional<at::ScalarType> reduce_dtype = std::nullopt,
-           std::vector<int64_t> dp_nesting = {});
+           std::optional<at::ScalarType> reduce_dtype = std::nullopt);
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
 
@@ -78,7 +86,7 @@ class GradSync {
   /// Drops every gradient (before a step's first backward).
   void zero_grad();
 
-  /// The reduced gradient of the rows this dp rank owns of parameter `k` (index into the
+  /// The reduced gradient of the rows this replica owns of parameter `k` (index into the
   /// parameters), flat, after finish(): a view that clipping may scale. Without a reduce-scatter
   /// (no ZeRO, or dp of 1) the whole flat .grad. Undefined if the parameter has none.
   at::Tensor piece_grad(size_t k) const;
@@ -89,8 +97,8 @@ class GradSync {
   int buckets() const { return static_cast<int>(buckets_.size()); }
 
  private:
-  /// One reduction of a bucket: sum over a parameter-mesh dim, or average over dp (an all-reduce,
-  /// or a reduce-scatter that leaves each rank its pieces).
+  /// One reduction of a bucket: sum over a parameter-mesh dim, or average over the replicas (an
+  /// all-reduce, or a reduce-scatter that leaves each rank its pieces).
   struct Reduction {
     const comm::Group* group;
     comm::ReduceOp op;
@@ -127,11 +135,14 @@ class GradSync {
   /// Drops the .grad of parameters whose gradient went into a scattered bucket (ZeRO-2/3): all
   /// but `keep`, whose gradient autograd is about to store.
   void release_grads(size_t keep);
-  bool scatters() const { return dp_grads_ != DpGrads::kAllReduce && dp_ && dp_->size() > 1; }
+  /// Whether parameter k's average is a reduce-scatter.
+  bool scatters(size_t k) const;
+  /// Hooks, where any gradient has a reduction over more than one rank.
+  void hook_if_needed();
 
   std::vector<DTensor*> params_;
-  std::optional<comm::Group> dp_;
-  std::vector<int64_t> dp_nesting_;  // the replica dims' sizes ({dp.size()} for one dim)
+  std::vector<Replicas> replicas_;     // per parameter
+  std::optional<comm::Group> own_dp_;  // the one group of the one-group constructor
   int64_t bucket_bytes_;
   DpGrads dp_grads_;
   std::optional<at::ScalarType> reduce_dtype_;

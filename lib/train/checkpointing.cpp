@@ -1,5 +1,6 @@
 #include "train/checkpointing.h"
 
+#include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "core/logging.h"
 #include "core/units.h"
 #include "hf/import.h"
+#include "parallel/param_dims.h"
 #include "train/model_factory.h"
 #include "train/nonfinite.h"
 
@@ -33,13 +35,12 @@ StateTensor parameter_state(const ParallelModel& model, size_t k) {
   return {"model/" + model.params()[k].first, std::move(state.local), std::move(state.spec)};
 }
 
-/// The mesh dims along which ranks hold different tensors besides their shards: under a pipeline
-/// each stage holds its own, so ranks along pp are not replicas.
-std::vector<int> held_along(const JobMesh& mesh) {
+/// The mesh dims along which ranks hold different tensors besides their shards (NOTE [Dims by
+/// role]): under a pipeline each stage holds its own, so ranks along pp are not replicas.
+std::vector<int> held_along(const ParallelModel& model, size_t k) {
   // A new vector for each tensor: GCC 14 at -O2 misreads copies of this one-element vector as
   // out of bounds (-Warray-bounds, a false positive inside std::copy).
-  if (mesh.pp() > 1) return {mesh.mesh().dim_index("pp")};
-  return {};
+  return param_dims_of(model.mesh(), *model.params()[k].second).held_along;
 }
 
 /// Parameters and optimizer state, each parameter followed by its optimizer state.
@@ -53,9 +54,9 @@ std::vector<StateTensor> job_state(Job& job) {
     const std::string& fqn = model.params()[k].first;
     if (!model.saves(fqn)) continue;
     state.push_back(parameter_state(model, k));
-    state.back().held_along = held_along(model.mesh());
+    state.back().held_along = held_along(model, k);
     for (const auto& s : by_param[fqn])
-      state.push_back({state_name(s), s.local, s.spec, held_along(model.mesh())});
+      state.push_back({state_name(s), s.local, s.spec, held_along(model, k)});
   }
   return state;
 }

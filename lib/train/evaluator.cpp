@@ -15,8 +15,8 @@ double evaluate(ParallelModel& model) {
   // Under ZeRO-3 a forward all-gathers over dp: every dp rank runs as many, a rank past the
   // last window repeating one without counting it.
   const bool lockstep = model.forward_collective_over_dp();
-  for (int64_t first = 0; first < batches; first += mesh.dp()) {
-    const int64_t w = first + mesh.dp_rank();
+  for (int64_t first = 0; first < batches; first += mesh.batch_shards()) {
+    const int64_t w = first + mesh.batch_rank();
     if (w < batches) {
       sum += model.forward_loss(model.val_batch(w));
       count += 1;
@@ -26,9 +26,9 @@ double evaluate(ParallelModel& model) {
   }
   at::Tensor totals =
       at::tensor({sum, count}, at::TensorOptions(at::kDouble).device(mesh.mesh().device()));
-  // The cp ranks of a dp rank run the same windows, each its part of the tokens: their means
-  // average to the windows' (every part has as many tokens).
-  mesh.replicas().all_reduce(totals, comm::ReduceOp::kSum);
+  // Summed over the data dims: the cp ranks of a dp rank run the same windows, each its part of
+  // the tokens, so their means average to the windows' (every part has as many tokens).
+  mesh.data_group().all_reduce(totals, comm::ReduceOp::kSum);
   // Under a pipeline only the last stage's rank has the losses: the others add 0.
   if (mesh.pp() > 1) {
     at::Tensor losses = totals.narrow(0, 0, 1).clone();

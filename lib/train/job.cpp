@@ -7,24 +7,30 @@
 #include "core/logging.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
+#include "parallel/param_dims.h"
 #include "train/model_factory.h"
 
 namespace vescale {
 namespace {
 
-/// Gradient reduction over the replicas, dp x cp (and over the holders of a tied weight), and
-/// ZeRO's sharding of the state over them: ZeRO-3 keeps each parameter's rows and gathers a layer's
-/// around its run.
+/// Gradient reduction over each parameter's replicas, dp x cp (and over the holders of a tied
+/// weight), and ZeRO's sharding of the state over them: ZeRO-3 keeps each parameter's rows and
+/// gathers a layer's around its run.
 void setup_grad_sync(Job& job, bool mixed) {
   ParallelModel& model = *job.model;
   const JobConfig& c = model.config();
   std::vector<DTensor*> params;
-  for (const auto& [fqn, p] : model.params())
+  std::vector<GradSync::Replicas> replicas;
+  for (const auto& [fqn, p] : model.params()) {
     params.push_back(p);
+    // NOTE [Dims by role]: the mesh says over which ranks each gradient is averaged.
+    const JobMesh::ParamDims dims = param_dims_of(model.mesh(), *p);
+    replicas.push_back({&model.mesh().replicas_of(dims.averaged), dims.averaged_sizes});
+  }
   const auto bucket_bytes = static_cast<int64_t>(c.bucket_mb * (1 << 20));
   job.grad_sync = std::make_unique<GradSync>(
-      params, model.mesh().replicas(), bucket_bytes, Zero::dp_grads(static_cast<int>(c.zero)),
-      mixed ? std::optional(dtype_policy(c).reduce) : std::nullopt, model.mesh().replica_sizes());
+      params, std::move(replicas), bucket_bytes, Zero::dp_grads(static_cast<int>(c.zero)),
+      mixed ? std::optional(dtype_policy(c).reduce) : std::nullopt);
   for (const TiedParameter& t : model.tied())
     job.grad_sync->add_sum(model.params()[t.index].second, t.holders);
   if (c.zero == 0) return;
@@ -77,24 +83,14 @@ void setup_optimizer(Job& job) {
   }
 }
 
-/// Each parameter as the train step sees it: the mesh dims that split it for the gradient norm,
-/// and whether this rank counts it (a tied weight counts once, on the rank that saves it).
+/// Each parameter as the train step sees it: the mesh dims that split it for the gradient norm
+/// (NOTE [Dims by role]), and whether this rank counts it (a tied weight counts once, on the rank
+/// that saves it).
 std::vector<StepParam> step_params(const ParallelModel& model) {
-  const JobConfig& c = model.config();
-  // Pieces on different pp ranks are different parameters: disjoint over pp too; under ZeRO each
-  // replica (dp x cp) clips its own rows.
-  std::vector<std::string> across;
-  if (c.pp > 1) across.push_back("pp");
-  if (c.zero > 0) {
-    for (const auto& name : model.mesh().replica_dims())
-      across.push_back(name);
-  }
   std::vector<StepParam> out;
   for (const auto& [fqn, p] : model.params()) {
-    std::vector<bool> sharded;
-    for (const Placement& pl : p->placements())
-      sharded.push_back(pl.is_shard());
-    out.push_back({p, model.mesh().split_dims(sharded, across), model.saves(fqn)});
+    const JobMesh::ParamDims dims = param_dims_of(model.mesh(), *p);
+    out.push_back({p, dims.norm_split(model.config().zero > 0), model.saves(fqn)});
   }
   return out;
 }
@@ -112,16 +108,10 @@ void setup_train_step(Job& job) {
           return task.forward_loss(b, param_mesh, run);
         });
   }
-  std::vector<int> norm_dims = model.mesh().param_mesh_dims();
-  if (c.pp > 1) norm_dims.push_back(model.mesh().mesh().dim_index("pp"));
-  if (c.zero > 0) {
-    for (const auto& name : model.mesh().replica_dims())
-      norm_dims.push_back(model.mesh().mesh().dim_index(name));
-  }
   Job* self = &job;
   job.train_step = std::make_unique<TrainStep>(
-      model.mesh(), step_params(model), norm_dims, job.schedule(), *job.grad_sync, *job.optimizer,
-      c.grad_clip,
+      model.mesh(), step_params(model), model.mesh().norm_dims(c.zero > 0), job.schedule(),
+      *job.grad_sync, *job.optimizer, c.grad_clip,
       [self] {
         if (self->master) self->master->take_grads();
       },

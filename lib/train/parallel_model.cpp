@@ -199,8 +199,8 @@ void ParallelModel::move_state(size_t k, ParameterState state) {
 }
 
 Batch ParallelModel::micro_batch(int64_t step, int64_t micro) const {
-  const BatchSlice slice = batch_slice(config_.global_batch_size, config_.dp, mesh_.dp_rank(),
-                                       config_.microbatches, micro);
+  const BatchSlice slice = batch_slice(config_.global_batch_size, mesh_.batch_shards(),
+                                       mesh_.batch_rank(), config_.microbatches, micro);
   return sequence_part(task_->train_batch(step, slice));
 }
 

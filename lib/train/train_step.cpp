@@ -80,8 +80,9 @@ StepResult TrainStep::run(const MicroBatches& batches, double lr) {
 
 at::Tensor TrainStep::mean_loss(const at::Tensor& losses) const {
   at::Tensor loss = (losses.sum() / static_cast<double>(schedule_.microbatches())).reshape({1});
-  // Over dp x cp: a cp rank's loss is the mean of its part of the tokens, as many as the others'.
-  mesh_.replicas().all_reduce(loss, comm::ReduceOp::kAvg);
+  // Over the data dims, dp x cp: a cp rank's loss is the mean of its part of the tokens, as many
+  // as the others'.
+  mesh_.data_group().all_reduce(loss, comm::ReduceOp::kAvg);
   // Under a pipeline only the last stage's rank has losses: the others add 0.
   if (mesh_.pp() > 1) mesh_.group("pp").all_reduce(loss, comm::ReduceOp::kSum);
   return loss;

@@ -64,19 +64,19 @@ TEST(JobMesh, ReplicaOfAPieceIsItsCoordinateOverTheOtherDims) {
 
 TEST(JobMesh, ContextParallelDimSitsBetweenDpAndTp) {
   // Rank 5 of pp=1 x dp=2 x cp=2 x tp=2 sits at (0, 1, 0, 1).
-  const JobMesh mesh = JobMesh::layout(job_mesh_dims(1, 2, 2, {2}), 5);
+  const JobMesh mesh = JobMesh::layout(job_mesh_dims({{"dp", 2}, {"cp", 2}}, {2}), 5);
   EXPECT_EQ(mesh.mesh().dim_names(), (std::vector<std::string>{"pp", "dp", "cp", "tp"}));
   EXPECT_EQ(mesh.cp(), 2);
   EXPECT_EQ(mesh.cp_rank(), 0);
   EXPECT_EQ(mesh.dp_rank(), 1);
   EXPECT_EQ(mesh.tp_rank(), 1);
-  EXPECT_EQ(mesh.replica_dims(), (std::vector<std::string>{"dp", "cp"}));
-  EXPECT_EQ(mesh.replica_sizes(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(mesh.data_dims(), (std::vector<std::string>{"dp", "cp"}));
+  EXPECT_EQ(mesh.param_dims({true}).averaged_sizes, (std::vector<int64_t>{2, 2}));
   // Without context parallelism the mesh keeps its three dims.
-  const JobMesh plain = JobMesh::layout(job_mesh_dims(1, 2, 1, {2}), 5 % 4);
+  const JobMesh plain = JobMesh::layout(job_mesh_dims({{"dp", 2}}, {2}), 5 % 4);
   EXPECT_EQ(plain.mesh().dim_names(), (std::vector<std::string>{"pp", "dp", "tp"}));
   EXPECT_EQ(plain.cp(), 1);
-  EXPECT_EQ(plain.replica_dims(), std::vector<std::string>{"dp"});
+  EXPECT_EQ(plain.data_dims(), std::vector<std::string>{"dp"});
 }
 
 TEST(JobMesh, ReplicasAreDpByCpNumberedDpMajor) {
@@ -85,8 +85,9 @@ TEST(JobMesh, ReplicasAreDpByCpNumberedDpMajor) {
   std::vector<std::vector<int>> members(8);
   std::vector<int> rank_in(8);
   testing::run_ranks(8, [&](const comm::Group& world) {
-    const JobMesh mesh(world, job_mesh_dims(1, 2, 2, {2}));
-    const comm::Group& replicas = mesh.replicas();
+    const JobMesh mesh(world, job_mesh_dims({{"dp", 2}, {"cp", 2}}, {2}));
+    const comm::Group& replicas = mesh.data_group();
+    EXPECT_EQ(&mesh.replicas_of(mesh.param_dims({false}).averaged), &replicas);
     std::lock_guard<std::mutex> lock(mu);
     members[world.rank()] = replicas.root_ranks();
     rank_in[world.rank()] = replicas.rank();
@@ -96,6 +97,49 @@ TEST(JobMesh, ReplicasAreDpByCpNumberedDpMajor) {
   EXPECT_EQ(members[0], (std::vector<int>{0, 2, 4, 6}));
   EXPECT_EQ(members[3], (std::vector<int>{1, 3, 5, 7}));
   EXPECT_EQ(rank_in[6], 3);
+}
+
+TEST(JobMesh, EachRoleIsOneRowOfTheTable) {
+  // NOTE [Dims by role]: every role has its row, in the enum's order, and exactly one job.
+  for (DimRole role : {DimRole::kPipeline, DimRole::kData, DimRole::kContext, DimRole::kTensor}) {
+    const DimRoleRow& row = role_row(role);
+    EXPECT_EQ(row.role, role);
+    EXPECT_EQ(row.carries_stages + row.splits_batch + row.splits_sequence + row.shards_params, 1);
+  }
+  EXPECT_TRUE(role_row(DimRole::kData).splits_batch);
+  EXPECT_TRUE(role_row(DimRole::kContext).splits_sequence);
+  // A dim is a name and a row: the outer dims come from the table, cp only when larger than 1.
+  const MeshDims dims = job_mesh_dims({{"pp", 2}, {"dp", 3}, {"cp", 1}}, {4});
+  ASSERT_EQ(dims.size(), 3u);
+  EXPECT_EQ(dims[1].name, "dp");
+  EXPECT_EQ(dims[1].size, 3);
+  EXPECT_EQ(dims[1].role, DimRole::kData);
+  EXPECT_THROW(job_mesh_dims({{"xp", 2}}, {1}), std::exception);
+}
+
+TEST(JobMesh, EachParameterIsAskedOverWhichDims) {
+  // pp=2 x dp=2 x cp=2 x tp=2, rank 13 at (1, 1, 0, 1).
+  const JobMesh mesh = JobMesh::layout(job_mesh_dims({{"pp", 2}, {"dp", 2}, {"cp", 2}}, {2}), 13);
+  EXPECT_EQ(mesh.batch_shards(), 2);
+  EXPECT_EQ(mesh.batch_rank(), 1);
+  // A tp-sharded and a replicated parameter: averaged over dp x cp, held along pp (stages).
+  for (bool sharded : {true, false}) {
+    const JobMesh::ParamDims p = mesh.param_dims({sharded});
+    EXPECT_EQ(p.averaged, (std::vector<std::string>{"dp", "cp"}));
+    EXPECT_EQ(p.averaged_sizes, (std::vector<int64_t>{2, 2}));
+    EXPECT_EQ(p.held_along, std::vector<int>{0});
+    // The norm splits it over its shard and the stages, and under ZeRO over dp x cp too.
+    EXPECT_EQ(p.norm_split(false), sharded ? (std::vector<int>{0, 3}) : std::vector<int>{0});
+    EXPECT_EQ(p.norm_split(true),
+              sharded ? (std::vector<int>{0, 1, 2, 3}) : (std::vector<int>{0, 1, 2}));
+  }
+  // The norm reduces over tp, the stages and (ZeRO) the data dims, in that order.
+  EXPECT_EQ(mesh.norm_dims(false), (std::vector<int>{3, 0}));
+  EXPECT_EQ(mesh.norm_dims(true), (std::vector<int>{3, 0, 1, 2}));
+  // One stage: nothing is held along pp.
+  const JobMesh flat = JobMesh::layout(job_mesh_dims({{"dp", 2}}, {2}), 1);
+  EXPECT_TRUE(flat.param_dims({true}).held_along.empty());
+  EXPECT_EQ(flat.norm_dims(false), std::vector<int>{2});
 }
 
 }  // namespace

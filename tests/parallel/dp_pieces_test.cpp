@@ -31,9 +31,9 @@ TEST(DpPieces, SpecBoxIsTheNestedRows) {
   // dp_pieces says, and its spec's box is those rows.
   const std::vector<FlatRange> pieces = dp_pieces({18, 2}, {2, 2});
   for (int rank = 0; rank < 8; ++rank) {
-    const JobMesh mesh = JobMesh::layout(job_mesh_dims(1, 2, 2, {2}), rank);
+    const JobMesh mesh = JobMesh::layout(job_mesh_dims({{"dp", 2}, {"cp", 2}}, {2}), rank);
     const DTensorSpec param(mesh.mesh(), Placements(4, Placement::replicate()), {18, 2});
-    const DTensorSpec piece = dp_piece_spec(param, mesh.replica_dims());
+    const DTensorSpec piece = dp_piece_spec(param, mesh.param_dims({false}).averaged);
     EXPECT_EQ(piece.mesh.dim_names(), (std::vector<std::string>{"pp", "tp", "dp", "cp"}));
     const FlatRange& mine = pieces[mesh.dp_rank() * 2 + mesh.cp_rank()];
     EXPECT_EQ(piece.local_offset()[0] * 2, mine.offset) << "rank " << rank;

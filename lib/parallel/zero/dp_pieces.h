@@ -9,7 +9,7 @@
 // re-ordered (pp, tp, dp), with S(0) on dp, the innermost split (DTensorSpec splits outer dims
 // first). Optimizer state, reduced gradients and ZeRO-3 parameters are pieces; a checkpoint
 // stores them in global coordinates and any layout reads them back.
-// Under context parallelism the replicas are dp x cp (JobMesh::replica_dims): the rows are
+// Under context parallelism the replicas are dp x cp (JobMesh::ParamDims::averaged): the rows are
 // chunked over dp, then each dp chunk over cp — S(0) on dp then S(0) on cp, innermost — which
 // for uneven rows is not one chunk over dp x cp, so the pieces follow the nesting.
 #pragma once

@@ -51,21 +51,26 @@ DpGrads Zero::dp_grads(int stage) {
 
 Zero::Zero(int stage, std::vector<std::pair<std::string, DTensor*>> params, const JobMesh& mesh,
            const GradSync& grad_sync, int64_t bucket_bytes)
-    : stage_(stage), params_(std::move(params)), dp_(mesh.replicas()), grad_sync_(grad_sync) {
+    : stage_(stage), params_(std::move(params)), grad_sync_(grad_sync) {
   VS_CHECK(stage >= 1 && stage <= 3, "[zero] stage {} (1, 2 or 3)", stage);
   for (const auto& [fqn, p] : params_) {
     VS_USER_CHECK(p->ndim() > 0, "[zero] parameter {} has no dims: ZeRO splits rows over dp", fqn);
     const at::Tensor& local = p->to_local();
     VS_CHECK(local.is_contiguous(), "[zero] parameter {} is not contiguous", fqn);
-    pieces_.push_back(dp_pieces(local.sizes().vec(), mesh.replica_sizes()));
-    specs_.push_back(dp_piece_spec(p->spec().on_mesh(mesh.mesh()), mesh.replica_dims()));
+    // NOTE [Dims by role]: split over the dims its gradient is averaged over.
+    const JobMesh::ParamDims dims = param_dims_of(mesh, *p);
+    replicas_.push_back(&mesh.replicas_of(dims.averaged));
+    splits_ = splits_ || replicas_.back()->size() > 1;
+    pieces_.push_back(dp_pieces(local.sizes().vec(), dims.averaged_sizes));
+    specs_.push_back(dp_piece_spec(p->spec().on_mesh(mesh.mesh()), dims.averaged));
     // The spec's box and the flat rows must be the same elements (NOTE [ZeRO pieces]).
-    const FlatRange& mine = pieces_.back()[dp_.rank()];
+    const int64_t rank = replicas_.back()->rank();
+    const FlatRange& mine = pieces_.back()[rank];
     const int64_t row = local.dim() > 1 ? local.numel() / std::max<int64_t>(local.size(0), 1) : 1;
     const int64_t row_offset = specs_.back().local_offset()[0] - p->spec().local_offset()[0];
     VS_CHECK(row_offset * row == mine.offset &&
                  c10::multiply_integers(specs_.back().local_shape()) == mine.numel,
-             "[zero] {}: the rows of dp rank {} ({} at {}) are not the box of {}", fqn, dp_.rank(),
+             "[zero] {}: the rows of dp rank {} ({} at {}) are not the box of {}", fqn, rank,
              mine.numel, mine.offset, specs_.back().str());
   }
   bucket_params(bucket_bytes);
@@ -76,10 +81,11 @@ void Zero::bucket_params(int64_t bucket_bytes) {
   int64_t filled = 0;
   for (size_t k = 0; k < params_.size(); ++k) {
     const at::Tensor& local = params_[k].second->to_local();
-    const bool same_dtype =
-        !buckets_.empty() &&
-        params_[buckets_.back().front()].second->to_local().scalar_type() == local.scalar_type();
-    if (buckets_.empty() || !same_dtype ||
+    // A bucket is gathered by one all-gather: one dtype, one group of replicas.
+    const size_t first = buckets_.empty() ? k : buckets_.back().front();
+    const bool same_kind = !buckets_.empty() && replicas_[first] == replicas_[k] &&
+                           params_[first].second->to_local().scalar_type() == local.scalar_type();
+    if (buckets_.empty() || !same_kind ||
         filled + static_cast<int64_t>(local.nbytes()) > bucket_bytes) {
       buckets_.emplace_back();
       filled = 0;
@@ -93,7 +99,7 @@ std::vector<ParamView> Zero::optimizer_views() const {
   std::vector<ParamView> views;
   for (size_t k = 0; k < params_.size(); ++k) {
     const auto& [fqn, p] = params_[k];
-    const FlatRange& mine = pieces_[k][dp_.rank()];
+    const FlatRange& mine = pieces_[k][replicas_[k]->rank()];
     const GradSync* sync = &grad_sync_;
     auto grad = [sync, k] { return sync->piece_grad(k); };
     if (shards_params()) {
@@ -110,7 +116,7 @@ std::vector<ParamView> Zero::optimizer_views() const {
 
 at::Tensor Zero::piece(size_t k) const {
   if (shards_params()) return rows_[k];
-  const FlatRange& mine = pieces_[k][dp_.rank()];
+  const FlatRange& mine = pieces_[k][replicas_[k]->rank()];
   return params_[k].second->to_local().detach().view({-1}).narrow(0, mine.offset, mine.numel);
 }
 
@@ -122,7 +128,7 @@ void Zero::after_update() {
       release(k);
     return;
   }
-  if (stage_ == 3 || dp_.size() == 1) return;
+  if (stage_ == 3 || !splits_) return;
   torch::autograd::AutoGradMode no_grad(false);
   for (const auto& bucket : buckets_) {
     Gather g = start_all_gather(bucket);
@@ -137,16 +143,19 @@ void Zero::after_update() {
 Zero::Gather Zero::start_all_gather(std::vector<size_t> params) {
   Gather g;
   g.params = std::move(params);
+  const comm::Group& group = *replicas_[g.params.front()];
   std::vector<std::vector<FlatRange>> pieces;
-  for (size_t k : g.params)
+  for (size_t k : g.params) {
+    VS_CHECK(replicas_[k] == &group, "[zero] one all-gather over parameters of other replicas");
     pieces.push_back(pieces_[k]);
-  g.packing = std::make_shared<DpPacking>(std::move(pieces), dp_.size());
+  }
+  g.packing = std::make_shared<DpPacking>(std::move(pieces), group.size());
   const at::TensorOptions options = piece(g.params.front()).options();
   g.segment = at::zeros({g.packing->segment()}, options);
   for (size_t i = 0; i < g.params.size(); ++i)
-    g.packing->in_segment(g.segment, i, dp_.rank()).copy_(piece(g.params[i]));
+    g.packing->in_segment(g.segment, i, group.rank()).copy_(piece(g.params[i]));
   g.packed = at::empty({g.packing->numel()}, options);
-  g.work = dp_.all_gather_async(g.segment, g.packed);
+  g.work = group.all_gather_async(g.segment, g.packed);
   return g;
 }
 
@@ -157,7 +166,7 @@ void Zero::to_pieces() {
   torch::autograd::AutoGradMode no_grad(false);
   whole_.assign(params_.size(), true);
   for (size_t k = 0; k < params_.size(); ++k) {
-    const FlatRange& mine = pieces_[k][dp_.rank()];
+    const FlatRange& mine = pieces_[k][replicas_[k]->rank()];
     const at::Tensor& local = params_[k].second->to_local();
     rows_.push_back(local.detach().view({-1}).narrow(0, mine.offset, mine.numel).clone());
     gathered_bytes_ += storage_bytes(local);

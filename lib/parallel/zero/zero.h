@@ -26,6 +26,7 @@
 #include "mesh/job_mesh.h"
 #include "optim/param_view.h"
 #include "parallel/grad_sync.h"
+#include "parallel/param_dims.h"
 #include "parallel/zero/dp_pieces.h"
 
 namespace vescale {
@@ -76,8 +77,8 @@ class Zero {
   int64_t shared_bytes() const;
 
  private:
-  /// Stage 3 with more than one dp rank: parameters are stored as rows.
-  bool shards_params() const { return stage_ == 3 && dp_.size() > 1; }
+  /// Stage 3 with more than one replica: parameters are stored as rows.
+  bool shards_params() const { return stage_ == 3 && splits_; }
   void bucket_params(int64_t bucket_bytes);
   void to_pieces();
   /// An all-gather of parameters' rows in flight.
@@ -103,7 +104,8 @@ class Zero {
 
   int stage_;
   std::vector<std::pair<std::string, DTensor*>> params_;
-  const comm::Group& dp_;
+  std::vector<const comm::Group*> replicas_;  // per parameter: what its state is split over
+  bool splits_ = false;                       // some parameter has more than one replica
   const GradSync& grad_sync_;
   std::vector<std::vector<FlatRange>> pieces_;  // [param][dp rank]
   std::vector<DTensorSpec> specs_;
