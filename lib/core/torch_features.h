@@ -35,7 +35,7 @@ bool use_fused_attention(Device device, at::ScalarType dtype);
 bool use_fused_adamw(Device device, at::ScalarType dtype);
 bool use_tf32_matmul(Device device, at::ScalarType dtype);
 /// Whether ops::causal_attention takes vescale's own blocked kernel (NOTE [Blocked causal
-/// attention], dtensor/local_kernels.h): wherever the fused kernel is off, except in float64.
+/// attention], kernels/local_kernels.h): wherever the fused kernel is off, except in float64.
 bool use_blocked_attention(Device device, at::ScalarType dtype);
 
 /// Sets float32 matmuls to TF32 ("high") when use_tf32_matmul(device, dtype); process-wide.

@@ -11,11 +11,11 @@
 #include "dtensor/context_parallel.h"
 #include "dtensor/kv_cache.h"
 #include "dtensor/linear_cross_entropy.h"
-#include "dtensor/local_kernels.h"
 #include "dtensor/op_driver.h"
 #include "dtensor/recompute.h"
 #include "dtensor/ring_attention.h"
 #include "dtensor/transitions.h"
+#include "kernels/local_kernels.h"
 
 namespace vescale::ops {
 

@@ -1,4 +1,4 @@
-#include "dtensor/local_kernels.h"
+#include "kernels/local_kernels.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
