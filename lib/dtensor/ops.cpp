@@ -15,6 +15,7 @@
 #include "dtensor/recompute.h"
 #include "dtensor/ring_attention.h"
 #include "dtensor/transitions.h"
+#include "kernels/fused.h"
 #include "kernels/local_kernels.h"
 
 namespace vescale::ops {

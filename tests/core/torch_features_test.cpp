@@ -10,6 +10,7 @@
 
 #include "comm/group.h"
 #include "core/error.h"
+#include "kernels/fused.h"
 
 namespace vescale {
 namespace {
