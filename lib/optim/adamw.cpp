@@ -8,18 +8,23 @@
 #include <tuple>
 #include <utility>
 
-#include "core/torch_features.h"
 #include "kernels/adamw_update.h"
 #include "kernels/fused.h"
+#include "kernels/kernel_table.h"
 
 namespace vescale {
 namespace {
 
-/// Whether PyTorch's fused kernel can update these (NOTE [Fast paths]): CUDA, not float64, and
-/// tensors it takes.
-bool fusable(const std::vector<at::Tensor>& tensors) {
+/// The AdamW path for one parameter's tensors (its value, gradient and moments): the kernel
+/// table's for their device and dtype (NOTE [Kernel table]), unless that is the fused kernel and
+/// it does not take these tensors.
+const kernels::AdamWPath& adamw_path(const std::vector<at::Tensor>& tensors) {
   const at::Tensor& p = tensors.front();
-  return use_fused_adamw(p.device(), p.scalar_type()) && fused::adamw_takes(tensors);
+  const kernels::AdamWPath& path =
+      kernels::choose(kernels::kAdamWPaths, {p.device(), p.scalar_type()});
+  if (path.id == kernels::AdamWPathId::kFused && !fused::adamw_takes(tensors))
+    return kernels::kAdamWPaths.back();
+  return path;
 }
 
 AdamWHyper hyper(const AdamWOptions& o, double lr, bool decay, int64_t step) {
@@ -34,8 +39,9 @@ AdamW::AdamW(std::vector<ParamView> views, AdamWOptions options)
 void AdamW::step(double lr) {
   torch::autograd::AutoGradMode no_grad(false);
   ++steps_;
-  // One launch per group of alike tensors: (weight decay on, dtype, device, fusable).
-  using Group = std::tuple<bool, at::ScalarType, std::string, bool>;
+  // One launch per group of alike tensors: (weight decay on, dtype, device, path). The paths
+  // are rows of one array, so their addresses order them.
+  using Group = std::tuple<bool, at::ScalarType, std::string, const kernels::AdamWPath*>;
   std::map<Group, AdamWLists> groups;
   for (size_t k = 0; k < views_.size(); ++k) {
     const at::Tensor g = views_[k].grad();
@@ -46,20 +52,15 @@ void AdamW::step(double lr) {
     if (!exp_avg.defined()) exp_avg = at::zeros_like(p);
     if (!exp_avg_sq.defined()) exp_avg_sq = at::zeros_like(p);
     const bool decay = views_[k].weight_decay && options_.weight_decay != 0;
-    const bool fuse = fusable({p, g, exp_avg, exp_avg_sq});
-    AdamWLists& lists = groups[{decay, p.scalar_type(), p.device().str(), fuse}];
+    const kernels::AdamWPath* path = &adamw_path({p, g, exp_avg, exp_avg_sq});
+    AdamWLists& lists = groups[{decay, p.scalar_type(), p.device().str(), path}];
     lists.params.push_back(p);
     lists.grads.push_back(g);
     lists.exp_avgs.push_back(exp_avg);
     lists.exp_avg_sqs.push_back(exp_avg_sq);
   }
   for (const auto& [group, lists] : groups) {
-    const AdamWHyper h = hyper(options_, lr, std::get<0>(group), steps_);
-    if (std::get<3>(group)) {
-      fused::adamw_step(lists, h);
-    } else {
-      local::adamw_step(lists, h);
-    }
+    std::get<3>(group)->run(lists, hyper(options_, lr, std::get<0>(group), steps_));
   }
 }
 
