@@ -120,7 +120,7 @@ struct AttentionImpl : nn::Module {
     auto heads = [&](nn::Linear& proj) {
       return proj(x).view({b, t, n_head, c / n_head}).transpose(1, 2);
     };
-    // vescale-train's kernels, picked as it picks them on the CPU (use_blocked_attention): NOTE
+    // vescale-train's kernels, picked as its kernel table picks them on the CPU: NOTE
     // [Blocked causal attention] off float64, else NOTE [Explicit attention]. So only the
     // machinery around them differs.
     const torch::Tensor q = heads(q_proj), k = heads(k_proj), v = heads(v_proj);
