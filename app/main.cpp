@@ -7,7 +7,7 @@
 #include "commands/commands.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "core/torch_features.h"
+#include "kernels/kernel_table.h"
 
 namespace {
 
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   // The version, the LibTorch it was built with and the fast paths built in (NOTE [Fast paths]).
   app.set_version_flag("--version",
                        fmt::format("vescale-train {}\n{}", kVersion,
-                                   vescale::build_summary(vescale::comm::nccl_version())));
+                                   vescale::kernels::build_summary(vescale::comm::nccl_version())));
   // Logs go to stderr from the start; --log-level applies as soon as it is parsed.
   vescale::init_logging({0, 1, false, invocation.log_level});
   app.add_option("--log-level", invocation.log_level, "trace, debug, info, warn or error")

@@ -1,6 +1,6 @@
 // vescale-bench-plain: vescale-train's GPT trained by a plain LibTorch loop (torch::nn, ATen,
 // torch::optim::AdamW, clip_grad_norm_) with no DTensor, no DModule, no hooks and, of vescale's
-// library, only its attention kernels (dtensor/local_kernels.h), to show what vescale-train's own
+// library, only its attention kernels (kernels/local_kernels.h), to show what vescale-train's own
 // machinery costs on one process.
 //
 //   vescale-bench-plain CONFIG.toml [--section.key=value ...] [--threads=N]
@@ -14,7 +14,7 @@
 #include <toml++/toml.h>
 #include <torch/torch.h>
 
-#include "dtensor/local_kernels.h"
+#include "kernels/local_kernels.h"
 
 #include <chrono>
 #include <cmath>
@@ -120,7 +120,7 @@ struct AttentionImpl : nn::Module {
     auto heads = [&](nn::Linear& proj) {
       return proj(x).view({b, t, n_head, c / n_head}).transpose(1, 2);
     };
-    // vescale-train's kernels, picked as it picks them on the CPU (use_blocked_attention): NOTE
+    // vescale-train's kernels, picked as its kernel table picks them on the CPU: NOTE
     // [Blocked causal attention] off float64, else NOTE [Explicit attention]. So only the
     // machinery around them differs.
     const torch::Tensor q = heads(q_proj), k = heads(k_proj), v = heads(v_proj);

@@ -10,8 +10,8 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "core/torch_features.h"
 #include "hf/import.h"
+#include "kernels/kernel_table.h"
 #include "runtime.h"
 #include "train/checkpointing.h"
 #include "train/model_factory.h"
@@ -21,11 +21,11 @@ namespace vescale::app {
 namespace {
 
 /// This rank's device (training.device for LOCAL_RANK), made current, with TF32 matmuls when it
-/// computes float32 on CUDA (NOTE [Fast paths]).
+/// computes float32 on CUDA (NOTE [Fast paths], NOTE [Kernel table]).
 Device bind_rank_device(const JobConfig& config, const LaunchEnv& env) {
   const Device device = parse_device(config.device, env.local_rank);
   bind_device(device);
-  configure_matmul_precision(device, job_dtype(config));
+  kernels::configure_matmul_precision(device, job_dtype(config));
   return device;
 }
 
@@ -63,7 +63,7 @@ comm::Group connect_job(const JobConfig& config, const LaunchEnv& env) {
   }
   log_rank0("[device] rank 0 computes on {} (training.device = {}), comm backend {}; {}",
             device.str(), config.device, comm::backend_name(world.backend()),
-            fast_paths_summary(device, job_dtype(config)));
+            kernels::fast_paths_summary(device, job_dtype(config)));
   return world;
 }
 

@@ -14,7 +14,6 @@
 #include "core/input_file.h"
 #include "core/logging.h"
 #include "core/memory_meter.h"
-#include "core/torch_features.h"
 #include "dmodule/plan.h"
 #include "hf/import.h"
 #include "test_faults.h"

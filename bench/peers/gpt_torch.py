@@ -118,7 +118,7 @@ def load_config(path, overrides):
 
 # --attention: "masked" computes scores as nanoGPT's CPU path does ((q @ k^T) * scale, then
 # masked_fill with the causal mask); "additive" as vescale-train's kernel (NOTE [Explicit
-# attention] in lib/dtensor/local_kernels.h: bmm, then add(bias, scores, alpha=scale) with a cached
+# attention] in lib/kernels/local_kernels.h: bmm, then add(bias, scores, alpha=scale) with a cached
 # 0/-inf bias). Same values bit for bit; the second saves passes over the scores. "sdpa" is
 # torch's fused kernel (flash attention on a GPU), what vescale-train runs on CUDA off float64.
 ATTENTION = "masked"

@@ -1,5 +1,6 @@
 #include "core/device.h"
 
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>
 
@@ -13,6 +14,17 @@ namespace vescale {
 
 int cuda_device_count() {
   return static_cast<int>(torch::cuda::device_count());
+}
+
+std::string cuda_build_version() {
+  // A CPU build's hooks throw here; a CUDA build's report the CUDA runtime it was compiled with
+  // (major * 1000 + minor * 10), GPU or not.
+  try {
+    const long version = at::detail::getCUDAHooks().versionCUDART();
+    return fmt::format("{}.{}", version / 1000, version % 1000 / 10);
+  } catch (const c10::Error&) {
+    return "";
+  }
 }
 
 Device resolve_device(const std::string& setting, int local_rank, int gpus) {

@@ -15,6 +15,8 @@ inline const Device kCpu{c10::kCPU};
 
 /// GPUs this process sees: 0 when LibTorch has no CUDA or the machine has no GPU.
 int cuda_device_count();
+/// The CUDA runtime version LibTorch was built with ("12.4"), or "" for a CPU build.
+std::string cuda_build_version();
 
 /// Resolves training.device for the rank with `local_rank`, given `gpus` visible GPUs: "cpu";
 /// "cuda" (cuda:local_rank); "auto" (cuda:local_rank when there is a GPU, else cpu). Throws

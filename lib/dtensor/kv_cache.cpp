@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "core/error.h"
-#include "dtensor/local_kernels.h"
+#include "kernels/local_kernels.h"
 
 namespace vescale {
 namespace {

@@ -7,15 +7,15 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "core/torch_features.h"
 #include "dtensor/context_parallel.h"
 #include "dtensor/kv_cache.h"
 #include "dtensor/linear_cross_entropy.h"
-#include "dtensor/local_kernels.h"
 #include "dtensor/op_driver.h"
 #include "dtensor/recompute.h"
 #include "dtensor/ring_attention.h"
 #include "dtensor/transitions.h"
+#include "kernels/kernel_table.h"
+#include "kernels/local_kernels.h"
 
 namespace vescale::ops {
 
@@ -80,7 +80,7 @@ DTensor linear(const DTensor& x, const DTensor& w, const std::optional<DTensor>&
                  fixed(detail::linear_rule(x_ndim)),
                  shape_of(x.shape(), 1, {w.size(0)}),
                  [](const Locals& l, const Specs&, const DTensorSpec&) {
-                   return local::linear(l[0], l[1], l[2]);  // NOTE [Linear bias on the CPU]
+                   return kernels::linear(l[0], l[1], l[2]);  // NOTE [Kernel table]
                  }});
 }
 
@@ -117,7 +117,7 @@ std::vector<DTensor> linear_group(const DTensor& x, const std::vector<const DTen
         at::Tensor b;
         if (bias)
           b = at::cat(std::vector<at::Tensor>(l.begin() + 1 + static_cast<long>(n), l.end()));
-        const at::Tensor y = local::linear(l[0], at::cat(weights), b);
+        const at::Tensor y = kernels::linear(l[0], at::cat(weights), b);
         return y.split_with_sizes(rows, -1);
       }});
 }
@@ -275,21 +275,28 @@ DTensor causal_attention(const DTensor& q, const DTensor& k, const DTensor& v) {
        fixed(detail::attention_rule()),
        q.shape(),
        [](const Locals& l, const Specs&, const DTensorSpec&) {
-         // Generation: the new tokens against the cached ones (NOTE [KV cache]). Context
-         // parallelism: this rank's part of each sequence, as a ring (on any device: the
-         // kernels below would see the local tokens only). Else NOTE [Fast paths]: the fused
-         // kernel on CUDA (not float64), else NOTE [Blocked causal attention] (not float64),
-         // else NOTE [Explicit attention].
-         if (KvCache* cache = KvCacheScope::cache()) return cache->attend(l[0], l[1], l[2]);
-         if (const comm::Group* ring = ContextParallelScope::ring())
-           return ring_causal_attention(l[0], l[1], l[2], *ring);
-         if (use_fused_attention(l[0].device(), l[0].scalar_type()))
-           return fused::causal_attention(l[0], l[1], l[2]);
-         const bool blocked = use_blocked_attention(l[0].device(), l[0].scalar_type());
-         auto core = [blocked](const std::vector<at::Tensor>& qkv) {
-           return std::vector<at::Tensor>{
-               blocked ? local::blocked_causal_attention(qkv[0], qkv[1], qkv[2])
-                       : local::causal_attention(qkv[0], qkv[1], qkv[2])};
+         // The first attention path that holds (NOTE [Kernel table]): generation's KV cache
+         // (NOTE [KV cache]), context parallelism's ring (on any device: the kernels after it
+         // would see this rank's tokens only), then the local kernels.
+         KvCache* cache = KvCacheScope::cache();
+         const comm::Group* ring = ContextParallelScope::ring();
+         kernels::KernelContext context{l[0].device(), l[0].scalar_type()};
+         context.kv_cache = cache != nullptr;
+         context.cp_ring = ring != nullptr;
+         const kernels::AttentionPath& path = kernels::choose(kernels::kAttentionPaths, context);
+         switch (path.id) {
+           case kernels::AttentionPathId::kKvCache:
+             return cache->attend(l[0], l[1], l[2]);
+           case kernels::AttentionPathId::kCpRing:
+             return ring_causal_attention(l[0], l[1], l[2], *ring);
+           case kernels::AttentionPathId::kFused:  // keeps no probabilities: nothing to recompute
+             return path.run(l[0], l[1], l[2]);
+           case kernels::AttentionPathId::kBlocked:
+           case kernels::AttentionPathId::kExplicit:
+             break;
+         }
+         auto core = [run = path.run](const std::vector<at::Tensor>& qkv) {
+           return std::vector<at::Tensor>{run(qkv[0], qkv[1], qkv[2])};
          };
          // Selective activation checkpointing: keep q, k, v, not the probabilities.
          if (RecomputeAttentionScope::active())

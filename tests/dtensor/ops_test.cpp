@@ -10,7 +10,7 @@
 #include <functional>
 
 #include "core/error.h"
-#include "core/torch_features.h"
+#include "kernels/kernel_table.h"
 #include "support/expect_close.h"
 #include "support/run_ranks.h"
 #include "support/tensors.h"
@@ -395,11 +395,12 @@ TEST(OpRules, ParameterMixingPartialAndFullGradientsIsAnError) {
 }
 
 TEST(OpRules, AttentionOffCudaIsTheExplicitKernelBitwise) {
-  // NOTE [Fast paths]: on the CPU, and in float64 anywhere, attention keeps the explicit kernel
+  // NOTE [Kernel table]: on the CPU, and in float64 anywhere, attention keeps the explicit kernel
   // (float32 too at this length: NOTE [Blocked causal attention] needs two blocks, and
   // local_kernels_test compares it at longer ones), and NOTE [Explicit attention]'s additive
   // mask and fused scale give the textbook values and gradients bit for bit.
-  ASSERT_FALSE(use_fused_attention(kCpu, at::kFloat));
+  ASSERT_NE(kernels::choose(kernels::kAttentionPaths, {kCpu, at::kFloat}).id,
+            kernels::AttentionPathId::kFused);
   run_ranks(1, [](const comm::Group& world) {
     DeviceMesh mesh(world, MeshSpec{{1}, {"tp"}});
     for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {

@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "dtensor/context_parallel.h"
-#include "dtensor/local_kernels.h"
+#include "kernels/local_kernels.h"
 #include "support/run_ranks.h"
 #include "support/tensors.h"
 

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "core/torch_features.h"
+#include "kernels/kernel_table.h"
 #include "optim/sgd.h"
 #include "support/run_ranks.h"
 #include "support/tensors.h"
@@ -68,8 +68,9 @@ TEST(Optimizer, SGDOnTwoFlatViewsEqualsWholeBitwise) {
 }
 
 TEST(Optimizer, AdamWOffCudaIsTheExplicitUpdateBitwise) {
-  // NOTE [Fast paths]: on the CPU, and in float64 anywhere, AdamW keeps the explicit update.
-  ASSERT_FALSE(use_fused_adamw(kCpu, at::kFloat));
+  // NOTE [Kernel table]: on the CPU, and in float64 anywhere, AdamW keeps the explicit update.
+  ASSERT_EQ(kernels::choose(kernels::kAdamWPaths, {kCpu, at::kFloat}).id,
+            kernels::AdamWPathId::kForeach);
   const double lr = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, decay = 0.1;
   run_ranks(1, [&](const comm::Group& world) {
     DeviceMesh mesh(world, MeshSpec{{1}, {"tp"}});

@@ -1,4 +1,4 @@
-#include "dtensor/local_kernels.h"
+#include "kernels/local_kernels.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
@@ -20,9 +20,12 @@
 
 namespace vescale::local {
 
-at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  if (!b.defined() || x.is_cuda() || x.dim() < 2)
-    return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
+at::Tensor aten_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
+}
+
+at::Tensor linear_mm_add(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  if (!b.defined() || x.dim() < 2) return aten_linear(x, w, b);
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = w.size(0);
   at::Tensor y = at::mm(x.reshape({-1, x.size(-1)}), w.t());

@@ -1,6 +1,6 @@
 // NOTE [Blocked causal attention] against NOTE [Explicit attention]: the same values and
 // gradients up to rounding, at sequence lengths that fill their blocks and that do not.
-#include "dtensor/local_kernels.h"
+#include "kernels/local_kernels.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

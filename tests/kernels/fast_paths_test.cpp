@@ -1,6 +1,7 @@
-// NOTE [Fast paths]: which fast kernels a build has and where they apply. On Debian's LibTorch
-// 1.13 (the CPU build) every fused flag is off and the explicit kernels are the only path.
-#include "core/torch_features.h"
+// NOTE [Fast paths]: which fast kernels a build has, where the kernel table (NOTE [Kernel table])
+// applies them, and the summaries written from it. On Debian's LibTorch 1.13 (the CPU build)
+// every fused flag is off and the explicit kernels are the only path.
+#include "kernels/kernel_table.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -10,17 +11,34 @@
 
 #include "comm/group.h"
 #include "core/error.h"
+#include "kernels/fused.h"
 
-namespace vescale {
+namespace vescale::kernels {
 namespace {
 
 const Device kGpu(c10::kCUDA, 0);  // a device name only: nothing is allocated on it
 
-TEST(TorchFeatures, FlagsFollowTheLibTorchVersion) {
+bool use_fused_attention(Device device, at::ScalarType dtype) {
+  return choose(kAttentionPaths, {device, dtype}).id == AttentionPathId::kFused;
+}
+bool use_blocked_attention(Device device, at::ScalarType dtype) {
+  return choose(kAttentionPaths, {device, dtype}).id == AttentionPathId::kBlocked;
+}
+bool use_fused_adamw(Device device, at::ScalarType dtype) {
+  return choose(kAdamWPaths, {device, dtype}).id == AdamWPathId::kFused;
+}
+bool use_tf32_matmul(Device device, at::ScalarType dtype) {
+  return choose(kMatmulPrecisionPaths, {device, dtype}).id == MatmulPrecisionId::kTf32;
+}
+
+const bool kHasFusedAttention = kThisBuild.fused_attention;
+const bool kHasFusedAdamW = kThisBuild.fused_adamw;
+
+TEST(FastPaths, FlagsFollowTheLibTorchVersion) {
   EXPECT_EQ(kHasFusedAttention, TORCH_VERSION_MAJOR >= 2);
   EXPECT_EQ(kHasFusedAdamW,
             TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1));
-  EXPECT_TRUE(kHasTf32Control);  // 1.12 and later
+  EXPECT_TRUE(kThisBuild.tf32_control);  // 1.12 and later
 #if TORCH_VERSION_MAJOR < 2
   // The CPU build machine's LibTorch 1.13: no fused kernel is compiled in.
   EXPECT_FALSE(kHasFusedAttention);
@@ -28,7 +46,7 @@ TEST(TorchFeatures, FlagsFollowTheLibTorchVersion) {
 #endif
 }
 
-TEST(TorchFeatures, FusedKernelsOnlyOnCudaAndNeverInFloat64) {
+TEST(FastPaths, FusedKernelsOnlyOnCudaAndNeverInFloat64) {
   for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16}) {
     EXPECT_FALSE(use_fused_attention(kCpu, dtype)) << dtype;
     EXPECT_FALSE(use_fused_adamw(kCpu, dtype)) << dtype;
@@ -40,7 +58,7 @@ TEST(TorchFeatures, FusedKernelsOnlyOnCudaAndNeverInFloat64) {
   EXPECT_FALSE(use_tf32_matmul(kGpu, at::kBFloat16));  // TF32 rounds float32 operands only
   EXPECT_EQ(use_fused_attention(kGpu, at::kFloat), kHasFusedAttention);
   EXPECT_EQ(use_fused_adamw(kGpu, at::kFloat), kHasFusedAdamW);
-  EXPECT_EQ(use_tf32_matmul(kGpu, at::kFloat), kHasTf32Control);
+  EXPECT_EQ(use_tf32_matmul(kGpu, at::kFloat), kThisBuild.tf32_control);
 }
 
 /// The name setFloat32MatmulPrecision takes (LibTorch 2.x keeps only the string form).
@@ -55,7 +73,7 @@ const char* precision_name(at::Float32MatmulPrecision p) {
   }
 }
 
-TEST(TorchFeatures, Tf32OnlyForFloat32OnCuda) {
+TEST(FastPaths, Tf32OnlyForFloat32OnCuda) {
   at::Context& context = at::globalContext();
   const std::string before = precision_name(context.float32MatmulPrecision());
   context.setFloat32MatmulPrecision("highest");
@@ -68,7 +86,7 @@ TEST(TorchFeatures, Tf32OnlyForFloat32OnCuda) {
   context.setFloat32MatmulPrecision(before);
 }
 
-TEST(TorchFeatures, SummariesSayWhatIsOnAndWhy) {
+TEST(FastPaths, SummariesSayWhatIsOnAndWhy) {
   EXPECT_EQ(
       fast_paths_summary(kGpu, at::kDouble),
       "fused attention off (" +
@@ -92,7 +110,7 @@ TEST(TorchFeatures, SummariesSayWhatIsOnAndWhy) {
 #endif
 }
 
-TEST(TorchFeatures, BuildSummaryNamesCudaAndNcclOfACudaBuild) {
+TEST(FastPaths, BuildSummaryNamesCudaAndNcclOfACudaBuild) {
   // This project's NCCL builds are CUDA builds and its CPU builds have neither.
   const std::string cuda = cuda_build_version();
   const std::string nccl = comm::nccl_version();
@@ -113,7 +131,7 @@ TEST(TorchFeatures, BuildSummaryNamesCudaAndNcclOfACudaBuild) {
   EXPECT_EQ(build.find("CPU only"), std::string::npos) << build;
 }
 
-TEST(TorchFeatures, FusedKernelsRefuseToRunWithoutLibTorchSupport) {
+TEST(FastPaths, FusedKernelsRefuseToRunWithoutLibTorchSupport) {
   if (kHasFusedAttention && kHasFusedAdamW) GTEST_SKIP() << "this LibTorch has both kernels";
   const at::Tensor q = at::zeros({1, 1, 2, 2});
   if (!kHasFusedAttention) {
@@ -127,4 +145,4 @@ TEST(TorchFeatures, FusedKernelsRefuseToRunWithoutLibTorchSupport) {
 }
 
 }  // namespace
-}  // namespace vescale
+}  // namespace vescale::kernels

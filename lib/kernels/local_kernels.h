@@ -1,20 +1,25 @@
 #pragma once
 // The per-rank ATen kernels behind ops that take more than one ATen call. They see local tensors
-// only; the DTensor op around them decides placements (dtensor/ops.cpp).
+// only; the DTensor op around them decides placements (dtensor/ops.cpp), and the kernel table
+// which of them runs (NOTE [Kernel table]).
 
 #include <ATen/Tensor.h>
 
 namespace vescale::local {
 
-/// x w^T + b for x [..., in], w [out, in], b [out] (or undefined).
+/// x w^T + b for x [..., in], w [out, in], b [out] (or undefined), by at::linear: the linear
+/// path on CUDA, where it keeps its fused bias epilogue (NOTE [Kernel table]).
+at::Tensor aten_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
+
+/// The same as a plain mm and an in-place add of the bias: the linear path off CUDA.
 ///
 /// NOTE [Linear bias on the CPU]: at::linear folds a 2-D input and a bias into one addmm, which
 /// on the CPU first copies the bias broadcast to the whole [N, out] output and then lets the
 /// GEMM add into it. That copy from a stride-0 tensor costs about twice an in-place add of the
 /// bias after a plain mm (gpt-tiny at T = 128, 20 steps, one thread: 119 ms of copies against
-/// 56 ms of adds). So off CUDA the product is an mm and the bias an add_; on CUDA at::linear
-/// keeps its fused epilogue.
-at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
+/// 56 ms of adds). So off CUDA the product is an mm and the bias an add_ (without a bias, or for
+/// a 1-D x, at::linear); on CUDA the kernel table picks aten_linear.
+at::Tensor linear_mm_add(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
 
 /// softmax(q k^T / sqrt(D) + causal mask) v for q, k, v of shape [B, H, T, D].
 ///
@@ -34,8 +39,8 @@ at::Tensor cached_attention(const at::Tensor& q, const at::Tensor& k, const at::
 
 /// The same attention by blocks of query rows, skipping the keys above the diagonal, with a
 /// hand-written backward (NOTE [Blocked causal attention]). Not bitwise the explicit kernel: the
-/// fast path for float32 and bfloat16 off CUDA (ops::causal_attention picks it through
-/// use_blocked_attention); sequences shorter than two blocks take the explicit kernel.
+/// fast path for float32 and bfloat16 off CUDA (the kernel table's attention path after the
+/// fused one); sequences shorter than two blocks take the explicit kernel.
 ///
 /// NOTE [Blocked causal attention]: the explicit kernel computes all T x T scores and then masks
 /// half of them away; its matmuls and softmax do twice the work causal attention needs. Here the

@@ -1,0 +1,319 @@
+// NOTE [Kernel table]: the order of every table over every context, and every path of every table
+// run against the table's explicit path, as ggml's test-backend-ops runs each backend against the
+// CPU: the same inputs, in the same dtype, the explicit path on the CPU as the reference, and the
+// normalised error (max |difference| / max |reference|) printed for each case. Paths run where
+// they hold: on the CPU here, on CUDA where a GPU is.
+#include "kernels/kernel_table.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dtensor/context_parallel.h"
+#include "dtensor/kv_cache.h"
+#include "dtensor/ring_attention.h"
+#include "support/run_ranks.h"
+#include "support/tensors.h"
+
+namespace vescale::kernels {
+namespace {
+
+using testing::pattern;
+using Outputs = std::vector<at::Tensor>;
+
+const Device kGpu(c10::kCUDA, 0);  // for the order tests a device name only
+const at::ScalarType kDtypes[] = {at::kFloat, at::kDouble, at::kBFloat16};
+
+std::string describe(const KernelContext& c) {
+  return c.device.str() + " " + c10::toString(c.dtype) + (c.kv_cache ? ", KV cache" : "") +
+         (c.cp_ring ? ", cp ring" : "") +
+         (c.build.fused_attention ? ", fused attention built" : "") +
+         (c.build.fused_adamw ? ", fused AdamW built" : "");
+}
+
+/// Every context a table can be asked about: both devices, four dtypes, a KV cache and a ring
+/// open or not, and this build, a build with none of the LibTorch kernels and one with all.
+std::vector<KernelContext> every_context() {
+  std::vector<KernelContext> out;
+  const BuildFlags none{false, false, false}, all{true, true, true};
+  for (const Device& device : {kCpu, kGpu}) {
+    for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf}) {
+      for (int open = 0; open < 4; ++open) {
+        for (const BuildFlags& build : {kThisBuild, none, all})
+          out.push_back({device, dtype, (open & 1) != 0, (open & 2) != 0, build});
+      }
+    }
+  }
+  return out;
+}
+
+bool fast(const KernelContext& c) {
+  return c.device.is_cuda() && c.dtype != at::kDouble;
+}
+
+TEST(KernelTable, AttentionIsKvCacheThenRingThenFusedThenBlockedThenExplicit) {
+  for (const KernelContext& c : every_context()) {
+    AttentionPathId expected = AttentionPathId::kExplicit;
+    if (c.kv_cache) {
+      expected = AttentionPathId::kKvCache;
+    } else if (c.cp_ring) {
+      expected = AttentionPathId::kCpRing;
+    } else if (c.build.fused_attention && fast(c)) {
+      expected = AttentionPathId::kFused;
+    } else if (c.dtype != at::kDouble) {
+      expected = AttentionPathId::kBlocked;
+    }
+    EXPECT_EQ(choose(kAttentionPaths, c).id, expected) << describe(c);
+  }
+}
+
+TEST(KernelTable, NoLocalAttentionKernelRunsUnderARingOrACache) {
+  // The fused kernel once ran ahead of the ring: it attended within this rank's tokens only.
+  for (const KernelContext& c : every_context()) {
+    if (!c.kv_cache && !c.cp_ring) continue;
+    const AttentionPath& path = choose(kAttentionPaths, c);
+    EXPECT_TRUE(path.id == AttentionPathId::kKvCache || path.id == AttentionPathId::kCpRing)
+        << path.name << " for " << describe(c);
+  }
+}
+
+TEST(KernelTable, AdamWLinearAndMatmulPrecisionOrders) {
+  for (const KernelContext& c : every_context()) {
+    EXPECT_EQ(choose(kAdamWPaths, c).id,
+              c.build.fused_adamw && fast(c) ? AdamWPathId::kFused : AdamWPathId::kForeach)
+        << describe(c);
+    EXPECT_EQ(choose(kLinearPaths, c).id,
+              c.device.is_cuda() ? LinearPathId::kAtLinear : LinearPathId::kMmAdd)
+        << describe(c);
+    EXPECT_EQ(choose(kMatmulPrecisionPaths, c).id,
+              c.build.tf32_control && c.device.is_cuda() && c.dtype == at::kFloat
+                  ? MatmulPrecisionId::kTf32
+                  : MatmulPrecisionId::kFloat32)
+        << describe(c);
+  }
+}
+
+TEST(KernelTable, TheExplicitPathHoldsEverywhereAndAPathOffSaysWhy) {
+  for_each_table([](const auto& table) {
+    for (const KernelContext& c : every_context()) {
+      EXPECT_TRUE(holds(table.back(), c)) << table.back().name << ", " << describe(c);
+      for (const auto& path : table)
+        EXPECT_EQ(holds(path, c), why_not(path, c).empty()) << path.name << ", " << describe(c);
+    }
+  });
+}
+
+// ---- every path against the explicit one ------------------------------------------------------
+
+/// Tolerances of the normalised error, for one dtype's rounding; TF32 rounds float32 operands to
+/// 10 bits.
+double tolerance(at::ScalarType dtype, bool tf32 = false) {
+  if (tf32) return 5e-3;
+  if (dtype == at::kDouble) return 1e-12;
+  return dtype == at::kFloat ? 2e-5 : 5e-2;
+}
+
+/// max |got - want| / max |want| over the tensors of `want` (`got` may hold fewer).
+double normalised_error(const Outputs& got, const Outputs& want) {
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const at::Tensor a = got[i].to(at::kCPU).to(at::kDouble);
+    const at::Tensor b = want[i].to(at::kCPU).to(at::kDouble);
+    const double scale = std::max(b.abs().max().item<double>(), 1e-30);
+    worst = std::max(worst, (a - b).abs().max().item<double>() / scale);
+  }
+  return worst;
+}
+
+/// Runs each path of `table` that holds in a context of `device` and each dtype (`open` fills
+/// the context's other fields for the path) through `run` (path, device, dtype -> its outputs,
+/// or none where this test cannot run it), and compares it with the table's explicit path on
+/// the CPU. Prints each error; returns how many cases ran.
+template <typename Path, size_t N, typename Open, typename Run>
+int check_paths(const char* op, const std::array<Path, N>& table, Device device, const Open& open,
+                const Run& run) {
+  int ran = 0;
+  for (const Path& path : table) {
+    for (at::ScalarType dtype : kDtypes) {
+      KernelContext context{device, dtype};
+      open(path, context);
+      const std::string where =
+          fmt::format("[{}] {} on {} in {}", op, path.name, device.str(), c10::toString(dtype));
+      if (!holds(path, context)) {
+        std::printf("%s: off (%s)\n", where.c_str(), why_not(path, context).c_str());
+        continue;
+      }
+      if (&path == &table.back() && !device.is_cuda()) {
+        std::printf("%s: the reference\n", where.c_str());
+        continue;
+      }
+      const Outputs got = run(path, device, dtype);
+      if (got.empty()) continue;
+      const double error = normalised_error(got, run(table.back(), kCpu, dtype));
+      std::printf("%s: max |difference| / max |explicit on the CPU| = %.2e\n", where.c_str(),
+                  error);
+      const bool tf32 = std::string(path.name) == "TF32 matmuls";
+      EXPECT_LE(error, tolerance(dtype, tf32)) << where;
+      ++ran;
+    }
+  }
+  return ran;
+}
+
+/// q, k, v and the output's gradient [B, H, T, D] in `dtype` on `device`: T = 96 fills three of
+/// the blocked kernel's blocks and splits into a ring of two.
+Outputs attention_inputs(Device device, at::ScalarType dtype) {
+  Outputs in;
+  for (int i = 0; i < 4; ++i)
+    in.push_back(pattern({2, 3, 96, 16}, 0.4 * (i + 1)).to(dtype).to(device));
+  return in;
+}
+
+/// A kernel's output and the gradients of q, k and v (in[3]: the output's gradient).
+template <typename Kernel>
+Outputs with_gradients(const Kernel& kernel, const Outputs& in) {
+  Outputs leaves;
+  for (size_t i = 0; i < 3; ++i)
+    leaves.push_back(in[i].detach().clone().requires_grad_());
+  const at::Tensor out = kernel(leaves[0], leaves[1], leaves[2]);
+  out.backward(in[3]);
+  return {out.detach(), leaves[0].grad(), leaves[1].grad(), leaves[2].grad()};
+}
+
+/// The KV cache's path: the first half of the sequence as a prompt, then a token at a time.
+/// Generation keeps no graph: the output only.
+Outputs through_kv_cache(const Outputs& in) {
+  const at::NoGradGuard no_grad;
+  const int64_t t = in[0].size(2), prompt = t / 2;
+  KvCache cache(t);
+  Outputs pieces;
+  for (int64_t s = 0; s < t; s += s == 0 ? prompt : 1) {
+    const int64_t n = s == 0 ? prompt : 1;
+    pieces.push_back(
+        cache.attend(in[0].narrow(2, s, n), in[1].narrow(2, s, n), in[2].narrow(2, s, n)));
+    cache.advance(n);
+  }
+  return {at::cat(pieces, 2)};
+}
+
+/// The ring's path over two ranks (threads over Gloo), their parts put back in sequence order.
+Outputs around_a_ring(const Outputs& in) {
+  constexpr int kRanks = 2;
+  std::mutex mutex;
+  std::vector<Outputs> parts(kRanks);
+  testing::run_ranks(kRanks, [&](const comm::Group& ring) {
+    Outputs mine;
+    for (const at::Tensor& x : in)
+      mine.push_back(sequence_part(x, 2, ring.rank(), kRanks));
+    Outputs got = with_gradients(
+        [&ring](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+          return ring_causal_attention(q, k, v, ring);
+        },
+        mine);
+    std::lock_guard<std::mutex> lock(mutex);
+    parts[static_cast<size_t>(ring.rank())] = std::move(got);
+  });
+  const at::Tensor positions = at::arange(in[0].size(2), at::kLong);
+  Outputs order;
+  for (int r = 0; r < kRanks; ++r)
+    order.push_back(sequence_part(positions, 0, r, kRanks));
+  const at::Tensor held = at::cat(order);  // the positions that the ranks' parts hold, in turn
+  Outputs whole;
+  for (size_t i = 0; i < parts[0].size(); ++i) {
+    const at::Tensor joined = at::cat({parts[0][i], parts[1][i]}, 2);
+    whole.push_back(at::empty_like(joined).index_copy_(2, held, joined));
+  }
+  return whole;
+}
+
+Outputs run_attention(const AttentionPath& path, Device device, at::ScalarType dtype) {
+  const Outputs in = attention_inputs(device, dtype);
+  switch (path.id) {
+    case AttentionPathId::kKvCache:
+      return through_kv_cache(in);
+    case AttentionPathId::kCpRing:
+      if (!device.is_cuda()) return around_a_ring(in);
+      std::printf(
+          "[attention] ring attention on %s: not run here (the test's ranks talk over "
+          "Gloo, which this test feeds CPU tensors only)\n",
+          device.str().c_str());
+      return {};
+    default:
+      return with_gradients(path.run, in);
+  }
+}
+
+/// Three AdamW steps of three parameters of different sizes: their values and moments after.
+Outputs run_adamw(const AdamWPath& path, Device device, at::ScalarType dtype) {
+  AdamWLists lists;
+  for (int64_t i = 0; i < 3; ++i) {
+    const std::vector<int64_t> shape{5 + i, 7};
+    lists.params.push_back(pattern(shape, 0.1 * static_cast<double>(i + 1)).to(dtype).to(device));
+    lists.grads.push_back(pattern(shape, 0.7 * static_cast<double>(i + 1)).to(dtype).to(device));
+    lists.exp_avgs.push_back(at::zeros_like(lists.params.back()));
+    lists.exp_avg_sqs.push_back(at::zeros_like(lists.params.back()));
+  }
+  for (int64_t step = 1; step <= 3; ++step)
+    path.run(lists, AdamWHyper{1e-2, 0.9, 0.95, 1e-8, 0.1, step});
+  Outputs out = lists.params;
+  out.insert(out.end(), lists.exp_avgs.begin(), lists.exp_avgs.end());
+  out.insert(out.end(), lists.exp_avg_sqs.begin(), lists.exp_avg_sqs.end());
+  return out;
+}
+
+/// x w^T + b with its gradients for a 3-D x, then without a bias, then for a 1-D x.
+Outputs run_linear(const LinearPath& path, Device device, at::ScalarType dtype) {
+  auto make = [&](std::vector<int64_t> shape, double phase) {
+    return pattern(shape, phase).to(dtype).to(device);
+  };
+  const at::Tensor x = make({4, 6, 32}, 0.3), w = make({24, 32}, 0.5), b = make({24}, 0.9);
+  Outputs out = with_gradients(path.run, {x, w, b, make({4, 6, 24}, 0.2)});
+  out.push_back(path.run(x, w, at::Tensor()));
+  out.push_back(path.run(make({32}, 0.4), w, b));
+  return out;
+}
+
+/// A float32 matmul under the path's precision; LibTorch's default ("highest") again after.
+Outputs run_matmul(const MatmulPrecisionPath& path, Device device, at::ScalarType dtype) {
+  at::Context& context = at::globalContext();
+  context.setFloat32MatmulPrecision("highest");
+  if (path.run != nullptr) path.run();
+  const at::Tensor a = pattern({64, 96}, 0.3).to(dtype).to(device);
+  const at::Tensor b = pattern({96, 48}, 0.6).to(dtype).to(device);
+  const at::Tensor out = at::matmul(a, b);
+  context.setFloat32MatmulPrecision("highest");
+  return {out};
+}
+
+void check_every_table(Device device) {
+  auto nothing_open = [](const auto&, KernelContext&) {};
+  auto attention_open = [](const AttentionPath& path, KernelContext& context) {
+    context.kv_cache = path.id == AttentionPathId::kKvCache;
+    context.cp_ring = path.id == AttentionPathId::kCpRing;
+  };
+  int ran = check_paths("attention", kAttentionPaths, device, attention_open, run_attention);
+  ran += check_paths("AdamW", kAdamWPaths, device, nothing_open, run_adamw);
+  ran += check_paths("linear", kLinearPaths, device, nothing_open, run_linear);
+  ran += check_paths("matmul", kMatmulPrecisionPaths, device, nothing_open, run_matmul);
+  EXPECT_GT(ran, 0);
+}
+
+TEST(KernelTable, EveryPathMatchesTheExplicitOneOnTheCpu) {
+  check_every_table(kCpu);
+}
+
+TEST(KernelTable, EveryPathMatchesTheExplicitOneOnCuda) {
+  if (!at::hasCUDA())
+    GTEST_SKIP() << "no GPU: the CUDA paths (fused attention and AdamW where LibTorch has them, "
+                    "at::linear, TF32 matmuls) run where one is";
+  check_every_table(kGpu);
+}
+
+}  // namespace
+}  // namespace vescale::kernels
