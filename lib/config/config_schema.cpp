@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "config/toml_value.h"
 #include "core/enum_names.h"
@@ -18,11 +19,15 @@ struct Exactly {
   using type = T;
 };
 
-/// A schema entry whose default has its field's type.
+/// A schema entry whose default has its field's type; an enumerated key's default is its name.
 template <typename T>
 ConfigKey key(const char* name, T JobConfig::*field, typename Exactly<T>::type default_value,
               const std::string& help, std::optional<ConfigRange> range = std::nullopt) {
-  return {name, ConfigValue(std::move(default_value)), help, field, range};
+  if constexpr (std::is_enum_v<T>) {
+    return {name, ConfigValue(std::string(config_name(default_value))), help, field, range};
+  } else {
+    return {name, ConfigValue(std::move(default_value)), help, field, range};
+  }
 }
 
 /// The [job] keys, and model.name (the families' [model] keys follow it).
@@ -213,6 +218,18 @@ bool ConfigKey::applies_to(const std::string& model) const {
   return families.empty() || std::find(families.begin(), families.end(), model) != families.end();
 }
 
+std::vector<std::string> ConfigKey::choices() const {
+  return std::visit(
+      [](const auto& f) -> std::vector<std::string> {
+        if constexpr (std::is_member_object_pointer_v<std::decay_t<decltype(f)>>) {
+          using T = std::decay_t<decltype(std::declval<JobConfig&>().*f)>;
+          if constexpr (std::is_enum_v<T>) return names_of(T{}).names();
+        }
+        return {};
+      },
+      field);
+}
+
 const std::vector<ConfigKey>& config_schema() {
   static const std::vector<ConfigKey> schema = [] {
     std::vector<ConfigKey> keys;
@@ -235,6 +252,8 @@ ConfigValue config_value(const JobConfig& c, const ConfigKey& k) {
       [&](const auto& field) -> ConfigValue {
         if constexpr (std::is_same_v<std::decay_t<decltype(field)>, ModelKeyField>) {
           return c.model_keys.at(field.name);
+        } else if constexpr (std::is_enum_v<std::decay_t<decltype(c.*field)>>) {
+          return std::string(config_name(c.*field));
         } else {
           return c.*field;
         }

@@ -11,18 +11,12 @@
 #include <variant>
 #include <vector>
 
+#include "config/config_enums.h"
 #include "core/config_value.h"
 #include "family/model_family.h"
 #include "mesh/mesh_dims.h"
 
 namespace vescale {
-
-/// What a transformer block recomputes in its backward (training.activation_checkpoint).
-enum class Recompute {
-  kNone,       ///< nothing: every activation is kept
-  kFull,       ///< the whole block from its input
-  kSelective,  ///< the attention core from q, k and v
-};
 
 struct JobConfig {
   // [job]
