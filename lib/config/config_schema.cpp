@@ -61,7 +61,7 @@ std::vector<ConfigKey> parallel_keys() {
       key("parallel.microbatches", &C::microbatches, 1,
           "Micro-batches per step (gradient accumulation; the pipeline's micro-batches)",
           at_least(1)),
-      key("parallel.pp_schedule", &C::pp_schedule, "1f1b",
+      key("parallel.pp_schedule", &C::pp_schedule, PpSchedule::k1F1B,
           "Pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zbv or zb-h1"),
       key("parallel.pp_virtual", &C::pp_virtual, 1,
           "Pipeline stages per pp rank (interleaved-1f1b: 2 or more; zbv: 2)", within(1, 1 << 10)),
@@ -80,7 +80,7 @@ std::vector<ConfigKey> parallel_keys() {
 std::vector<ConfigKey> data_and_training_keys() {
   using C = JobConfig;
   return {
-      key("data.source", &C::data_source, "synthetic",
+      key("data.source", &C::data_source, DataSource::kSynthetic,
           "synthetic, text (UTF-8 bytes) or tokens (nanoGPT uint16 .bin)"),
       key("data.path", &C::data_path, "",
           "text: a file; tokens: a folder with train.bin and val.bin"),
@@ -97,7 +97,7 @@ std::vector<ConfigKey> data_and_training_keys() {
           "float32, float64 or bfloat16 (bf16 compute, float32 master weights and state)"),
       key("training.grad_clip", &C::grad_clip, 1.0,
           "Clip the global gradient norm to this (0: off)", at_least(0)),
-      key("training.on_nonfinite", &C::on_nonfinite, "stop",
+      key("training.on_nonfinite", &C::on_nonfinite, OnNonfinite::kStop,
           "A NaN/inf loss or gradient norm: stop (exit 3, nothing saved) or skip the update"),
       key("training.max_skipped", &C::max_skipped, 10,
           "With on_nonfinite = skip: stop after this many skipped steps in a row", within(1, 1e12)),
@@ -107,7 +107,7 @@ std::vector<ConfigKey> data_and_training_keys() {
       key("training.fused_projections", &C::fused_projections, true,
           "Compute q, k and v (and SwiGLU's gate and up) as one GEMM each, the parameters "
           "unchanged (NOTE [Fused projections]); false: one GEMM per projection"),
-      key("training.activation_checkpoint", &C::activation_checkpoint, "none",
+      key("training.activation_checkpoint", &C::activation_checkpoint, Recompute::kNone,
           "Recompute in the backward instead of keeping activations: none, full (a block keeps "
           "its input only and reruns its forward) or selective (the attention core keeps q, k "
           "and v only)"),
@@ -122,7 +122,7 @@ std::vector<ConfigKey> data_and_training_keys() {
 std::vector<ConfigKey> optimizer_keys() {
   using C = JobConfig;
   return {
-      key("optimizer.name", &C::optimizer, "adamw", "adamw or sgd"),
+      key("optimizer.name", &C::optimizer, OptimizerKind::kAdamW, "adamw or sgd"),
       key("optimizer.lr", &C::lr, 3e-4, "Peak learning rate", at_least(0)),
       key("optimizer.beta1", &C::beta1, 0.9, "AdamW beta1", half_open(0, 1)),
       key("optimizer.beta2", &C::beta2, 0.95, "AdamW beta2", half_open(0, 1)),
@@ -131,7 +131,7 @@ std::vector<ConfigKey> optimizer_keys() {
           "Decoupled weight decay (not on biases and norms)", at_least(0)),
       key("optimizer.momentum", &C::momentum, 0.9, "SGD momentum", half_open(0, 1)),
       key("lr_scheduler.warmup_steps", &C::warmup_steps, 0, "Linear warmup steps", within(0, 1e12)),
-      key("lr_scheduler.decay", &C::decay, "cosine", "cosine or constant after warmup"),
+      key("lr_scheduler.decay", &C::decay, LrDecay::kCosine, "cosine or constant after warmup"),
       key("lr_scheduler.min_lr_ratio", &C::min_lr_ratio, 0.1,
           "Cosine floor as a fraction of optimizer.lr", within(0, 1)),
       key("eval.interval", &C::eval_interval, 0,

@@ -253,14 +253,13 @@ std::vector<std::string> collect_overrides(const std::vector<std::string>& args)
 
 Recompute JobConfig::recompute_of_block(int64_t block) const {
   if ((block + 1) % activation_checkpoint_every != 0) return Recompute::kNone;
-  if (activation_checkpoint == "full") return Recompute::kFull;
-  if (activation_checkpoint == "selective") return Recompute::kSelective;
-  return Recompute::kNone;
+  return activation_checkpoint;
 }
 
 double JobConfig::recomputed_share() const {
-  return activation_checkpoint == "none" ? 0.0
-                                         : 1.0 / static_cast<double>(activation_checkpoint_every);
+  return activation_checkpoint == Recompute::kNone
+             ? 0.0
+             : 1.0 / static_cast<double>(activation_checkpoint_every);
 }
 
 JobConfig JobConfig::load(const std::string& path, const std::vector<std::string>& overrides) {

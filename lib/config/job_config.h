@@ -29,28 +29,30 @@ struct JobConfig {
   int64_t pp, dp, cp, tp, microbatches, pp_virtual;
   std::vector<int64_t> tp_shape;  ///< {} (a 1-D tp mesh) or {tp_a, tp_b}, tp_a x tp_b = tp
   int64_t zero;                   ///< ZeRO stage over dp x cp: 0 (none) to 3 (parameters too)
-  std::string plan, pp_schedule;
+  std::string plan;
+  PpSchedule pp_schedule;
   std::vector<std::string> pp_split;  ///< {"balanced"} or the FQNs that start stages 2, 3, ...
   // [data]
-  std::string data_source, data_path;
+  DataSource data_source;
+  std::string data_path;
   double val_fraction;
   // [training]
   int64_t steps, global_batch_size, seq_len, seed;
   std::string device;  ///< "auto", "cpu" or "cuda" (rank r: cuda:LOCAL_RANK)
   std::string dtype;
   double grad_clip;
-  std::string on_nonfinite;           ///< "stop" or "skip" (NOTE [Non-finite steps])
-  int64_t max_skipped;                ///< skipped steps in a row before stopping
-  std::string activation_checkpoint;  ///< "none", "full" or "selective" (NOTE [Recompute])
+  OnNonfinite on_nonfinite;         ///< NOTE [Non-finite steps]
+  int64_t max_skipped;              ///< skipped steps in a row before stopping
+  Recompute activation_checkpoint;  ///< (NOTE [Recompute])
   bool fused_loss;  ///< the LM head and its cross entropy in one kernel (NOTE [Fused LM loss])
   bool fused_projections;  ///< q/k/v and gate/up as one GEMM each (NOTE [Fused projections])
   int64_t activation_checkpoint_every;  ///< blocks k-1, 2k-1, ... (0-based) recompute
   // [optimizer]
-  std::string optimizer;
+  OptimizerKind optimizer;
   double lr, beta1, beta2, eps, weight_decay, momentum;
   // [lr_scheduler]
   int64_t warmup_steps;
-  std::string decay;
+  LrDecay decay;
   double min_lr_ratio;
   // [eval]
   int64_t eval_interval, eval_windows;

@@ -75,7 +75,7 @@ TEST(JobConfig, PipelineKeysAndStringLists) {
   // The config reads pp > 1 (train refuses it until the executor lands; plan schedule reads it).
   const JobConfig defaults = JobConfig::parse("[parallel]\npp = 2\n", "job.toml");
   EXPECT_EQ(defaults.pp, 2);
-  EXPECT_EQ(defaults.pp_schedule, "1f1b");
+  EXPECT_EQ(defaults.pp_schedule, PpSchedule::k1F1B);
   EXPECT_EQ(defaults.pp_virtual, 1);
   EXPECT_EQ(defaults.pp_split, std::vector<std::string>{"balanced"});
   EXPECT_NE(defaults.text.find("pp_split = 'balanced'\n"), std::string::npos) << defaults.text;
@@ -99,7 +99,7 @@ TEST(JobConfig, PipelineKeysAndStringLists) {
             std::vector<std::string>{"balanced"});
   EXPECT_EQ(JobConfig::parse("", "j", {"parallel.pp_split=[]"}).pp_split,
             std::vector<std::string>{});
-  EXPECT_EQ(JobConfig::parse("", "j", {"parallel.pp_schedule=zbv"}).pp_schedule, "zbv");
+  EXPECT_EQ(JobConfig::parse("", "j", {"parallel.pp_schedule=zbv"}).pp_schedule, PpSchedule::kZbv);
 }
 
 TEST(JobConfig, TrainingDeviceAndBackend) {
