@@ -22,10 +22,6 @@ void check_values(const JobConfig& c) {
                 "checkpoints/ (\".\" for the working folder)",
                 c.source);
   one_of("model.name", c.model, model_family_names());
-  one_of("training.device", c.device, {"auto", "cpu", "cuda"});
-  one_of("training.dtype", c.dtype, {"float32", "float64", "bfloat16"});
-  one_of("comm.backend", c.backend, {"auto", "gloo", "nccl"});
-  one_of("checkpoint.format", c.checkpoint_format, {"sharded", "deduped", "merged"});
 }
 
 void check_combinations(const JobConfig& c) {
@@ -80,11 +76,11 @@ void check_combinations(const JobConfig& c) {
       c.family().objective() == Objective::kNextToken || c.data_source == DataSource::kSynthetic,
       "config {}: model.name = \"{}\" trains on data.source = \"synthetic\" only", c.source,
       c.model);
-  VS_USER_CHECK(c.backend != "nccl" || c.device != "cpu",
+  VS_USER_CHECK(c.backend != comm::Backend::kNccl || c.device != DeviceSetting::kCpu,
                 "config {}: comm.backend = \"nccl\" moves CUDA tensors, but training.device = "
                 "\"cpu\": use comm.backend = \"auto\" or \"gloo\", or training.device = \"cuda\"",
                 c.source);
-  VS_USER_CHECK(c.backend != "gloo" || c.device != "cuda",
+  VS_USER_CHECK(c.backend != comm::Backend::kGloo || c.device != DeviceSetting::kCuda,
                 "config {}: comm.backend = \"gloo\" moves CPU tensors only, but training.device = "
                 "\"cuda\": use comm.backend = \"auto\" or \"nccl\"",
                 c.source);

@@ -45,4 +45,11 @@ const EnumNames<OnNonfinite>& names_of(OnNonfinite) {
   return names;
 }
 
+const EnumNames<c10::ScalarType>& names_of(c10::ScalarType) {
+  static const EnumNames<c10::ScalarType> names(
+      "training.dtype",
+      {{c10::kFloat, "float32"}, {c10::kDouble, "float64"}, {c10::kBFloat16, "bfloat16"}});
+  return names;
+}
+
 }  // namespace vescale

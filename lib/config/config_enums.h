@@ -3,6 +3,11 @@
 // gives its names both ways, "did you mean" and the choices a key's help lists.
 #pragma once
 
+#include <c10/core/ScalarType.h>
+
+#include "checkpoint/checkpoint_format_names.h"
+#include "comm/backend.h"
+#include "core/device.h"
 #include "core/enum_names.h"
 
 namespace vescale {
@@ -41,6 +46,18 @@ const EnumNames<OptimizerKind>& names_of(OptimizerKind);
 const EnumNames<DataSource>& names_of(DataSource);
 const EnumNames<PpSchedule>& names_of(PpSchedule);
 const EnumNames<OnNonfinite>& names_of(OnNonfinite);
+/// training.dtype: float32, float64 or bfloat16 (core's dtype_names() also has float16).
+const EnumNames<c10::ScalarType>& names_of(c10::ScalarType);
+// The keys whose enums live where they are used.
+inline const EnumNames<DeviceSetting>& names_of(DeviceSetting) {
+  return device_setting_names();
+}
+inline const EnumNames<comm::Backend>& names_of(comm::Backend) {
+  return comm::backend_names();
+}
+inline const EnumNames<CheckpointFormat>& names_of(CheckpointFormat) {
+  return checkpoint_format_names();
+}
 
 /// The config's name of `value`: "selective", "zb-h1".
 template <typename E>

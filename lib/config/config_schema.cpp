@@ -91,9 +91,9 @@ std::vector<ConfigKey> data_and_training_keys() {
           "Sequences (or MLP samples) per step, over all dp ranks", at_least(1)),
       key("training.seq_len", &C::seq_len, 64, "GPT tokens per sequence", at_least(1)),
       key("training.seed", &C::seed, 0, "Seed of init, data order and dropout"),
-      key("training.device", &C::device, "auto",
+      key("training.device", &C::device, DeviceSetting::kAuto,
           "auto (cuda:LOCAL_RANK when a GPU is visible, else cpu), cpu or cuda"),
-      key("training.dtype", &C::dtype, "float32",
+      key("training.dtype", &C::dtype, c10::kFloat,
           "float32, float64 or bfloat16 (bf16 compute, float32 master weights and state)"),
       key("training.grad_clip", &C::grad_clip, 1.0,
           "Clip the global gradient norm to this (0: off)", at_least(0)),
@@ -145,7 +145,7 @@ std::vector<ConfigKey> optimizer_keys() {
 std::vector<ConfigKey> checkpoint_and_run_keys() {
   using C = JobConfig;
   return {
-      key("checkpoint.format", &C::checkpoint_format, "sharded",
+      key("checkpoint.format", &C::checkpoint_format, CheckpointFormat::kSharded,
           "sharded, deduped or merged (HDF5)"),
       key("checkpoint.interval", &C::checkpoint_interval, 0,
           "Save every this many steps (0: never)", within(0, 1e12)),
@@ -171,7 +171,8 @@ std::vector<ConfigKey> checkpoint_and_run_keys() {
           "folder: tensorboard --logdir DUMP_FOLDER)"),
       key("comm.timeout_s", &C::timeout_s, 300.0, "Seconds any collective may take",
           within_open_lo(0, 7 * 24 * 3600)),
-      key("comm.backend", &C::backend, "auto", "auto (nccl on CUDA, gloo on cpu), gloo or nccl"),
+      key("comm.backend", &C::backend, comm::Backend::kAuto,
+          "auto (nccl on CUDA, gloo on cpu), gloo or nccl"),
       key("comm.bucket_mb", &C::bucket_mb, 25.0, "Gradient all-reduce bucket size in MiB",
           within_open_lo(0, 1 << 20)),
       key("comm.flight_recorder_entries", &C::flight_recorder_entries, 4096,

@@ -30,7 +30,9 @@ using ConfigField =
                  std::string JobConfig::*, std::vector<std::string> JobConfig::*,
                  std::vector<int64_t> JobConfig::*, ModelKeyField, Recompute JobConfig::*,
                  LrDecay JobConfig::*, OptimizerKind JobConfig::*, DataSource JobConfig::*,
-                 PpSchedule JobConfig::*, OnNonfinite JobConfig::*>;
+                 PpSchedule JobConfig::*, OnNonfinite JobConfig::*, DeviceSetting JobConfig::*,
+                 c10::ScalarType JobConfig::*, comm::Backend JobConfig::*,
+                 CheckpointFormat JobConfig::*>;
 
 /// One config key, declared once: everything else (parsing, overrides, the effective text and
 /// the config reference) iterates config_schema().

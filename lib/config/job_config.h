@@ -38,8 +38,8 @@ struct JobConfig {
   double val_fraction;
   // [training]
   int64_t steps, global_batch_size, seq_len, seed;
-  std::string device;  ///< "auto", "cpu" or "cuda" (rank r: cuda:LOCAL_RANK)
-  std::string dtype;
+  DeviceSetting device;   ///< kAuto, kCpu or kCuda (rank r: cuda:LOCAL_RANK)
+  c10::ScalarType dtype;  ///< the compute dtype; dtype_policy() says the others
   double grad_clip;
   OnNonfinite on_nonfinite;         ///< NOTE [Non-finite steps]
   int64_t max_skipped;              ///< skipped steps in a row before stopping
@@ -57,7 +57,8 @@ struct JobConfig {
   // [eval]
   int64_t eval_interval, eval_windows;
   // [checkpoint]
-  std::string checkpoint_format, checkpoint_load;
+  CheckpointFormat checkpoint_format;
+  std::string checkpoint_load;
   int64_t checkpoint_interval, checkpoint_keep;
   bool checkpoint_async;      ///< write in a background thread (NOTE [Async checkpoints])
   bool checkpoint_overwrite;  ///< a new run may replace another run's steps (NOTE [Checkpoint
@@ -68,7 +69,7 @@ struct JobConfig {
   bool tensorboard;  ///< also write TensorBoard events (NOTE [TensorBoard events])
   // [comm]
   double timeout_s;
-  std::string backend;
+  comm::Backend backend;
   double bucket_mb;
   int64_t flight_recorder_entries;  ///< calls each rank's flight recorder keeps (NOTE [Flight
                                     ///< recorder])

@@ -98,8 +98,8 @@ void check_fits_memory(const JobConfig& c, double memory_bytes) {
       "one micro-batch's logits (or a chunk of them), and this machine has {} of memory. Check the "
       "model sizes ({}) "
       "and the batch (training.global_batch_size = {}, training.seq_len = {})",
-      c.source, m.parameters, format_bytes(m.state_bytes), config_name(c.optimizer), c.dtype,
-      format_bytes(m.per_rank_floor_bytes), dim_sizes_text(c.parallel_dims()),
+      c.source, m.parameters, format_bytes(m.state_bytes), config_name(c.optimizer),
+      config_name(c.dtype), format_bytes(m.per_rank_floor_bytes), dim_sizes_text(c.parallel_dims()),
       dim_names_text(c.parallel_dims()), format_bytes(memory_bytes), sizes, c.global_batch_size,
       c.seq_len));
 }

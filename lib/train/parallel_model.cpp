@@ -184,7 +184,7 @@ std::string ParallelModel::description() const {
       "{}: {} with {} parameters on {} ({} plan), {}, {}; this rank built its parameters in {} "
       "on {} thread{}",
       c.name, task_->model()->type(), n_params_, mesh_.str(), c.plan.empty() ? "replicate" : c.plan,
-      c.dtype, task_->data_description(), format_duration(init_s_), rank_cores(),
+      config_name(c.dtype), task_->data_description(), format_duration(init_s_), rank_cores(),
       rank_cores() == 1 ? "" : "s");
 }
 

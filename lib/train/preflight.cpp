@@ -47,7 +47,7 @@ Preflight preflight(const JobConfig& c, const PreflightOptions& options) {
     out.tokens = load_job_tokens(c);
   const Device device = parse_device(c.device, 0);
   if (options.local_workers) check_local_workers_fit(c, physical_memory_bytes(), device.is_cpu());
-  comm::resolve_backend(comm::parse_backend(c.backend), device);
+  comm::resolve_backend(c.backend, device);
   return out;
 }
 

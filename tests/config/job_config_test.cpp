@@ -104,18 +104,20 @@ TEST(JobConfig, PipelineKeysAndStringLists) {
 
 TEST(JobConfig, TrainingDeviceAndBackend) {
   const JobConfig defaults = JobConfig::parse("", "job.toml");
-  EXPECT_EQ(defaults.device, "auto");
-  EXPECT_EQ(defaults.backend, "auto");
+  EXPECT_EQ(defaults.device, DeviceSetting::kAuto);
+  EXPECT_EQ(defaults.backend, comm::Backend::kAuto);
   EXPECT_NE(defaults.text.find("[training]\n"), std::string::npos);
   EXPECT_NE(defaults.text.find("device = 'auto'\n"), std::string::npos) << defaults.text;
-  EXPECT_EQ(JobConfig::parse("[training]\ndevice = \"cpu\"\n", "job.toml").device, "cpu");
-  EXPECT_EQ(JobConfig::parse("", "job.toml", {"training.device=cuda"}).device, "cuda");
+  EXPECT_EQ(JobConfig::parse("[training]\ndevice = \"cpu\"\n", "job.toml").device,
+            DeviceSetting::kCpu);
+  EXPECT_EQ(JobConfig::parse("", "job.toml", {"training.device=cuda"}).device,
+            DeviceSetting::kCuda);
   const JobConfig gpu = JobConfig::parse(
       "[training]\ndevice = \"cuda\"\n[comm]\nbackend = "
       "\"nccl\"\n",
       "job.toml");
-  EXPECT_EQ(gpu.device, "cuda");
-  EXPECT_EQ(gpu.backend, "nccl");
+  EXPECT_EQ(gpu.device, DeviceSetting::kCuda);
+  EXPECT_EQ(gpu.backend, comm::Backend::kNccl);
 
   EXPECT_NE(error_of("[training]\ndevice = \"gpu\"\n")
                 .find("config job.toml: training.device = \"gpu\" is not one of auto, cpu, cuda"),
