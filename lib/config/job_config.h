@@ -99,6 +99,8 @@ struct JobConfig {
   std::vector<int64_t> tp_dims() const {
     return tp_shape.empty() ? std::vector<int64_t>{tp} : tp_shape;
   }
+  /// checkpoint.load = "latest": resume from the newest committed step of the dump folder.
+  bool loads_latest() const { return checkpoint_load == "latest"; }
   /// The model's family (model.name).
   const ModelFamily& family() const { return model_family(model); }
   /// What the family builds the model from: its keys, tp, seq_len and the seed.

@@ -322,7 +322,7 @@ std::optional<std::string> newest_checkpoint(const std::string& dump_folder) {
 }
 
 std::optional<std::string> resolve_load_path(const JobConfig& c) {
-  if (c.checkpoint_load != "latest") {
+  if (!c.loads_latest()) {
     if (c.checkpoint_load.empty()) return std::nullopt;
     return c.checkpoint_load;
   }
