@@ -169,7 +169,13 @@ TEST(JobConfig, EveryKeyFillsItsOwnField) {
   for (const auto& k : schema) {
     JobConfig c;
     try {
-      c = JobConfig::parse("", "j", {k.name + "=" + changed_value(k.default_value)});
+      // An enumerated key takes another of its names.
+      const std::vector<std::string> names = k.choices();
+      const std::string changed = names.empty() ? changed_value(k.default_value)
+                                  : names.front() == std::get<std::string>(k.default_value)
+                                      ? names.back()
+                                      : names.front();
+      c = JobConfig::parse("", "j", {k.name + "=" + changed});
     } catch (const UserError&) {
       continue;
     }
