@@ -32,7 +32,7 @@ struct GenerateCommandOptions {
 /// Text models (data.source = "text") read and write bytes, as the data pipeline does; the others
 /// token ids.
 bool byte_tokens(const JobConfig& c) {
-  return c.data_source == "text";
+  return c.data_source == DataSource::kText;
 }
 
 std::vector<int64_t> parse_ids(const std::string& text, int64_t vocab_size) {
@@ -69,7 +69,7 @@ std::vector<int64_t> prompt_tokens(const GenerateCommandOptions& o, const JobCon
     VS_USER_CHECK(given == 0,
                   "generate: {} trains on data.source = \"{}\", whose tokens are ids: "
                   "give the prompt as --prompt-ids 1,2,3",
-                  c.source, c.data_source);
+                  c.source, config_name(c.data_source));
     return {0};
   }
   const std::string text = o.prompt_file_given ? read_input_file(o.prompt_file, "prompt file")

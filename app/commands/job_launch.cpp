@@ -33,7 +33,7 @@ Device bind_rank_device(const JobConfig& config, const LaunchEnv& env) {
 comm::GroupOptions world_options(const JobConfig& config, Device device) {
   comm::GroupOptions group;
   group.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
-  group.backend = comm::parse_backend(config.backend);
+  group.backend = config.backend;
   group.device = device;
   group.flight_entries = static_cast<size_t>(config.flight_recorder_entries);
   return group;
@@ -62,7 +62,7 @@ comm::Group connect_job(const JobConfig& config, const LaunchEnv& env) {
     comm::watch_flight(world.flight());
   }
   log_rank0("[device] rank 0 computes on {} (training.device = {}), comm backend {}; {}",
-            device.str(), config.device, comm::backend_name(world.backend()),
+            device.str(), config_name(config.device), comm::backend_name(world.backend()),
             kernels::fast_paths_summary(device, job_dtype(config)));
   return world;
 }

@@ -90,7 +90,7 @@ std::string context_parallel_line(const JobConfig& config) {
       "{:.0f} B{})\n",
       config.cp, chunk, chunk, 2 * config.cp - 1, chunk, 2 * config.cp, chunk, config.seq_len,
       ring.send_bytes_per_step, ring.calls, ring.kv_pair_bytes,
-      config.activation_checkpoint == "full" ? ", and the reruns of full recompute" : "");
+      config.activation_checkpoint == Recompute::kFull ? ", and the reruns of full recompute" : "");
 }
 
 void add_plan_list(CLI::App& plan) {

@@ -73,7 +73,7 @@ LayoutModel layout_model(const JobConfig& c) {
   // Without a pipeline the whole model is one stage, whatever the pipeline keys say.
   JobConfig one = c;
   if (c.pp == 1) {
-    one.pp_schedule = "1f1b";
+    one.pp_schedule = PpSchedule::k1F1B;
     one.pp_virtual = 1;
     one.pp_split = {"balanced"};
   }
@@ -89,7 +89,9 @@ std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm
   const double state_size = bytes_of(state_dtype(c));
   const bool master = job_dtype(c) != state_dtype(c);
   const double optimizer_copies =
-      c.optimizer == "adamw" ? 2.0 : (c.optimizer == "sgd" && c.momentum > 0 ? 1.0 : 0.0);
+      c.optimizer == OptimizerKind::kAdamW
+          ? 2.0
+          : (c.optimizer == OptimizerKind::kSgd && c.momentum > 0 ? 1.0 : 0.0);
   // ZeRO divides over the replicas, dp x cp.
   const double dp = static_cast<double>(c.dp * c.cp);
   std::vector<StateMemory> by_rank(c.pp);
@@ -124,8 +126,8 @@ std::vector<StateMemory> state_memory_by_stage(const JobConfig& c) {
 double schedule_bubble(const JobConfig& c) {
   if (c.pp == 1) return 0.0;
   const pipeline::PipelineSchedule schedule =
-      pipeline::make_schedule(c.pp_schedule, static_cast<int>(c.pp), static_cast<int>(c.pp_virtual),
-                              static_cast<int>(c.microbatches));
+      pipeline::make_schedule(config_name(c.pp_schedule), static_cast<int>(c.pp),
+                              static_cast<int>(c.pp_virtual), static_cast<int>(c.microbatches));
   return pipeline::simulate(schedule).bubble;
 }
 
@@ -196,10 +198,11 @@ double analytic_block(const ComputeFacts& f, double size, double b, double t, do
 /// token); averaged over the blocks, every activation_checkpoint_every-th of which recomputes.
 double recompute_share(const Shape& s) {
   const JobConfig& c = s.c;
-  if (c.activation_checkpoint == "selective")
+  if (c.activation_checkpoint == Recompute::kSelective)
     return 4.0 * s.C * s.t / (6.0 * s.model.block_parameters + 12.0 * s.C * s.t) *
            c.recomputed_share();
-  const bool zero_bubble = c.pp > 1 && (c.pp_schedule == "zbv" || c.pp_schedule == "zb-h1");
+  const bool zero_bubble =
+      c.pp > 1 && (c.pp_schedule == PpSchedule::kZbv || c.pp_schedule == PpSchedule::kZbH1);
   return (zero_bubble ? 2.0 : 1.0) / 3.0 * c.recomputed_share();
 }
 
@@ -398,8 +401,8 @@ Prediction predict_fitting(const JobConfig& base, const Layout& layout, const Ma
                            double memory_bytes) {
   Prediction p = predict(layout_config(base, layout), layout, facts);
   p.fits = p.memory() <= memory_bytes;
-  if (p.fits || layout.recompute != "none") return p;
-  for (const char* mode : {"selective", "full"}) {
+  if (p.fits || layout.recompute != Recompute::kNone) return p;
+  for (const Recompute mode : {Recompute::kSelective, Recompute::kFull}) {
     Layout recomputing = layout;
     recomputing.recompute = mode;
     Prediction q = predict(layout_config(base, recomputing), recomputing, facts);

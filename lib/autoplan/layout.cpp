@@ -27,7 +27,7 @@ std::vector<std::string> Layout::overrides() const {
           fmt::format("parallel.pp_virtual={}", virtual_stages),
           "parallel.pp_split=[\"balanced\"]",
           fmt::format("parallel.plan=\"{}\"", plan),
-          fmt::format("training.activation_checkpoint=\"{}\"", recompute)};
+          fmt::format("training.activation_checkpoint=\"{}\"", config_name(recompute))};
 }
 
 std::string Layout::str() const {
@@ -36,7 +36,7 @@ std::string Layout::str() const {
                   cp > 1 ? fmt::format(" cp={}", cp) : "", tp, sp ? " sp" : "", zero, microbatches);
   if (pp > 1) out += fmt::format(" {}", schedule);
   if (pp > 1 && virtual_stages > 1) out += fmt::format(" v={}", virtual_stages);
-  if (recompute != "none") out += fmt::format(" ac={}", recompute);
+  if (recompute != Recompute::kNone) out += fmt::format(" ac={}", config_name(recompute));
   return out;
 }
 

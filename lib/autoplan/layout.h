@@ -17,11 +17,11 @@ struct Layout {
   bool sp = false;   ///< sequence parallel (the plan's -sp variant)
   int64_t zero = 0;  ///< ZeRO stage over dp
   int64_t microbatches = 1;
-  std::string schedule = "1f1b";   ///< pp > 1 only
-  int64_t virtual_stages = 1;      ///< pp > 1 only
-  std::string plan;                ///< zoo plan; empty: replicate everything (tp = 1)
-  std::string recompute = "none";  ///< training.activation_checkpoint
-  int64_t cp = 1;                  ///< context parallel ranks (a transformer's sequences split)
+  std::string schedule = "1f1b";           ///< pp > 1 only
+  int64_t virtual_stages = 1;              ///< pp > 1 only
+  std::string plan;                        ///< zoo plan; empty: replicate everything (tp = 1)
+  Recompute recompute = Recompute::kNone;  ///< training.activation_checkpoint
+  int64_t cp = 1;  ///< context parallel ranks (a transformer's sequences split)
 
   /// The config overrides that select this layout: "parallel.pp=2", ...
   std::vector<std::string> overrides() const;

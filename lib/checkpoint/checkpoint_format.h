@@ -10,16 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_format_names.h"
 #include "checkpoint/h5.h"
-#include "core/enum_names.h"
 
 namespace vescale {
-
-enum class CheckpointFormat { kSharded, kDeduped, kMerged };
-/// CheckpointFormat <-> "sharded", "deduped", "merged".
-const EnumNames<CheckpointFormat>& checkpoint_format_names();
-CheckpointFormat parse_checkpoint_format(const std::string& text);
-const char* checkpoint_format_name(CheckpointFormat format);
 
 // NOTE [Checkpoint integrity]
 // A checkpoint is refused, with an error naming the file and the tensor, rather than loaded wrong:

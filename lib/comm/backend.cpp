@@ -1,4 +1,7 @@
-#include "comm/group.h"
+#include "comm/backend.h"
+
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace vescale::comm {

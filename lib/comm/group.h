@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/backend.h"
 #include "comm/comm_stats.h"
 #include "comm/flight_recorder.h"
 #include "comm/reduce_op.h"
@@ -24,22 +25,6 @@
 #include "core/enum_names.h"
 
 namespace vescale::comm {
-
-enum class Backend { kAuto, kGloo, kNccl };
-
-/// Backend <-> "auto", "gloo", "nccl".
-const EnumNames<Backend>& backend_names();
-const char* backend_name(Backend backend);
-/// Parses "auto", "gloo" or "nccl"; throws UserError otherwise.
-Backend parse_backend(const std::string& text);
-/// True when this build can create NCCL groups (CUDA LibTorch with NCCL and a visible GPU).
-bool nccl_available();
-/// The NCCL version this build runs ("2.22.3"), or "" for a build without NCCL.
-std::string nccl_version();
-/// The backend of a group whose tensors live on `device`: kAuto is NCCL on CUDA and Gloo on the
-/// CPU. Throws UserError for NCCL in a build without it or off CUDA, and for Gloo on CUDA (our
-/// Gloo collectives move CPU tensors only).
-Backend resolve_backend(Backend requested, Device device);
 
 struct GroupOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};

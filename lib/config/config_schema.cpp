@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "config/toml_value.h"
 #include "core/enum_names.h"
@@ -18,11 +19,15 @@ struct Exactly {
   using type = T;
 };
 
-/// A schema entry whose default has its field's type.
+/// A schema entry whose default has its field's type; an enumerated key's default is its name.
 template <typename T>
 ConfigKey key(const char* name, T JobConfig::*field, typename Exactly<T>::type default_value,
               const std::string& help, std::optional<ConfigRange> range = std::nullopt) {
-  return {name, ConfigValue(std::move(default_value)), help, field, range};
+  if constexpr (std::is_enum_v<T>) {
+    return {name, ConfigValue(std::string(config_name(default_value))), help, field, range};
+  } else {
+    return {name, ConfigValue(std::move(default_value)), help, field, range};
+  }
 }
 
 /// The [job] keys, and model.name (the families' [model] keys follow it).
@@ -56,7 +61,7 @@ std::vector<ConfigKey> parallel_keys() {
       key("parallel.microbatches", &C::microbatches, 1,
           "Micro-batches per step (gradient accumulation; the pipeline's micro-batches)",
           at_least(1)),
-      key("parallel.pp_schedule", &C::pp_schedule, "1f1b",
+      key("parallel.pp_schedule", &C::pp_schedule, PpSchedule::k1F1B,
           "Pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zbv or zb-h1"),
       key("parallel.pp_virtual", &C::pp_virtual, 1,
           "Pipeline stages per pp rank (interleaved-1f1b: 2 or more; zbv: 2)", within(1, 1 << 10)),
@@ -75,7 +80,7 @@ std::vector<ConfigKey> parallel_keys() {
 std::vector<ConfigKey> data_and_training_keys() {
   using C = JobConfig;
   return {
-      key("data.source", &C::data_source, "synthetic",
+      key("data.source", &C::data_source, DataSource::kSynthetic,
           "synthetic, text (UTF-8 bytes) or tokens (nanoGPT uint16 .bin)"),
       key("data.path", &C::data_path, "",
           "text: a file; tokens: a folder with train.bin and val.bin"),
@@ -86,13 +91,13 @@ std::vector<ConfigKey> data_and_training_keys() {
           "Sequences (or MLP samples) per step, over all dp ranks", at_least(1)),
       key("training.seq_len", &C::seq_len, 64, "GPT tokens per sequence", at_least(1)),
       key("training.seed", &C::seed, 0, "Seed of init, data order and dropout"),
-      key("training.device", &C::device, "auto",
+      key("training.device", &C::device, DeviceSetting::kAuto,
           "auto (cuda:LOCAL_RANK when a GPU is visible, else cpu), cpu or cuda"),
-      key("training.dtype", &C::dtype, "float32",
+      key("training.dtype", &C::dtype, c10::kFloat,
           "float32, float64 or bfloat16 (bf16 compute, float32 master weights and state)"),
       key("training.grad_clip", &C::grad_clip, 1.0,
           "Clip the global gradient norm to this (0: off)", at_least(0)),
-      key("training.on_nonfinite", &C::on_nonfinite, "stop",
+      key("training.on_nonfinite", &C::on_nonfinite, OnNonfinite::kStop,
           "A NaN/inf loss or gradient norm: stop (exit 3, nothing saved) or skip the update"),
       key("training.max_skipped", &C::max_skipped, 10,
           "With on_nonfinite = skip: stop after this many skipped steps in a row", within(1, 1e12)),
@@ -102,7 +107,7 @@ std::vector<ConfigKey> data_and_training_keys() {
       key("training.fused_projections", &C::fused_projections, true,
           "Compute q, k and v (and SwiGLU's gate and up) as one GEMM each, the parameters "
           "unchanged (NOTE [Fused projections]); false: one GEMM per projection"),
-      key("training.activation_checkpoint", &C::activation_checkpoint, "none",
+      key("training.activation_checkpoint", &C::activation_checkpoint, Recompute::kNone,
           "Recompute in the backward instead of keeping activations: none, full (a block keeps "
           "its input only and reruns its forward) or selective (the attention core keeps q, k "
           "and v only)"),
@@ -117,7 +122,7 @@ std::vector<ConfigKey> data_and_training_keys() {
 std::vector<ConfigKey> optimizer_keys() {
   using C = JobConfig;
   return {
-      key("optimizer.name", &C::optimizer, "adamw", "adamw or sgd"),
+      key("optimizer.name", &C::optimizer, OptimizerKind::kAdamW, "adamw or sgd"),
       key("optimizer.lr", &C::lr, 3e-4, "Peak learning rate", at_least(0)),
       key("optimizer.beta1", &C::beta1, 0.9, "AdamW beta1", half_open(0, 1)),
       key("optimizer.beta2", &C::beta2, 0.95, "AdamW beta2", half_open(0, 1)),
@@ -126,7 +131,7 @@ std::vector<ConfigKey> optimizer_keys() {
           "Decoupled weight decay (not on biases and norms)", at_least(0)),
       key("optimizer.momentum", &C::momentum, 0.9, "SGD momentum", half_open(0, 1)),
       key("lr_scheduler.warmup_steps", &C::warmup_steps, 0, "Linear warmup steps", within(0, 1e12)),
-      key("lr_scheduler.decay", &C::decay, "cosine", "cosine or constant after warmup"),
+      key("lr_scheduler.decay", &C::decay, LrDecay::kCosine, "cosine or constant after warmup"),
       key("lr_scheduler.min_lr_ratio", &C::min_lr_ratio, 0.1,
           "Cosine floor as a fraction of optimizer.lr", within(0, 1)),
       key("eval.interval", &C::eval_interval, 0,
@@ -140,7 +145,7 @@ std::vector<ConfigKey> optimizer_keys() {
 std::vector<ConfigKey> checkpoint_and_run_keys() {
   using C = JobConfig;
   return {
-      key("checkpoint.format", &C::checkpoint_format, "sharded",
+      key("checkpoint.format", &C::checkpoint_format, CheckpointFormat::kSharded,
           "sharded, deduped or merged (HDF5)"),
       key("checkpoint.interval", &C::checkpoint_interval, 0,
           "Save every this many steps (0: never)", within(0, 1e12)),
@@ -166,7 +171,8 @@ std::vector<ConfigKey> checkpoint_and_run_keys() {
           "folder: tensorboard --logdir DUMP_FOLDER)"),
       key("comm.timeout_s", &C::timeout_s, 300.0, "Seconds any collective may take",
           within_open_lo(0, 7 * 24 * 3600)),
-      key("comm.backend", &C::backend, "auto", "auto (nccl on CUDA, gloo on cpu), gloo or nccl"),
+      key("comm.backend", &C::backend, comm::Backend::kAuto,
+          "auto (nccl on CUDA, gloo on cpu), gloo or nccl"),
       key("comm.bucket_mb", &C::bucket_mb, 25.0, "Gradient all-reduce bucket size in MiB",
           within_open_lo(0, 1 << 20)),
       key("comm.flight_recorder_entries", &C::flight_recorder_entries, 4096,
@@ -213,6 +219,18 @@ bool ConfigKey::applies_to(const std::string& model) const {
   return families.empty() || std::find(families.begin(), families.end(), model) != families.end();
 }
 
+std::vector<std::string> ConfigKey::choices() const {
+  return std::visit(
+      [](const auto& f) -> std::vector<std::string> {
+        if constexpr (std::is_member_object_pointer_v<std::decay_t<decltype(f)>>) {
+          using T = std::decay_t<decltype(std::declval<JobConfig&>().*f)>;
+          if constexpr (std::is_enum_v<T>) return names_of(T{}).names();
+        }
+        return {};
+      },
+      field);
+}
+
 const std::vector<ConfigKey>& config_schema() {
   static const std::vector<ConfigKey> schema = [] {
     std::vector<ConfigKey> keys;
@@ -235,6 +253,8 @@ ConfigValue config_value(const JobConfig& c, const ConfigKey& k) {
       [&](const auto& field) -> ConfigValue {
         if constexpr (std::is_same_v<std::decay_t<decltype(field)>, ModelKeyField>) {
           return c.model_keys.at(field.name);
+        } else if constexpr (std::is_enum_v<std::decay_t<decltype(c.*field)>>) {
+          return std::string(config_name(c.*field));
         } else {
           return c.*field;
         }

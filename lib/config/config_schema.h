@@ -23,10 +23,16 @@ struct ModelKeyField {
   bool operator==(const ModelKeyField& other) const { return name == other.name; }
 };
 
-/// Where a key's value is stored: a JobConfig field of the type of its value, or a model key.
-using ConfigField = std::variant<int64_t JobConfig::*, double JobConfig::*, bool JobConfig::*,
-                                 std::string JobConfig::*, std::vector<std::string> JobConfig::*,
-                                 std::vector<int64_t> JobConfig::*, ModelKeyField>;
+/// Where a key's value is stored: a JobConfig field of the type of its value, a model key, or
+/// for an enumerated key (its value a name) a field of its enum (config/config_enums.h).
+using ConfigField =
+    std::variant<int64_t JobConfig::*, double JobConfig::*, bool JobConfig::*,
+                 std::string JobConfig::*, std::vector<std::string> JobConfig::*,
+                 std::vector<int64_t> JobConfig::*, ModelKeyField, Recompute JobConfig::*,
+                 LrDecay JobConfig::*, OptimizerKind JobConfig::*, DataSource JobConfig::*,
+                 PpSchedule JobConfig::*, OnNonfinite JobConfig::*, DeviceSetting JobConfig::*,
+                 c10::ScalarType JobConfig::*, comm::Backend JobConfig::*,
+                 CheckpointFormat JobConfig::*>;
 
 /// One config key, declared once: everything else (parsing, overrides, the effective text and
 /// the config reference) iterates config_schema().
@@ -42,6 +48,8 @@ struct ConfigKey {
 
   /// Whether a job of the family `model` reads this key.
   bool applies_to(const std::string& model) const;
+  /// An enumerated key's names, in its table's order; empty for other keys.
+  std::vector<std::string> choices() const;
 };
 
 /// Every key a job config may have, in the config reference's order (the families' [model] keys

@@ -1,13 +1,12 @@
 #include "config/dtype_policy.h"
 
 #include "config/job_config.h"
-#include "core/dtype_names.h"
 
 namespace vescale {
 
 DTypePolicy dtype_policy(const JobConfig& config) {
   DTypePolicy p;
-  p.compute = dtype_names().parse(config.dtype);
+  p.compute = config.dtype;
   p.state = p.compute == c10::kBFloat16 ? c10::kFloat : p.compute;
   p.reduce = p.state;
   return p;

@@ -169,8 +169,19 @@ void apply_overrides(const std::vector<std::string>& overrides, Values& values) 
   }
 }
 
-/// Every key's value stored in its JobConfig field.
-JobConfig bind_fields(const Values& values) {
+/// An enumerated key's value, a name of its table; otherwise a one-line error naming the key and
+/// the names, with the nearest.
+template <typename E>
+E parse_choice(const ConfigKey& k, const std::string& text, const std::string& source) {
+  const EnumNames<E>& names = names_of(E{});
+  const std::optional<E> value = names.find(text);
+  VS_USER_CHECK(value.has_value(), "config {}: {} = \"{}\" is not one of {}{}", source, k.name,
+                text, fmt::join(names.names(), ", "), did_you_mean(text, names.names()));
+  return *value;
+}
+
+/// Every key's value stored in its JobConfig field: an enumerated key's name parsed, here only.
+JobConfig bind_fields(const Values& values, const std::string& source) {
   JobConfig c;
   for (const auto& k : config_schema()) {
     const ConfigValue& value = values.by_name.at(k.name);
@@ -181,7 +192,11 @@ JobConfig bind_fields(const Values& values) {
             c.model_keys.set(field.name, value);
           } else {
             using T = std::decay_t<decltype(c.*field)>;
-            c.*field = std::get<T>(value);
+            if constexpr (std::is_enum_v<T>) {
+              c.*field = parse_choice<T>(k, std::get<std::string>(value), source);
+            } else {
+              c.*field = std::get<T>(value);
+            }
           }
         },
         k.field);
@@ -238,14 +253,13 @@ std::vector<std::string> collect_overrides(const std::vector<std::string>& args)
 
 Recompute JobConfig::recompute_of_block(int64_t block) const {
   if ((block + 1) % activation_checkpoint_every != 0) return Recompute::kNone;
-  if (activation_checkpoint == "full") return Recompute::kFull;
-  if (activation_checkpoint == "selective") return Recompute::kSelective;
-  return Recompute::kNone;
+  return activation_checkpoint;
 }
 
 double JobConfig::recomputed_share() const {
-  return activation_checkpoint == "none" ? 0.0
-                                         : 1.0 / static_cast<double>(activation_checkpoint_every);
+  return activation_checkpoint == Recompute::kNone
+             ? 0.0
+             : 1.0 / static_cast<double>(activation_checkpoint_every);
 }
 
 JobConfig JobConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
@@ -264,7 +278,7 @@ JobConfig JobConfig::parse(const std::string& toml_text, const std::string& sour
   read_document(parse_document(toml_text, source), source, values);
   apply_overrides(overrides, values);
   apply_family(values, source);
-  JobConfig c = bind_fields(values);
+  JobConfig c = bind_fields(values, source);
   c.source = source;
   c.text = effective_text(values, false);
   c.annotated_text = effective_text(values, true);

@@ -11,18 +11,12 @@
 #include <variant>
 #include <vector>
 
+#include "config/config_enums.h"
 #include "core/config_value.h"
 #include "family/model_family.h"
 #include "mesh/mesh_dims.h"
 
 namespace vescale {
-
-/// What a transformer block recomputes in its backward (training.activation_checkpoint).
-enum class Recompute {
-  kNone,       ///< nothing: every activation is kept
-  kFull,       ///< the whole block from its input
-  kSelective,  ///< the attention core from q, k and v
-};
 
 struct JobConfig {
   // [job]
@@ -35,33 +29,36 @@ struct JobConfig {
   int64_t pp, dp, cp, tp, microbatches, pp_virtual;
   std::vector<int64_t> tp_shape;  ///< {} (a 1-D tp mesh) or {tp_a, tp_b}, tp_a x tp_b = tp
   int64_t zero;                   ///< ZeRO stage over dp x cp: 0 (none) to 3 (parameters too)
-  std::string plan, pp_schedule;
+  std::string plan;
+  PpSchedule pp_schedule;
   std::vector<std::string> pp_split;  ///< {"balanced"} or the FQNs that start stages 2, 3, ...
   // [data]
-  std::string data_source, data_path;
+  DataSource data_source;
+  std::string data_path;
   double val_fraction;
   // [training]
   int64_t steps, global_batch_size, seq_len, seed;
-  std::string device;  ///< "auto", "cpu" or "cuda" (rank r: cuda:LOCAL_RANK)
-  std::string dtype;
+  DeviceSetting device;   ///< kAuto, kCpu or kCuda (rank r: cuda:LOCAL_RANK)
+  c10::ScalarType dtype;  ///< the compute dtype; dtype_policy() says the others
   double grad_clip;
-  std::string on_nonfinite;           ///< "stop" or "skip" (NOTE [Non-finite steps])
-  int64_t max_skipped;                ///< skipped steps in a row before stopping
-  std::string activation_checkpoint;  ///< "none", "full" or "selective" (NOTE [Recompute])
+  OnNonfinite on_nonfinite;         ///< NOTE [Non-finite steps]
+  int64_t max_skipped;              ///< skipped steps in a row before stopping
+  Recompute activation_checkpoint;  ///< (NOTE [Recompute])
   bool fused_loss;  ///< the LM head and its cross entropy in one kernel (NOTE [Fused LM loss])
   bool fused_projections;  ///< q/k/v and gate/up as one GEMM each (NOTE [Fused projections])
   int64_t activation_checkpoint_every;  ///< blocks k-1, 2k-1, ... (0-based) recompute
   // [optimizer]
-  std::string optimizer;
+  OptimizerKind optimizer;
   double lr, beta1, beta2, eps, weight_decay, momentum;
   // [lr_scheduler]
   int64_t warmup_steps;
-  std::string decay;
+  LrDecay decay;
   double min_lr_ratio;
   // [eval]
   int64_t eval_interval, eval_windows;
   // [checkpoint]
-  std::string checkpoint_format, checkpoint_load;
+  CheckpointFormat checkpoint_format;
+  std::string checkpoint_load;
   int64_t checkpoint_interval, checkpoint_keep;
   bool checkpoint_async;      ///< write in a background thread (NOTE [Async checkpoints])
   bool checkpoint_overwrite;  ///< a new run may replace another run's steps (NOTE [Checkpoint
@@ -72,7 +69,7 @@ struct JobConfig {
   bool tensorboard;  ///< also write TensorBoard events (NOTE [TensorBoard events])
   // [comm]
   double timeout_s;
-  std::string backend;
+  comm::Backend backend;
   double bucket_mb;
   int64_t flight_recorder_entries;  ///< calls each rank's flight recorder keeps (NOTE [Flight
                                     ///< recorder])
@@ -106,6 +103,8 @@ struct JobConfig {
   std::vector<int64_t> tp_dims() const {
     return tp_shape.empty() ? std::vector<int64_t>{tp} : tp_shape;
   }
+  /// checkpoint.load = "latest": resume from the newest committed step of the dump folder.
+  bool loads_latest() const { return checkpoint_load == "latest"; }
   /// The model's family (model.name).
   const ModelFamily& family() const { return model_family(model); }
   /// What the family builds the model from: its keys, tp, seq_len and the seed.

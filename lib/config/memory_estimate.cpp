@@ -20,12 +20,13 @@ BlockActivations block_activations(const JobConfig& c, const ActivationShape& s,
   const double to_bytes = s.element_bytes / 2.0;  // the counts are at 2 bytes an element
   const double whole = (rest + attention_core) * to_bytes;
   double recomputing = whole;
-  if (c.activation_checkpoint == "selective") recomputing = rest * to_bytes;
-  if (c.activation_checkpoint == "full") recomputing = (s.sp ? C / tp : C) * s.element_bytes;
+  if (c.activation_checkpoint == Recompute::kSelective) recomputing = rest * to_bytes;
+  if (c.activation_checkpoint == Recompute::kFull)
+    recomputing = (s.sp ? C / tp : C) * s.element_bytes;
   const double share = c.recomputed_share();
   BlockActivations out;
   out.kept = blocks * ((1.0 - share) * whole + share * recomputing);
-  if (c.activation_checkpoint == "full" && share * blocks >= 1.0) out.working = whole;
+  if (c.activation_checkpoint == Recompute::kFull && share * blocks >= 1.0) out.working = whole;
   return out;
 }
 
@@ -42,7 +43,7 @@ MemoryEstimate estimate_memory(const JobConfig& c) {
   const DTypePolicy dtypes = dtype_policy(c);
   const double element = compute_element_bytes(c);
   const auto state_element = static_cast<double>(c10::elementSize(dtypes.state));
-  const double optimizer_states = c.optimizer == "sgd" ? 1.0 : 2.0;
+  const double optimizer_states = c.optimizer == OptimizerKind::kSgd ? 1.0 : 2.0;
   const double masters = dtypes.mixed() ? state_element : 0.0;
   m.state_bytes = m.parameters * (2.0 * element + masters + optimizer_states * state_element);
   const auto ranks = static_cast<double>(c.world_size());
@@ -97,8 +98,8 @@ void check_fits_memory(const JobConfig& c, double memory_bytes) {
       "one micro-batch's logits (or a chunk of them), and this machine has {} of memory. Check the "
       "model sizes ({}) "
       "and the batch (training.global_batch_size = {}, training.seq_len = {})",
-      c.source, m.parameters, format_bytes(m.state_bytes), c.optimizer, c.dtype,
-      format_bytes(m.per_rank_floor_bytes), dim_sizes_text(c.parallel_dims()),
+      c.source, m.parameters, format_bytes(m.state_bytes), config_name(c.optimizer),
+      config_name(c.dtype), format_bytes(m.per_rank_floor_bytes), dim_sizes_text(c.parallel_dims()),
       dim_names_text(c.parallel_dims()), format_bytes(memory_bytes), sizes, c.global_batch_size,
       c.seq_len));
 }
@@ -122,7 +123,7 @@ void check_local_workers_fit(const JobConfig& c, double memory_bytes, bool activ
   const double need = workers * (kWorkerBaseBytes + m.per_rank_floor_bytes + activations);
   if (need <= memory_bytes) return;
   const std::string recompute =
-      activations_here && c.activation_checkpoint != "full" && m.activation_bytes > 0
+      activations_here && c.activation_checkpoint != Recompute::kFull && m.activation_bytes > 0
           ? "; training.activation_checkpoint = \"full\" keeps fewer activations"
           : "";
   throw UserError(fmt::format(

@@ -18,7 +18,7 @@ RingVolume ring_volume(const JobConfig& c) {
   const double blocks = std::ceil(static_cast<double>(shape->n_layer) / static_cast<double>(c.pp));
   v.calls = blocks * static_cast<double>(c.microbatches);
   // Full recompute reruns a recomputing block's forward, ring included, in its backward.
-  const double rerun = c.activation_checkpoint == "full" ? c.recomputed_share() : 0.0;
+  const double rerun = c.activation_checkpoint == Recompute::kFull ? c.recomputed_share() : 0.0;
   v.sends_per_call = (3.0 + rerun) * static_cast<double>(c.cp - 1);
   v.send_bytes_per_step = v.calls * v.sends_per_call * v.kv_pair_bytes;
   return v;

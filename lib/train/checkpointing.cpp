@@ -246,14 +246,15 @@ void JobCheckpointer::save(int64_t step) {
         step, c.dump_folder));
   }
   const std::string dir = checkpoints_folder(c.dump_folder).string();
-  const CheckpointFormat format = parse_checkpoint_format(c.checkpoint_format);
+  const CheckpointFormat format = c.checkpoint_format;
   const auto aliases = tied_names(job_.model->module().module());
   const CheckpointMeta meta = job_meta(job_, step, world_);
   if (!c.checkpoint_async) {
     const auto write_start = Clock::now();
     const std::string folder =
         save_checkpoint(dir, format, state, aliases, meta, world_, c.checkpoint_keep);
-    log_saved(folder, c.checkpoint_format, seconds_since(write_start), seconds_since(start));
+    log_saved(folder, checkpoint_format_name(format), seconds_since(write_start),
+              seconds_since(start));
     return;
   }
   writer_.wait();  // the previous save is committed on every rank (or its failure is thrown)
@@ -266,7 +267,8 @@ void JobCheckpointer::save(int64_t step) {
   auto snapshot = std::make_shared<const CheckpointSnapshot>(
       snapshot_checkpoint(dir, format, state, aliases, meta, world_, c.checkpoint_keep));
   const double stall = seconds_since(start);
-  writer_.start([snapshot, group = *writer_group_, stall, name = c.checkpoint_format + ", async"] {
+  writer_.start([snapshot, group = *writer_group_, stall,
+                 name = checkpoint_format_name(format) + std::string(", async")] {
     const auto write_start = Clock::now();
     write_snapshot(*snapshot, group);
     log_saved(snapshot->folder, name, seconds_since(write_start), stall);
@@ -321,7 +323,7 @@ std::optional<std::string> newest_checkpoint(const std::string& dump_folder) {
 }
 
 std::optional<std::string> resolve_load_path(const JobConfig& c) {
-  if (c.checkpoint_load != "latest") {
+  if (!c.loads_latest()) {
     if (c.checkpoint_load.empty()) return std::nullopt;
     return c.checkpoint_load;
   }

@@ -75,7 +75,7 @@ void setup_optimizer(Job& job) {
     for (size_t k = 0; k < views.size(); ++k)
       model.move_state(k, {views[k].flat.view(views[k].spec.local_shape()), views[k].spec});
   }
-  if (c.optimizer == "adamw") {
+  if (c.optimizer == OptimizerKind::kAdamW) {
     job.optimizer =
         std::make_unique<AdamW>(views, AdamWOptions{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay});
   } else {

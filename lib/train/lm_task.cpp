@@ -7,8 +7,8 @@
 namespace vescale {
 TokenData load_job_tokens(const JobConfig& c) {
   const int64_t vocab_size = c.family().vocab_size(c.model_spec());
-  TokenData d = c.data_source == "text" ? load_text_tokens(c.data_path, c.val_fraction)
-                : c.data_source == "tokens"
+  TokenData d = c.data_source == DataSource::kText ? load_text_tokens(c.data_path, c.val_fraction)
+                : c.data_source == DataSource::kTokens
                     ? load_bin_tokens(c.data_path, vocab_size)
                     : synthetic_tokens(vocab_size, static_cast<uint64_t>(c.seed));
   VS_USER_CHECK(d.vocab_size <= vocab_size,

@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
-#include <utility>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -20,8 +19,8 @@ std::string number(double x) {
 
 }  // namespace
 
-NonFiniteGuard::NonFiniteGuard(std::string policy, int64_t max_skipped)
-    : policy_(std::move(policy)), max_skipped_(max_skipped) {}
+NonFiniteGuard::NonFiniteGuard(OnNonfinite policy, int64_t max_skipped)
+    : policy_(policy), max_skipped_(max_skipped) {}
 
 void NonFiniteGuard::after_step(int64_t step, const StepResult& result) {
   if (result.updated) {
@@ -32,7 +31,7 @@ void NonFiniteGuard::after_step(int64_t step, const StepResult& result) {
   ++in_a_row_;
   const std::string what = fmt::format("step {}: the loss is {} and the gradient norm {}", step + 1,
                                        number(result.loss), number(result.grad_norm));
-  if (policy_ == "stop") {
+  if (policy_ == OnNonfinite::kStop) {
     throw DivergedError(fmt::format(
         "{}; stopped without saving or updating (training.on_nonfinite = \"stop\"; \"skip\" "
         "drops such steps). Lower optimizer.lr, or resume from the last checkpoint",

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "comm/group.h"
+#include "config/config_enums.h"
 #include "train/train_step.h"
 
 namespace vescale {
@@ -26,7 +27,7 @@ namespace vescale {
 /// same results and so decides the same.
 class NonFiniteGuard {
  public:
-  NonFiniteGuard(std::string policy, int64_t max_skipped);
+  NonFiniteGuard(OnNonfinite policy, int64_t max_skipped);
 
   /// Called after step `step` (0-based) ran. Throws DivergedError when the job must stop.
   void after_step(int64_t step, const StepResult& result);
@@ -34,7 +35,7 @@ class NonFiniteGuard {
   int64_t skipped() const { return skipped_; }
 
  private:
-  std::string policy_;
+  OnNonfinite policy_;
   int64_t max_skipped_;
   int64_t skipped_ = 0;
   int64_t in_a_row_ = 0;

@@ -69,8 +69,8 @@ std::vector<const Parameter*> parameters_in(Module& model,
 PipelinePlan plan_pipeline(const JobConfig& c, const std::vector<Layer>& layers) {
   PipelinePlan plan;
   plan.schedule =
-      pipeline::make_schedule(c.pp_schedule, static_cast<int>(c.pp), static_cast<int>(c.pp_virtual),
-                              static_cast<int>(c.microbatches));
+      pipeline::make_schedule(config_name(c.pp_schedule), static_cast<int>(c.pp),
+                              static_cast<int>(c.pp_virtual), static_cast<int>(c.microbatches));
   plan.stages = pipeline::split_stages(stage_layers(layers), plan.schedule.stages(), c.pp_split);
   for (const pipeline::Stage& stage : plan.stages) {
     std::vector<std::string> modules;
@@ -102,7 +102,7 @@ ParallelModel::ParallelModel(const JobConfig& c, const comm::Group& world, JobPu
   for (auto& [fqn, p] : module_->parameters())
     params_.emplace_back(fqn, &p->get());
   moved_.resize(params_.size());
-  if (c.activation_checkpoint != "none") {
+  if (c.activation_checkpoint != Recompute::kNone) {
     std::vector<std::vector<DTensor*>> by_layer;
     for (const std::vector<size_t>& layer : layer_params()) {
       by_layer.emplace_back();
@@ -184,7 +184,7 @@ std::string ParallelModel::description() const {
       "{}: {} with {} parameters on {} ({} plan), {}, {}; this rank built its parameters in {} "
       "on {} thread{}",
       c.name, task_->model()->type(), n_params_, mesh_.str(), c.plan.empty() ? "replicate" : c.plan,
-      c.dtype, task_->data_description(), format_duration(init_s_), rank_cores(),
+      config_name(c.dtype), task_->data_description(), format_duration(init_s_), rank_cores(),
       rank_cores() == 1 ? "" : "s");
 }
 

@@ -19,8 +19,8 @@ namespace {
 void check_data_files(const JobConfig& c) {
   namespace fs = std::filesystem;
   const std::string data_key = fmt::format("config {}: data.path", c.source);
-  if (c.data_source == "text") require_regular_file(c.data_path, data_key);
-  if (c.data_source == "tokens") {
+  if (c.data_source == DataSource::kText) require_regular_file(c.data_path, data_key);
+  if (c.data_source == DataSource::kTokens) {
     VS_USER_CHECK(fs::is_directory(c.data_path),
                   "{} {}: no such folder (data.source = \"tokens\" reads train.bin and val.bin "
                   "there)",
@@ -47,7 +47,7 @@ Preflight preflight(const JobConfig& c, const PreflightOptions& options) {
     out.tokens = load_job_tokens(c);
   const Device device = parse_device(c.device, 0);
   if (options.local_workers) check_local_workers_fit(c, physical_memory_bytes(), device.is_cpu());
-  comm::resolve_backend(comm::parse_backend(c.backend), device);
+  comm::resolve_backend(c.backend, device);
   return out;
 }
 

@@ -174,8 +174,8 @@ class TrainingLoop {
     if (!last) stop_agreement.emplace(world_);
     const comm::CommSnapshot comm_before = meter_.stats.snapshot();
     const comm::WaitSnapshot waits_before = meter_.stats.wait_snapshot();
-    const double lr =
-        lr_at(step, c_.steps, c_.lr, c_.warmup_steps, c_.decay == "cosine", c_.min_lr_ratio);
+    const double lr = lr_at(step, c_.steps, c_.lr, c_.warmup_steps, c_.decay == LrDecay::kCosine,
+                            c_.min_lr_ratio);
     activations_.start_step();
     const StepResult result = job_.train_step->run(
         [&](int64_t micro) {

@@ -43,7 +43,7 @@ TEST(PlanAuto, EnumerationIsCompleteAndOnlyValid) {
     const JobMesh job = JobMesh::layout(c.mesh_dims());
     EXPECT_NO_THROW(resolve_plan(job_plan(c), *model, job.param_mesh())) << l.str();
     if (c.pp > 1) {
-      EXPECT_NO_THROW(pipeline::make_schedule(c.pp_schedule, static_cast<int>(c.pp),
+      EXPECT_NO_THROW(pipeline::make_schedule(config_name(c.pp_schedule), static_cast<int>(c.pp),
                                               static_cast<int>(c.pp_virtual),
                                               static_cast<int>(c.microbatches)))
           << l.str();
@@ -190,28 +190,28 @@ TEST(PlanAuto, ALayoutThatDoesNotFitIsPricedAgainWithRecompute) {
   const Layout l;  // 1 process
   const Prediction none = predict_fitting(base, l, facts, 1e12);
   EXPECT_TRUE(none.fits);
-  EXPECT_EQ(none.layout.recompute, "none");
+  EXPECT_EQ(none.layout.recompute, Recompute::kNone);
   // Less memory than keeping every activation needs: selective, then full, with the time each
   // adds.
   const Prediction tight = predict_fitting(base, l, facts, none.memory() - 1);
   EXPECT_TRUE(tight.fits);
-  EXPECT_NE(tight.layout.recompute, "none");
+  EXPECT_NE(tight.layout.recompute, Recompute::kNone);
   EXPECT_LT(tight.activations, none.activations);
   EXPECT_GT(tight.compute_s, none.compute_s);
   Layout full = l;
-  full.recompute = "full";
+  full.recompute = Recompute::kFull;
   const Prediction tightest =
       predict_fitting(base, l, facts, predict(layout_config(base, full), full, facts).memory());
-  EXPECT_EQ(tightest.layout.recompute, "full");
+  EXPECT_EQ(tightest.layout.recompute, Recompute::kFull);
   std::printf("activations: none %.0f B, %s %.0f B, full %.0f B; compute %.3g s, %.3g s, %.3g s\n",
-              none.activations, tight.layout.recompute.c_str(), tight.activations,
+              none.activations, config_name(tight.layout.recompute), tight.activations,
               tightest.activations, none.compute_s, tight.compute_s, tightest.compute_s);
   EXPECT_LT(tightest.activations, tight.activations);
   EXPECT_GT(tightest.compute_s, tight.compute_s);
   // Nothing fits: the layout comes back as it was, not fitting.
   const Prediction none_fits = predict_fitting(base, l, facts, 1.0);
   EXPECT_FALSE(none_fits.fits);
-  EXPECT_EQ(none_fits.layout.recompute, "none");
+  EXPECT_EQ(none_fits.layout.recompute, Recompute::kNone);
 }
 
 TEST(PlanAuto, CalibrationRoundTripsAndBadFilesAreNamed) {

@@ -75,7 +75,7 @@ TEST(JobConfig, PipelineKeysAndStringLists) {
   // The config reads pp > 1 (train refuses it until the executor lands; plan schedule reads it).
   const JobConfig defaults = JobConfig::parse("[parallel]\npp = 2\n", "job.toml");
   EXPECT_EQ(defaults.pp, 2);
-  EXPECT_EQ(defaults.pp_schedule, "1f1b");
+  EXPECT_EQ(defaults.pp_schedule, PpSchedule::k1F1B);
   EXPECT_EQ(defaults.pp_virtual, 1);
   EXPECT_EQ(defaults.pp_split, std::vector<std::string>{"balanced"});
   EXPECT_NE(defaults.text.find("pp_split = 'balanced'\n"), std::string::npos) << defaults.text;
@@ -99,23 +99,25 @@ TEST(JobConfig, PipelineKeysAndStringLists) {
             std::vector<std::string>{"balanced"});
   EXPECT_EQ(JobConfig::parse("", "j", {"parallel.pp_split=[]"}).pp_split,
             std::vector<std::string>{});
-  EXPECT_EQ(JobConfig::parse("", "j", {"parallel.pp_schedule=zbv"}).pp_schedule, "zbv");
+  EXPECT_EQ(JobConfig::parse("", "j", {"parallel.pp_schedule=zbv"}).pp_schedule, PpSchedule::kZbv);
 }
 
 TEST(JobConfig, TrainingDeviceAndBackend) {
   const JobConfig defaults = JobConfig::parse("", "job.toml");
-  EXPECT_EQ(defaults.device, "auto");
-  EXPECT_EQ(defaults.backend, "auto");
+  EXPECT_EQ(defaults.device, DeviceSetting::kAuto);
+  EXPECT_EQ(defaults.backend, comm::Backend::kAuto);
   EXPECT_NE(defaults.text.find("[training]\n"), std::string::npos);
   EXPECT_NE(defaults.text.find("device = 'auto'\n"), std::string::npos) << defaults.text;
-  EXPECT_EQ(JobConfig::parse("[training]\ndevice = \"cpu\"\n", "job.toml").device, "cpu");
-  EXPECT_EQ(JobConfig::parse("", "job.toml", {"training.device=cuda"}).device, "cuda");
+  EXPECT_EQ(JobConfig::parse("[training]\ndevice = \"cpu\"\n", "job.toml").device,
+            DeviceSetting::kCpu);
+  EXPECT_EQ(JobConfig::parse("", "job.toml", {"training.device=cuda"}).device,
+            DeviceSetting::kCuda);
   const JobConfig gpu = JobConfig::parse(
       "[training]\ndevice = \"cuda\"\n[comm]\nbackend = "
       "\"nccl\"\n",
       "job.toml");
-  EXPECT_EQ(gpu.device, "cuda");
-  EXPECT_EQ(gpu.backend, "nccl");
+  EXPECT_EQ(gpu.device, DeviceSetting::kCuda);
+  EXPECT_EQ(gpu.backend, comm::Backend::kNccl);
 
   EXPECT_NE(error_of("[training]\ndevice = \"gpu\"\n")
                 .find("config job.toml: training.device = \"gpu\" is not one of auto, cpu, cuda"),
@@ -167,7 +169,13 @@ TEST(JobConfig, EveryKeyFillsItsOwnField) {
   for (const auto& k : schema) {
     JobConfig c;
     try {
-      c = JobConfig::parse("", "j", {k.name + "=" + changed_value(k.default_value)});
+      // An enumerated key takes another of its names.
+      const std::vector<std::string> names = k.choices();
+      const std::string changed = names.empty() ? changed_value(k.default_value)
+                                  : names.front() == std::get<std::string>(k.default_value)
+                                      ? names.back()
+                                      : names.front();
+      c = JobConfig::parse("", "j", {k.name + "=" + changed});
     } catch (const UserError&) {
       continue;
     }

@@ -104,7 +104,7 @@ RunOutput train_in(const std::string& folder, const std::string& toml,
     const TrainSummary summary = run_training(config, world);
     if (world.rank() == 0) out.losses = summary.losses;
   });
-  if (config.checkpoint_format == "merged" && config.checkpoint_interval > 0) {
+  if (config.checkpoint_format == CheckpointFormat::kMerged && config.checkpoint_interval > 0) {
     const CheckpointReader reader(folder + "/checkpoints/latest");
     for (const auto& name : reader.names()) {
       if (name.rfind("model/", 0) == 0) out.params[name] = reader.read_full(name);

@@ -22,7 +22,7 @@ StepResult step(double loss, double norm) {
 }
 
 TEST(NonFinite, StopEndsTheJobOnTheFirstNonFiniteStep) {
-  NonFiniteGuard guard("stop", 10);
+  NonFiniteGuard guard(OnNonfinite::kStop, 10);
   guard.after_step(0, step(2.5, 1.0));
   try {
     guard.after_step(6, step(std::nan(""), 3.0));
@@ -33,7 +33,7 @@ TEST(NonFinite, StopEndsTheJobOnTheFirstNonFiniteStep) {
 }
 
 TEST(NonFinite, SkipCountsAndStopsAfterMaxSkippedInARow) {
-  NonFiniteGuard guard("skip", 3);
+  NonFiniteGuard guard(OnNonfinite::kSkip, 3);
   const double inf = std::numeric_limits<double>::infinity();
   guard.after_step(0, step(2.0, inf));
   guard.after_step(1, step(2.0, inf));
