@@ -6,16 +6,11 @@
 #include <vector>
 
 #include "autoplan/layout.h"
+#include "autoplan/layout_model.h"
 #include "autoplan/machine_facts.h"
 #include "config/job_config.h"
 
 namespace vescale::autoplan {
-
-/// Bytes of training state one rank holds (its pipeline stage, after TP and ZeRO).
-struct StateMemory {
-  double params = 0, grads = 0, optimizer = 0;
-  double total() const { return params + grads + optimizer; }
-};
 
 struct Prediction {
   Layout layout;
@@ -31,13 +26,6 @@ struct Prediction {
   double memory() const { return state.total() + activations; }
   bool fits = true;
 };
-
-/// The state rank 0 of each pipeline stage holds under `config` (its pp, dp, tp, zero, plan,
-/// optimizer and dtypes), from the parameters' local shapes. One entry per stage.
-std::vector<StateMemory> state_memory_by_stage(const JobConfig& config);
-
-/// The simulated bubble fraction of `config`'s schedule (pp = 1: 0), what `plan schedule` shows.
-double schedule_bubble(const JobConfig& config);
 
 /// Predicts `layout` (with `config` = layout_config(base, layout)) on `facts`.
 Prediction predict(const JobConfig& config, const Layout& layout, const MachineFacts& facts);

@@ -1,0 +1,78 @@
+#include "autoplan/layout_model.h"
+
+#include <c10/util/accumulate.h>
+
+#include "dtensor/dtensor_spec.h"
+#include "parallel/pipeline/schedule.h"
+#include "train/task.h"
+
+namespace vescale::autoplan {
+
+double bytes_of(at::ScalarType t) {
+  return static_cast<double>(c10::elementSize(t));
+}
+
+LayoutModel layout_model(const JobConfig& c) {
+  auto model = build_model(c);
+  JobMesh job = JobMesh::layout(c.mesh_dims());
+  ResolvedPlan plan = resolve_plan(job_plan(c), *model, job.param_mesh());
+  std::vector<Layer> layers = model_layers(c, *model);
+  // Without a pipeline the whole model is one stage, whatever the pipeline keys say.
+  JobConfig one = c;
+  if (c.pp == 1) {
+    one.pp_schedule = PpSchedule::k1F1B;
+    one.pp_virtual = 1;
+    one.pp_split = {"balanced"};
+  }
+  PipelinePlan pipe = plan_pipeline(one, layers);
+  const std::optional<TransformerShape> shape = c.family().transformer_shape(c.model_spec());
+  return {std::move(model),  std::move(job),  std::move(plan),
+          std::move(layers), std::move(pipe), shape ? shape->vocab_weight : ""};
+}
+
+std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm) {
+  const double param_size = bytes_of(job_dtype(c));
+  const double state_size = bytes_of(state_dtype(c));
+  const bool master = job_dtype(c) != state_dtype(c);
+  const double optimizer_copies =
+      c.optimizer == OptimizerKind::kAdamW
+          ? 2.0
+          : (c.optimizer == OptimizerKind::kSgd && c.momentum > 0 ? 1.0 : 0.0);
+  // ZeRO divides over the replicas, dp x cp.
+  const double dp = static_cast<double>(c.dp * c.cp);
+  std::vector<StateMemory> by_rank(c.pp);
+  for (size_t s = 0; s < lm.pipe.stages.size(); ++s) {
+    bool has_embedding = false, has_head = false;
+    for (int i = lm.pipe.stages[s].begin; i < lm.pipe.stages[s].end; ++i) {
+      has_embedding = has_embedding || lm.layers[i].kind == LayerKind::kEmbedding;
+      has_head = has_head || lm.layers[i].kind == LayerKind::kHead;
+    }
+    double elements = 0;
+    for (const auto& p : lm.plan.parameters) {
+      const bool tied_head = has_head && !has_embedding && p.fqn == lm.vocab_weight;
+      if (!under_modules(p.fqn, lm.pipe.modules[s]) && !tied_head) continue;
+      const Box box = Box::local(DTensorSpec(lm.job.param_mesh(), p.placements, p.shape));
+      elements += static_cast<double>(c10::multiply_integers(box.sizes));
+    }
+    StateMemory& m = by_rank[lm.pipe.schedule.stage_rank[s]];
+    m.params += elements * param_size / (c.zero >= 3 ? dp : 1.0);
+    m.grads += elements * param_size / (c.zero >= 2 ? dp : 1.0);
+    m.optimizer += elements * state_size * (optimizer_copies + (master ? 1.0 : 0.0)) /
+                   (c.zero >= 1 ? dp : 1.0);
+  }
+  return by_rank;
+}
+
+std::vector<StateMemory> state_memory_by_stage(const JobConfig& c) {
+  return state_by_rank(c, layout_model(c));
+}
+
+double schedule_bubble(const JobConfig& c) {
+  if (c.pp == 1) return 0.0;
+  const pipeline::PipelineSchedule schedule =
+      pipeline::make_schedule(config_name(c.pp_schedule), static_cast<int>(c.pp),
+                              static_cast<int>(c.pp_virtual), static_cast<int>(c.microbatches));
+  return pipeline::simulate(schedule).bubble;
+}
+
+}  // namespace vescale::autoplan
