@@ -160,6 +160,14 @@ DimRule attention_rule() {
   };
 }
 
+DimRule moe_experts_rule() {
+  return [](const Placements& in) -> DimStrategy {
+    // Each row is routed and computed on its own: row shards pass.
+    if (in[0].is_shard(0)) return {{in[0], in[0], kR, kR, kR}, in[0]};
+    return all_replicate(5, !all_r(in));
+  };
+}
+
 DimRule embedding_rule(int64_t ids_ndim) {
   return [ids_ndim](const Placements& in) -> DimStrategy {
     const Placement& ids = in[0];
