@@ -8,6 +8,7 @@ const std::vector<std::shared_ptr<const ModelFamily>>& model_families() {
       models::gpt_family(),
       models::mlp_family(),
       models::llama_family(),
+      models::mixtral_family(),
   };
   return families;
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "comm/group.h"
 #include "dmodule/module.h"
@@ -29,9 +30,20 @@ struct ForwardContext {
   /// a model whose last layer can take its loss itself (NOTE [Fused LM loss]) returns the mean
   /// loss from it instead of its outputs. Undefined: the outputs.
   at::Tensor targets = at::Tensor();
+  /// The factor the schedule's backward applies to this forward's loss (1 / micro-batches): what
+  /// a loss term a layer attaches to its own backward is scaled by (NOTE [MoE auxiliary loss]).
+  double loss_scale = 1.0;
 
   /// Evaluation: no dropout.
   static ForwardContext eval() { return {false, 0, 0, -1, nullptr, at::Tensor()}; }
+};
+
+/// What a mixture of experts' routers measured in the training forwards of one step on this rank
+/// (NOTE [MoE auxiliary loss]), each micro-batch counted once.
+struct RouterStats {
+  at::Tensor aux_loss;  ///< scalar: each MoE layer's auxiliary loss, summed over layers and
+                        ///< micro-batches
+  at::Tensor load;      ///< [MoE layers, experts]: top-k slots routed to each expert
 };
 
 class LayeredModel {
@@ -43,6 +55,12 @@ class LayeredModel {
   /// last returns its outputs). *Collective* like the forward.
   virtual Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
                              const ForwardContext& context) = 0;
+  /// A mixture of experts: what its routers measured in the training forwards of step `step`
+  /// on this rank (zeros where this rank ran none); nullopt for a model without experts.
+  virtual std::optional<RouterStats> router_stats(int64_t step) const {
+    (void)step;
+    return std::nullopt;
+  }
 };
 
 /// Runs layers [first, end) of a model on `inputs`: the model's own run_layers, or a wrapper

@@ -1,0 +1,126 @@
+// A Mixtral-style decoder (Hugging Face's MixtralForCausalLM, issue [28]): Llama's attention,
+// norms and rotary embeddings, with each MLP a sparse mixture of SwiGLU experts: a float32 router
+// picks each token's top-k experts, their outputs are summed with the renormalised router
+// weights, nothing dropped; optionally one shared expert every token goes through (DeepSeek).
+// The router's auxiliary load-balancing loss joins the training objective (NOTE [MoE auxiliary
+// loss]). The experts of a layer are stacked ([n_experts, ...] parameters) so that expert
+// parallelism can shard their first dim.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "dmodule/module.h"
+#include "family/layered_model.h"
+#include "models/decoder_lm.h"
+#include "models/llama.h"
+
+namespace vescale::models {
+
+struct MixtralConfig {
+  int64_t vocab_size = 256;
+  int64_t block_size = 64;
+  int64_t n_layer = 2;
+  int64_t n_head = 4;
+  int64_t n_kv_head = 4;
+  int64_t n_embd = 64;
+  int64_t intermediate_size = 172;  ///< each expert's (and the shared expert's) SwiGLU inner size
+  int64_t n_experts = 4;
+  int64_t experts_per_token = 2;  ///< top-k
+  double aux_loss_coef = 0.02;    ///< weight of the auxiliary loss in the objective
+  bool shared_expert = false;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-5;
+  bool tie_embeddings = false;
+  int64_t vocab_multiple = 64;
+  bool fused_projections = true;
+
+  int64_t padded_vocab(int64_t tp) const;
+  /// The Llama config of the attention, the norms and the shared expert.
+  LlamaConfig llama() const;
+};
+
+/// What the MoE layers of one model share: the forward context of the current layer run, and
+/// what the routers measured in each step's training forwards (keyed by micro-batch and layer,
+/// so that a recomputed forward overwrites its first run instead of counting twice).
+class RouterLog {
+ public:
+  RouterLog(int64_t layers, int64_t experts);
+  void set_context(const ForwardContext& context) { context_ = context; }
+  const ForwardContext& context() const { return context_; }
+  /// Layer `layer`'s aux loss and load [experts] of the current micro-batch of a training step.
+  void record(int64_t layer, const at::Tensor& aux_loss, const at::Tensor& load);
+  /// The sums over the micro-batches and layers recorded for step `step` (zeros if none).
+  RouterStats stats(int64_t step) const;
+
+ private:
+  int64_t layers_, experts_;
+  ForwardContext context_;
+  int64_t step_ = -1;
+  std::map<std::pair<int64_t, int64_t>, std::pair<at::Tensor, at::Tensor>> entries_;
+};
+
+/// A layer's experts, stacked: w1 and w3 [E, I, C], w2 [E, C, I]. inputs {x [N, C], router
+/// probabilities [N, E]} -> {the top-k experts' outputs, weighted, summed [N, C]} (dropless).
+class MixtralExperts : public Module {
+ public:
+  MixtralExperts(const MixtralConfig& config);
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  int64_t top_k_;
+};
+
+/// gate (the router, [E, C]), experts.{w1, w3} [E, I, C] and experts.w2 [E, C, I], and with
+/// shared_expert a Llama MLP shared_expert.{gate_proj, up_proj, down_proj}.
+class MixtralSparseMoe : public Module {
+ public:
+  MixtralSparseMoe(const MixtralConfig& config, int64_t layer, std::shared_ptr<RouterLog> log);
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  int64_t layer_, n_layer_, top_k_;
+  double aux_loss_coef_;
+  std::shared_ptr<RouterLog> log_;
+  std::shared_ptr<Module> gate_, experts_, shared_;
+};
+
+class MixtralDecoderLayer : public Module {
+ public:
+  MixtralDecoderLayer(const MixtralConfig& config, int64_t layer, std::shared_ptr<RouterLog> log);
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+
+ private:
+  std::shared_ptr<Module> input_norm_, attn_, post_norm_, moe_;
+};
+
+/// Layers as Llama's: 0 the token embedding, 1..n_layer the decoder layers, n_layer + 1 the final
+/// norm and lm_head.
+class Mixtral : public DecoderLM {
+ public:
+  /// `tp` only sets the vocabulary padding.
+  Mixtral(const MixtralConfig& config, int64_t tp = 1);
+  const MixtralConfig& config() const { return config_; }
+  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
+                     const ForwardContext& context) override;
+  std::optional<RouterStats> router_stats(int64_t step) const override { return log_->stats(step); }
+
+ protected:
+  DTensor embed(const DTensor& idx) override { return (*embed_)(idx); }
+
+ private:
+  MixtralConfig config_;
+  std::shared_ptr<RouterLog> log_;
+  std::shared_ptr<Module> embed_;
+};
+
+}  // namespace vescale::models

@@ -1,0 +1,174 @@
+// The mixtral family: its [model] keys, and what the rest of the program asks of a Mixtral.
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "family/bound_keys.h"
+#include "models/families.h"
+#include "models/mixtral.h"
+
+namespace vescale::models {
+namespace {
+
+const std::vector<BoundKey<MixtralConfig>>& mixtral_keys() {
+  using C = MixtralConfig;
+  static const std::vector<BoundKey<C>> keys = {
+      {{"vocab_size", int64_t{256}, "Mixtral vocabulary", at_least(1)}, &C::vocab_size},
+      {{"block_size", int64_t{64}, "Mixtral longest sequence (max_position_embeddings)",
+        at_least(1)},
+       &C::block_size},
+      {{"n_layer", int64_t{2}, "Mixtral decoder layers (each with a mixture of experts)",
+        at_least(1)},
+       &C::n_layer},
+      {{"n_head", int64_t{4}, "Mixtral query heads", at_least(1)}, &C::n_head},
+      {{"n_kv_head", int64_t{4},
+        "Mixtral key/value heads (grouped-query attention; divides n_head)", at_least(1)},
+       &C::n_kv_head},
+      {{"n_embd", int64_t{64}, "Mixtral hidden size (n_head x an even head size)", at_least(2)},
+       &C::n_embd},
+      {{"intermediate_size", int64_t{172},
+        "Mixtral SwiGLU inner size of each expert (and of the shared expert)", at_least(1)},
+       &C::intermediate_size},
+      {{"n_experts", int64_t{4}, "Mixtral experts per layer (num_local_experts)",
+        within(1, 1 << 16)},
+       &C::n_experts},
+      {{"experts_per_token", int64_t{2},
+        "Mixtral experts each token goes to (top-k of the float32 router, weights renormalised; "
+        "ties to the lower expert index; no token dropped)",
+        within(1, 1 << 16)},
+       &C::experts_per_token},
+      {{"aux_loss_coef", 0.02,
+        "Weight of the router's load-balancing loss in the objective (per sequence, mean over "
+        "layers; 0: reported, not trained)",
+        within(0, 1e3), KeyRole::kTraining},
+       &C::aux_loss_coef},
+      {{"shared_expert", false,
+        "Mixtral: one more SwiGLU expert of intermediate_size that every token goes through, "
+        "unweighted (DeepSeek's shared expert)"},
+       &C::shared_expert},
+      {{"rope_theta", 10000.0, "Mixtral rotary embedding base", above(0)}, &C::rope_theta},
+      {{"rms_norm_eps", 1e-5, "Mixtral RMSNorm epsilon", above(0)}, &C::rms_norm_eps},
+      {{"tie_embeddings", false, "Mixtral lm_head shares model.embed_tokens.weight"},
+       &C::tie_embeddings},
+      {{"vocab_multiple", int64_t{64}, "Vocabulary padded to a multiple of this x tp",
+        within(1, 1 << 20), KeyRole::kLayout},
+       &C::vocab_multiple},
+  };
+  return keys;
+}
+
+MixtralConfig mixtral_config(const ModelSpec& spec) {
+  MixtralConfig m = read_keys(mixtral_keys(), spec.keys);
+  m.fused_projections = spec.fused_projections;
+  return m;
+}
+
+/// One layer's attention (q and o C x C, k and v C x kv) and norms.
+double mixtral_attention_parameters(const MixtralConfig& m) {
+  const double e = static_cast<double>(m.n_embd);
+  const double kv = static_cast<double>(m.n_kv_head * (m.n_embd / m.n_head));
+  return 2.0 * e * e + 2.0 * e * kv + 2.0 * e;
+}
+
+/// One layer's parameters that `experts` experts (and the router and shared expert) hold.
+double mixtral_moe_parameters(const MixtralConfig& m, int64_t experts) {
+  const double e = static_cast<double>(m.n_embd), inner = static_cast<double>(m.intermediate_size);
+  const double routed = static_cast<double>(experts) + (m.shared_expert ? 1.0 : 0.0);
+  return e * static_cast<double>(m.n_experts) + routed * 3.0 * e * inner;
+}
+
+double mixtral_layer_parameters(const MixtralConfig& m) {
+  return mixtral_attention_parameters(m) + mixtral_moe_parameters(m, m.n_experts);
+}
+
+class MixtralFamily : public ModelFamily {
+ public:
+  std::string name() const override { return "mixtral"; }
+
+  std::vector<FamilyKey> keys() const override { return declared_keys(mixtral_keys()); }
+
+  Objective objective() const override { return Objective::kNextToken; }
+  int64_t activation_dims() const override { return 3; }
+
+  void check(const ModelSpec& spec) const override {
+    const MixtralConfig m = mixtral_config(spec);
+    VS_USER_CHECK(spec.seq_len <= m.block_size,
+                  "config {}: training.seq_len = {} is longer than model.block_size = {}",
+                  spec.source, spec.seq_len, m.block_size);
+    VS_USER_CHECK(m.n_embd % m.n_head == 0 && (m.n_embd / m.n_head) % 2 == 0,
+                  "config {}: model.n_embd = {} must be model.n_head = {} x an even head size "
+                  "(rotary embeddings turn pairs of a head's dims)",
+                  spec.source, m.n_embd, m.n_head);
+    VS_USER_CHECK(m.n_head % m.n_kv_head == 0,
+                  "config {}: model.n_kv_head = {} must divide model.n_head = {}", spec.source,
+                  m.n_kv_head, m.n_head);
+    VS_USER_CHECK(m.experts_per_token <= m.n_experts,
+                  "config {}: model.experts_per_token = {} is more than model.n_experts = {}",
+                  spec.source, m.experts_per_token, m.n_experts);
+    VS_USER_CHECK(spec.tp == 1,
+                  "config {}: model.name = \"mixtral\" takes parallel.tp = 1 for now (got {}): its "
+                  "experts (model.n_experts, model.experts_per_token) are not tensor-parallel yet; "
+                  "use parallel.dp, pp or zero",
+                  spec.source, spec.tp);
+  }
+
+  std::shared_ptr<Module> build(const ModelSpec& spec) const override {
+    return std::make_shared<Mixtral>(mixtral_config(spec), spec.tp);
+  }
+
+  std::vector<Layer> layers(const ModelSpec& spec, Module& model) const override {
+    // 6 FLOPs per parameter a token uses (attention, the router, its top-k experts and the
+    // shared one) forward and backward, plus attention's 12 C T per token and layer.
+    const MixtralConfig m = mixtral_config(spec);
+    const double t = static_cast<double>(spec.seq_len), c = static_cast<double>(m.n_embd);
+    const double active =
+        mixtral_attention_parameters(m) + mixtral_moe_parameters(m, m.experts_per_token);
+    std::vector<Layer> out;
+    out.push_back({"embedding", {"model.embed_tokens"}, 0.0, LayerKind::kEmbedding});
+    for (int64_t i = 0; i < m.n_layer; ++i) {
+      const std::string layer = "model.layers." + std::to_string(i);
+      out.push_back({layer, {layer}, t * (6.0 * active + 12.0 * c * t), LayerKind::kBlock});
+    }
+    const double head = static_cast<double>(parameters_under(model, {"model.norm", "lm_head"}));
+    out.push_back({"head", {"model.norm", "lm_head"}, 6.0 * t * head, LayerKind::kHead});
+    return out;
+  }
+
+  double parameter_count(const ModelSpec& spec) const override {
+    const MixtralConfig m = mixtral_config(spec);
+    const double vocab = static_cast<double>(m.padded_vocab(spec.tp));
+    const double e = static_cast<double>(m.n_embd);
+    return vocab * e * (m.tie_embeddings ? 1.0 : 2.0) +
+           static_cast<double>(m.n_layer) * mixtral_layer_parameters(m) + e;
+  }
+
+  double output_elements_per_sample(const ModelSpec& spec) const override {
+    return static_cast<double>(spec.seq_len) *
+           (static_cast<double>(mixtral_config(spec).vocab_size) / static_cast<double>(spec.tp));
+  }
+
+  std::vector<std::string> size_keys() const override {
+    return {"n_layer", "n_embd", "intermediate_size", "n_experts", "vocab_size", "block_size"};
+  }
+
+  int64_t vocab_size(const ModelSpec& spec) const override {
+    return mixtral_config(spec).vocab_size;
+  }
+
+  std::optional<TransformerShape> transformer_shape(const ModelSpec& spec) const override {
+    const MixtralConfig m = mixtral_config(spec);
+    return TransformerShape{m.n_layer,
+                            m.n_embd,
+                            m.n_head,
+                            m.vocab_size,
+                            "model.embed_tokens.weight",
+                            mixtral_layer_parameters(m)};
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const ModelFamily> mixtral_family() {
+  return std::make_shared<MixtralFamily>();
+}
+
+}  // namespace vescale::models
