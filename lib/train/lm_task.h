@@ -27,6 +27,9 @@ class LMTask : public Task {
   bool fuses_loss() const override { return fused_loss_; }
   double tokens_per_sample() const override { return static_cast<double>(seq_len_); }
   std::vector<Layer> layers() const override { return layers_; }
+  std::optional<RouterStats> router_stats(int64_t step) const override {
+    return layered_.router_stats(step);
+  }
   Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
                      const ForwardContext& context) const override {
     return layered_.run_layers(first, end, inputs, context);

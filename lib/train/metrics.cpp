@@ -118,6 +118,9 @@ std::string format_metrics_line(const StepMetrics& m) {
     comm += entry.second;
   std::string line = fmt::format("step {}/{} | loss {:.4f}", m.step, m.total_steps, m.loss);
   if (m.val_loss) line += fmt::format(" | val_loss {:.4f}", *m.val_loss);
+  if (m.aux_loss) line += fmt::format(" | aux_loss {:.4f}", *m.aux_loss);
+  if (m.expert_load_max_over_mean)
+    line += fmt::format(" | expert load max/mean {:.2f}", *m.expert_load_max_over_mean);
   std::vector<std::string> state;
   for (const auto& [kind, bytes] : m.state_bytes)
     state.push_back(fmt::format("{} {}", kind, format_bytes(static_cast<double>(bytes))));
@@ -142,6 +145,8 @@ std::string metrics_json(const StepMetrics& m, const std::string& run_id) {
   j["step"] = m.step;
   j["loss"] = m.loss;
   if (m.val_loss) j["val_loss"] = *m.val_loss;
+  if (m.aux_loss) j["aux_loss"] = *m.aux_loss;
+  if (m.expert_load_max_over_mean) j["expert_load_max_over_mean"] = *m.expert_load_max_over_mean;
   j["lr"] = m.lr;
   j["grad_norm"] = m.grad_norm;
   j["tokens_per_s"] = m.tokens_per_s;

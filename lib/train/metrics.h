@@ -26,6 +26,10 @@ struct StepMetrics {
   int64_t total_steps = 0;
   double loss = 0;
   std::optional<double> val_loss;
+  /// A mixture of experts: the router's auxiliary loss (NOTE [MoE auxiliary loss]) and the most
+  /// unbalanced layer's max / mean tokens routed per expert (1: balanced).
+  std::optional<double> aux_loss;
+  std::optional<double> expert_load_max_over_mean;
   double lr = 0;
   double grad_norm = 0;
   double tokens_per_s = 0;

@@ -1,11 +1,13 @@
 #include "train/parallel_model.h"
 
+#include <ATen/ATen.h>
 #include <c10/util/accumulate.h>
 
 #include "config/dtype_policy.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/host_parallel.h"
+#include "core/host_sync.h"
 #include "core/units.h"
 #include "dtensor/context_parallel.h"
 #include "train/model_factory.h"
@@ -201,7 +203,33 @@ void ParallelModel::move_state(size_t k, ParameterState state) {
 Batch ParallelModel::micro_batch(int64_t step, int64_t micro) const {
   const BatchSlice slice = batch_slice(config_.global_batch_size, mesh_.batch_shards(),
                                        mesh_.batch_rank(), config_.microbatches, micro);
-  return sequence_part(task_->train_batch(step, slice));
+  Batch batch = sequence_part(task_->train_batch(step, slice));
+  // The schedules backpropagate each micro-batch's loss / micro-batches: a loss term a layer
+  // attaches to its own backward is scaled alike (NOTE [MoE auxiliary loss]).
+  batch.context.loss_scale = 1.0 / static_cast<double>(config_.microbatches);
+  return batch;
+}
+
+std::optional<RouterFigures> ParallelModel::router_figures(int64_t step) const {
+  const std::optional<RouterStats> stats = task_->router_stats(step);
+  if (!stats) return std::nullopt;
+  const auto device = mesh_.mesh().device();
+  const double layers = static_cast<double>(stats->load.size(0));
+  // As the loss (TrainStep::mean_loss): the mean over micro-batches and data ranks, each pipeline
+  // stage adding its layers' share (the others hold zeros).
+  at::Tensor aux = (stats->aux_loss.to(device).to(at::kDouble) /
+                    (layers * static_cast<double>(config_.microbatches)))
+                       .reshape({1});
+  at::Tensor load = stats->load.to(device).to(at::kDouble).contiguous();
+  mesh_.data_group().all_reduce(aux, comm::ReduceOp::kAvg);
+  mesh_.data_group().all_reduce(load, comm::ReduceOp::kSum);
+  if (mesh_.pp() > 1) {
+    mesh_.group("pp").all_reduce(aux, comm::ReduceOp::kSum);
+    mesh_.group("pp").all_reduce(load, comm::ReduceOp::kSum);
+  }
+  const at::Tensor worst = (std::get<0>(load.max(1)) / load.mean(1)).max().reshape({1});
+  const std::vector<double> host = host_values(at::cat({aux, worst}));
+  return RouterFigures{host[0], host[1]};
 }
 
 Batch ParallelModel::val_batch(int64_t index) const {

@@ -30,6 +30,12 @@
 namespace vescale {
 
 /// The pipeline's cut of a task's layers: the schedule, and per stage its layers and modules.
+/// What a mixture of experts' routers did in one training step, over the whole job.
+struct RouterFigures {
+  double aux_loss = 0;            ///< the auxiliary loss: the mean over layers and the global batch
+  double load_max_over_mean = 0;  ///< the most unbalanced layer's max / mean tokens per expert
+};
+
 struct PipelinePlan {
   pipeline::PipelineSchedule schedule;
   std::vector<pipeline::Stage> stages;
@@ -107,6 +113,10 @@ class ParallelModel {
   /// Micro-batch `micro` of training step `step` on this rank: its dp slice, the micro-batch's
   /// rows, and under context parallelism this rank's part of each sequence.
   Batch micro_batch(int64_t step, int64_t micro) const;
+  /// A mixture of experts' routers over training step `step` on the whole job (NOTE [MoE
+  /// auxiliary loss]); nullopt for a model without experts (then nothing is communicated).
+  /// *Collective* over the job mesh; reads the device once.
+  std::optional<RouterFigures> router_figures(int64_t step) const;
   /// Validation batch `index` as this rank runs it (its part of each sequence under cp).
   Batch val_batch(int64_t index) const;
   /// Runs the task's layers, recomputing in the backward as training.activation_checkpoint

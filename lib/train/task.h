@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,12 @@ class Task {
   double flops_per_sample() const;
   /// The model's layers in forward order.
   virtual std::vector<Layer> layers() const = 0;
+  /// A mixture of experts: what its routers measured in step `step`'s training forwards on
+  /// this rank (LayeredModel::router_stats); nullopt for models without experts.
+  virtual std::optional<RouterStats> router_stats(int64_t step) const {
+    (void)step;
+    return std::nullopt;
+  }
   /// Runs layers [first, end) of layers() on `inputs` under `context`: layer 0 takes inputs(),
   /// the last one's outputs go to loss(). What a pipeline stage runs. *Collective* over the
   /// parameter mesh.

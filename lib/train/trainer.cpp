@@ -202,6 +202,10 @@ class TrainingLoop {
                                    step_start, comm_before, comm_after,
                                    activations_.with_activations(job_.state_bytes()), device_);
       m.time = result.time;
+      if (const std::optional<RouterFigures> router = job_.model->router_figures(step)) {
+        m.aux_loss = router->aux_loss;
+        m.expert_load_max_over_mean = router->load_max_over_mean;
+      }
       set_comm_waits(m, waits_before, waits_after);
       m.checkpoint_stall_s = std::exchange(checkpoint_stall_s_, 0.0);
       log_rank0("{}", format_metrics_line(m));
