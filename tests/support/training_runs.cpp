@@ -88,6 +88,29 @@ seq_len = 16
 dtype = "float64"
 )") + kRun;
 
+const std::string kMixtralRun = std::string(R"(
+[model]
+name = "mixtral"
+vocab_size = 64
+vocab_multiple = 16
+block_size = 16
+n_layer = 4
+n_head = 4
+n_kv_head = 2
+n_embd = 32
+intermediate_size = 24
+n_experts = 4
+experts_per_token = 2
+aux_loss_coef = 0.1
+[data]
+source = "synthetic"
+[training]
+steps = 5
+global_batch_size = 8
+seq_len = 16
+dtype = "float64"
+)") + kRun;
+
 std::string fresh_folder(const std::string& prefix) {
   static int count = 0;
   return (std::filesystem::temp_directory_path() /

@@ -19,6 +19,8 @@ extern const std::string kGptRun;
 extern const std::string kMlpRun;
 /// The same for a 4-layer Llama (vocab 64, width 32, 4 query and 2 key/value heads, SwiGLU 40).
 extern const std::string kLlamaRun;
+/// The same for a 4-layer Mixtral (the Llama's attention; 4 SwiGLU experts of 24, 2 per token).
+extern const std::string kMixtralRun;
 
 struct RunOutput {
   std::vector<double> losses;

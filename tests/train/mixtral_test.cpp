@@ -1,0 +1,187 @@
+// The mixtral family: its router (top-k, renormalised, ties to the lower expert index), its
+// dropless experts and their gradients against a per-token loop in float64, the auxiliary loss on
+// a hand-made example, the loss term attached to a backward, the metrics fields, and whole float64
+// runs under data parallelism, micro-batches, pipelines, ZeRO and recompute against 1 process.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "dtensor/expert_ops.h"
+#include "mesh/device_mesh.h"
+#include "support/expect_close.h"
+#include "support/run_ranks.h"
+#include "support/tensors.h"
+#include "support/training_runs.h"
+#include "train/metrics.h"
+
+namespace vescale {
+namespace {
+
+using testing::expect_close;
+using testing::pattern;
+
+TEST(MixtralRouting, TopKRenormalisedTiesToLowerIndex) {
+  // Row 0: experts 1 and 2 tie for the top; row 1: all four tie; row 2: 1, 2 and 3 tie for the
+  // two places.
+  const at::Tensor logits =
+      at::tensor({1.0, 3.0, 3.0, 0.0, 2.0, 2.0, 2.0, 2.0, 0.0, 1.0, 1.0, 1.0}, at::kDouble)
+          .view({3, 4});
+  const at::Tensor probs = at::softmax(logits, 1);
+  const ExpertRoutes routes = route_top_k(probs, 2);
+  EXPECT_TRUE(at::equal(routes.experts, at::tensor({1, 2, 0, 1, 1, 2}, at::kLong).view({3, 2})))
+      << routes.experts;
+  expect_close(routes.weights, at::full({3, 2}, 0.5, at::kDouble), 1e-15, 0, "tied weights");
+  // Unequal choices: the weights are the chosen probabilities over their sum.
+  const at::Tensor p = at::tensor({0.1, 0.5, 0.15, 0.25}, at::kDouble).view({1, 4});
+  const ExpertRoutes top = route_top_k(p, 2);
+  EXPECT_TRUE(at::equal(top.experts, at::tensor({1, 3}, at::kLong).view({1, 2})));
+  expect_close(top.weights, at::tensor({0.5 / 0.75, 0.25 / 0.75}, at::kDouble).view({1, 2}), 1e-15,
+               0, "renormalised weights");
+  expect_close(route_top_k(p, 4).weights.sum(1), at::ones({1}, at::kDouble), 1e-15, 0,
+               "all experts: the probabilities");
+}
+
+/// The experts one token at a time: its top-k by a stable sort on the host, weighted SwiGLUs.
+at::Tensor per_token_experts(const at::Tensor& x, const at::Tensor& probs, const at::Tensor& w1,
+                             const at::Tensor& w3, const at::Tensor& w2, int64_t k) {
+  const int64_t n_experts = probs.size(1);
+  std::vector<at::Tensor> rows;
+  for (int64_t n = 0; n < x.size(0); ++n) {
+    const at::Tensor p = probs.detach()[n].contiguous();
+    const double* values = p.data_ptr<double>();
+    std::vector<int64_t> order(static_cast<size_t>(n_experts));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return values[a] > values[b]; });
+    at::Tensor total = at::zeros({}, x.options());
+    for (int64_t j = 0; j < k; ++j)
+      total = total + probs[n][order[static_cast<size_t>(j)]];
+    at::Tensor y = at::zeros({x.size(1)}, x.options());
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = order[static_cast<size_t>(j)];
+      const at::Tensor inner = at::silu(at::mv(w1[e], x[n])) * at::mv(w3[e], x[n]);
+      y = y + probs[n][e] / total * at::mv(w2[e], inner);
+    }
+    rows.push_back(y);
+  }
+  return at::stack(rows);
+}
+
+TEST(MixtralExperts, DroplessAndGradientsMatchPerTokenLoop) {
+  const int64_t n = 12, c = 6, inner = 5, experts = 4, k = 2;
+  at::Tensor logits = pattern({n, experts}, 0.1);
+  logits[0] = at::tensor({0.5, 0.5, 0.5, 0.1}, at::kDouble);  // a three-way tie for two places
+  logits[1] = at::tensor({3.0, 0.0, 0.0, 0.0}, at::kDouble);  // one dominant expert
+  std::vector<at::Tensor> leaves = {
+      pattern({n, c}, 0.2), at::softmax(logits, 1), pattern({experts, inner, c}, 0.3),
+      pattern({experts, inner, c}, 0.4), pattern({experts, c, inner}, 0.5)};
+  const at::Tensor g = pattern({n, c}, 0.6);
+  std::vector<at::Tensor> ref = leaves, dist = leaves;
+  for (auto& t : ref)
+    t = t.clone().requires_grad_(true);
+  for (auto& t : dist)
+    t = t.clone().requires_grad_(true);
+  const at::Tensor expected = per_token_experts(ref[0], ref[1], ref[2], ref[3], ref[4], k);
+  (expected * g).sum().backward();
+  testing::run_ranks(1, [&](const comm::Group& world) {
+    const DeviceMesh mesh(world, MeshSpec{{1}, {"tp"}});
+    const Placements r{Placement::replicate()};
+    std::vector<DTensor> in;
+    for (const auto& t : dist)
+      in.push_back(distribute_tensor(t, mesh, r));
+    const DTensor out = ops::moe_experts(in[0], in[1], in[2], in[3], in[4], k);
+    expect_close(out.to_local(), expected, 1e-12, 1e-14, "moe_experts vs per-token loop");
+    (out.to_local() * g).sum().backward();
+  });
+  const char* names[] = {"x", "probs", "w1", "w3", "w2"};
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    ASSERT_TRUE(dist[i].grad().defined()) << names[i];
+    expect_close(dist[i].grad(), ref[i].grad(), 1e-12, 1e-14,
+                 std::string("gradient of ") + names[i]);
+  }
+}
+
+TEST(MixtralAuxLoss, HandMadeExample) {
+  // 2 sequences of 2 tokens, 2 experts, top-1. Sequence 0 sends both tokens to expert 0:
+  // f = (1, 0), P = (0.75, 0.25), 2 x 0.75 = 1.5. Sequence 1 one to each: f = (0.5, 0.5),
+  // P = (0.45, 0.55), 2 x 0.5 = 1. The mean: 1.25.
+  const at::Tensor probs = at::tensor({0.9, 0.1, 0.6, 0.4, 0.2, 0.8, 0.7, 0.3}, at::kDouble)
+                               .view({2, 2, 2})
+                               .requires_grad_(true);
+  const at::Tensor experts = at::tensor({0, 0, 1, 0}, at::kLong).view({2, 2, 1});
+  const at::Tensor aux = moe_aux_loss(probs, experts);
+  EXPECT_NEAR(aux.item<double>(), 1.25, 1e-15);
+  // Per sequence, then the mean: the two halves of the batch average to the whole.
+  const double halves = (moe_aux_loss(probs.narrow(0, 0, 1), experts.narrow(0, 0, 1)) +
+                         moe_aux_loss(probs.narrow(0, 1, 1), experts.narrow(0, 1, 1)))
+                            .item<double>() /
+                        2.0;
+  EXPECT_NEAR(halves, 1.25, 1e-15);
+  // The gradient reaches P only: E f_e / (T S) = f_e / 2.
+  aux.backward();
+  expect_close(
+      probs.grad(),
+      at::tensor({0.5, 0.0, 0.5, 0.0, 0.25, 0.25, 0.25, 0.25}, at::kDouble).view({2, 2, 2}), 1e-15,
+      1e-15, "aux loss gradient");
+}
+
+TEST(MixtralAuxLoss, AttachedLossAddsItsGradient) {
+  const at::Tensor x = at::tensor({1.0, -2.0, 3.0}, at::kDouble).requires_grad_(true);
+  const at::Tensor y = attach_loss(x * 2.0, (x * x).sum(), 0.5);
+  expect_close(y.detach(), at::tensor({2.0, -4.0, 6.0}, at::kDouble), 0, 0, "value unchanged");
+  y.sum().backward();
+  // d/dx of sum(2x) + 0.5 sum(x^2) = 2 + x.
+  expect_close(x.grad(), at::tensor({3.0, 0.0, 5.0}, at::kDouble), 1e-15, 0, "attached grad");
+}
+
+TEST(MixtralMetrics, FieldsOnlyForExperts) {
+  StepMetrics m;
+  m.step = 1;
+  m.total_steps = 2;
+  EXPECT_EQ(format_metrics_line(m).find("aux_loss"), std::string::npos);
+  EXPECT_EQ(metrics_json(m).find("aux_loss"), std::string::npos);
+  m.aux_loss = 1.0312;
+  m.expert_load_max_over_mean = 1.25;
+  EXPECT_NE(format_metrics_line(m).find("| aux_loss 1.0312 | expert load max/mean 1.25 |"),
+            std::string::npos)
+      << format_metrics_line(m);
+  EXPECT_NE(metrics_json(m).find("\"aux_loss\":1.0312,\"expert_load_max_over_mean\":1.25"),
+            std::string::npos)
+      << metrics_json(m);
+}
+
+const testing::RunOutput& mixtral_reference() {
+  static const testing::RunOutput ref = testing::train(testing::kMixtralRun, {});
+  return ref;
+}
+
+TEST(Mixtral, Dp2MatchesOneProcess) {
+  testing::expect_matches(testing::train(testing::kMixtralRun, {"parallel.dp=2"}),
+                          mixtral_reference(), "mixtral dp2 (4 micro-batches)");
+}
+
+TEST(Mixtral, Pp2Dp2Zero3AndRecomputeMatchOneProcess) {
+  testing::expect_matches(testing::train(testing::kMixtralRun, {"parallel.pp=2", "parallel.dp=2"}),
+                          mixtral_reference(), "mixtral pp2 x dp2 (1f1b)");
+  testing::expect_matches(
+      testing::train(testing::kMixtralRun, {"parallel.dp=2", "parallel.zero=3"}),
+      mixtral_reference(), "mixtral dp2 zero 3");
+  testing::expect_matches(
+      testing::train(testing::kMixtralRun,
+                     {"parallel.dp=2", "training.activation_checkpoint=\"full\""}),
+      mixtral_reference(), "mixtral dp2 full recompute");
+}
+
+TEST(Mixtral, AuxLossTrains) {
+  // The coefficient changes the training: the aux loss's gradient reaches the parameters.
+  const testing::RunOutput none = testing::train(testing::kMixtralRun, {"model.aux_loss_coef=0.0"});
+  ASSERT_EQ(none.losses.size(), mixtral_reference().losses.size());
+  EXPECT_EQ(none.losses.front(), mixtral_reference().losses.front());
+  EXPECT_NE(none.losses.back(), mixtral_reference().losses.back());
+}
+
+}  // namespace
+}  // namespace vescale
