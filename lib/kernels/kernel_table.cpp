@@ -106,7 +106,9 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
 }
 
 bool configure_matmul_precision(Device device, at::ScalarType dtype) {
-  const MatmulPrecisionPath& path = choose(kMatmulPrecisionPaths, {device, dtype});
+  // A named context: GCC 14 takes a reference bound from a temporary argument for dangling.
+  const KernelContext context{device, dtype};
+  const MatmulPrecisionPath& path = choose(kMatmulPrecisionPaths, context);
   if (path.run == nullptr) return false;
   path.run();
   return true;

@@ -20,8 +20,9 @@ namespace {
 /// it does not take these tensors.
 const kernels::AdamWPath& adamw_path(const std::vector<at::Tensor>& tensors) {
   const at::Tensor& p = tensors.front();
-  const kernels::AdamWPath& path =
-      kernels::choose(kernels::kAdamWPaths, {p.device(), p.scalar_type()});
+  // A named context: GCC 14 takes a reference bound from a temporary argument for dangling.
+  const kernels::KernelContext context{p.device(), p.scalar_type()};
+  const kernels::AdamWPath& path = kernels::choose(kernels::kAdamWPaths, context);
   if (path.id == kernels::AdamWPathId::kFused && !fused::adamw_takes(tensors))
     return kernels::kAdamWPaths.back();
   return path;
