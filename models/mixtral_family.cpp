@@ -109,6 +109,11 @@ class MixtralFamily : public ModelFamily {
                   "experts (model.n_experts, model.experts_per_token) are not tensor-parallel yet; "
                   "use parallel.dp, pp or zero",
                   spec.source, spec.tp);
+    VS_USER_CHECK(spec.cp == 1,
+                  "config {}: model.name = \"mixtral\" takes parallel.cp = 1 for now (got {}): a "
+                  "sequence's auxiliary loss (model.aux_loss_coef) needs the router's choices over "
+                  "all of its tokens; use parallel.dp, pp or zero",
+                  spec.source, spec.cp);
   }
 
   std::shared_ptr<Module> build(const ModelSpec& spec) const override {
@@ -161,7 +166,8 @@ class MixtralFamily : public ModelFamily {
                             m.n_head,
                             m.vocab_size,
                             "model.embed_tokens.weight",
-                            mixtral_layer_parameters(m)};
+                            mixtral_attention_parameters(m) +
+                                mixtral_moe_parameters(m, m.experts_per_token)};
   }
 };
 

@@ -212,7 +212,7 @@ std::string JobConfig::mesh_text() const {
 }
 
 ModelSpec JobConfig::model_spec() const {
-  return {source, model_keys, tp, seq_len, static_cast<uint64_t>(seed), fused_projections};
+  return {source, model_keys, tp, seq_len, static_cast<uint64_t>(seed), fused_projections, cp};
 }
 
 std::map<std::string, std::string> recorded_values(const std::string& toml_text) {

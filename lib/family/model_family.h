@@ -59,6 +59,7 @@ struct ModelSpec {
   int64_t seq_len = 1;            ///< tokens per sample of a next-token family (FLOPs per sample)
   uint64_t seed = 0;              ///< seed of the dropout masks
   bool fused_projections = true;  ///< training.fused_projections (NOTE [Fused projections])
+  int64_t cp = 1;                 ///< the context-parallel degree (a sequence split over cp ranks)
 };
 
 /// What a family's models learn: the task the trainer builds for it.
@@ -83,7 +84,9 @@ struct TransformerShape {
   int64_t n_layer = 0, n_embd = 0, n_head = 0;
   int64_t vocab_size = 0;       ///< unpadded
   std::string vocab_weight;     ///< FQN of the [vocab, n_embd] embedding weight
-  double block_parameters = 0;  ///< elements of one block's parameters (GPT: 12 C^2 + 13 C)
+  /// Elements of the parameters one block computes a token with (GPT: 12 C^2 + 13 C; a mixture
+  /// of experts: its router and top-k experts only), what its FLOPs are counted from.
+  double block_parameters = 0;
 };
 
 struct HFLayout;  // family/hf_layout.h
