@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "family/bound_keys.h"
+#include "family/hf_layout.h"
 #include "models/families.h"
 #include "models/mixtral.h"
 
@@ -78,6 +79,66 @@ double mixtral_moe_parameters(const MixtralConfig& m, int64_t experts) {
 
 double mixtral_layer_parameters(const MixtralConfig& m) {
   return mixtral_attention_parameters(m) + mixtral_moe_parameters(m, m.n_experts);
+}
+
+/// Hugging Face's MixtralConfig of `m`, as its config.json writes it (but torch_dtype).
+nlohmann::ordered_json mixtral_hf_config(const MixtralConfig& m) {
+  return {{"architectures", {"MixtralForCausalLM"}},
+          {"model_type", "mixtral"},
+          {"vocab_size", m.vocab_size},
+          {"hidden_size", m.n_embd},
+          {"intermediate_size", m.intermediate_size},
+          {"num_hidden_layers", m.n_layer},
+          {"num_attention_heads", m.n_head},
+          {"num_key_value_heads", m.n_kv_head},
+          {"head_dim", m.n_embd / m.n_head},
+          {"max_position_embeddings", m.block_size},
+          {"rms_norm_eps", m.rms_norm_eps},
+          {"rope_theta", m.rope_theta},
+          {"hidden_act", "silu"},
+          {"sliding_window", nullptr},
+          {"attention_dropout", 0.0},
+          {"num_local_experts", m.n_experts},
+          {"num_experts_per_tok", m.experts_per_token},
+          {"router_aux_loss_coef", m.aux_loss_coef},
+          {"router_jitter_noise", 0.0},
+          {"output_router_logits", false},
+          {"initializer_range", 0.02},
+          {"tie_word_embeddings", m.tie_embeddings}};
+}
+
+/// Hugging Face's tensors of `m`: Llama's, with each layer's mlp a block_sparse_moe whose experts
+/// are one tensor each, rows of our stacked experts.{w1, w2, w3} (NOTE [Hugging Face layout]).
+std::vector<HFTensor> mixtral_hf_tensors(const MixtralConfig& m) {
+  const int64_t c = m.n_embd, kv = m.n_kv_head * (m.n_embd / m.n_head);
+  const int64_t inner = m.intermediate_size;
+  std::vector<HFTensor> t;
+  t.push_back(
+      vocab_rows("model.embed_tokens.weight", "model.embed_tokens.weight", m.vocab_size, c));
+  for (int64_t i = 0; i < m.n_layer; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    t.push_back(same_tensor(p + "self_attn.q_proj.weight", {c, c}));
+    t.push_back(same_tensor(p + "self_attn.k_proj.weight", {kv, c}));
+    t.push_back(same_tensor(p + "self_attn.v_proj.weight", {kv, c}));
+    t.push_back(same_tensor(p + "self_attn.o_proj.weight", {c, c}));
+    const std::string moe = p + "block_sparse_moe.";
+    t.push_back(same_tensor(moe + "gate.weight", {m.n_experts, c}));
+    // A stacked parameter's rows one after another: the export reads it once for all of them.
+    for (const char* w : {"w1", "w2", "w3"}) {
+      const std::vector<int64_t> shape =
+          std::string(w) == "w2" ? std::vector<int64_t>{c, inner} : std::vector<int64_t>{inner, c};
+      for (int64_t j = 0; j < m.n_experts; ++j) {
+        t.push_back(stacked_row(fmt::format("{}experts.{}.{}.weight", moe, j, w),
+                                moe + "experts." + w, j, shape));
+      }
+    }
+    t.push_back(same_tensor(p + "input_layernorm.weight", {c}));
+    t.push_back(same_tensor(p + "post_attention_layernorm.weight", {c}));
+  }
+  t.push_back(same_tensor("model.norm.weight", {c}));
+  if (!m.tie_embeddings)
+    t.push_back(vocab_rows("lm_head.weight", "lm_head.weight", m.vocab_size, c));
+  return t;
 }
 
 class MixtralFamily : public ModelFamily {
@@ -157,6 +218,33 @@ class MixtralFamily : public ModelFamily {
 
   int64_t vocab_size(const ModelSpec& spec) const override {
     return mixtral_config(spec).vocab_size;
+  }
+
+  std::optional<HFLayout> hf_layout(const ModelSpec& spec) const override {
+    const MixtralConfig m = mixtral_config(spec);
+    VS_USER_CHECK(!m.shared_expert,
+                  "[hf] config {}: model.shared_expert = true has no Hugging Face counterpart "
+                  "(MixtralForCausalLM has no shared expert); export or import a model without it",
+                  spec.source);
+    HFLayout out{"MixtralForCausalLM", mixtral_hf_config(m), mixtral_hf_tensors(m), {}};
+    out.checked_keys = {{"model_type", ""},
+                        {"vocab_size", "model.vocab_size"},
+                        {"hidden_size", "model.n_embd"},
+                        {"intermediate_size", "model.intermediate_size"},
+                        {"num_hidden_layers", "model.n_layer"},
+                        {"num_attention_heads", "model.n_head"},
+                        {"num_key_value_heads", "model.n_kv_head"},
+                        {"num_local_experts", "model.n_experts"},
+                        {"num_experts_per_tok", "model.experts_per_token"},
+                        {"rms_norm_eps", "model.rms_norm_eps"},
+                        {"rope_theta", "model.rope_theta"},
+                        {"hidden_act", ""},
+                        {"head_dim", ""},
+                        {"sliding_window", ""},
+                        {"tie_word_embeddings", "model.tie_embeddings"}};
+    out.ignored_suffixes = {".rotary_emb.inv_freq"};
+    if (m.tie_embeddings) out.ignored_suffixes.push_back("lm_head.weight");
+    return out;
   }
 
   std::optional<TransformerShape> transformer_shape(const ModelSpec& spec) const override {

@@ -58,6 +58,27 @@ void check_config(const std::string& folder, const nlohmann::json& file, const H
   }
 }
 
+/// A tensor this model has no place for: the folder is of another model or size (a weight would
+/// be dropped without a word).
+void check_all_placed(const std::filesystem::path& dir,
+                      const std::map<std::string, std::string>& where,
+                      const std::map<std::string, std::shared_ptr<SafetensorsFile>>& placed,
+                      const HFLayout& layout) {
+  for (const auto& [name, file] : where) {
+    if (placed.count(name)) continue;
+    const bool ignored =
+        std::any_of(layout.ignored_suffixes.begin(), layout.ignored_suffixes.end(),
+                    [&name = name](const std::string& end) {
+                      return name.size() >= end.size() &&
+                             name.compare(name.size() - end.size(), end.size(), end) == 0;
+                    });
+    VS_USER_CHECK(ignored,
+                  "[hf] {}: tensor {} has no place in this job's {} ({} tensors); a folder of "
+                  "another model or size?",
+                  (dir / file).string(), name, layout.architecture, layout.tensors.size());
+  }
+}
+
 }  // namespace
 
 bool is_hf_path(const std::string& path) {
@@ -115,41 +136,32 @@ HFWeights::HFWeights(const std::string& path, const JobConfig& config)
                   "[hf] {}: tensor {} holds {} integers; a weight is F32, F16, BF16 or F64",
                   files[file]->path(), t.name, c10::toString(e.dtype));
     file_of_[t.name] = files[file];
+    if (t.row.has_value()) {
+      std::vector<size_t>& rows = rows_[t.sources.at(0)];
+      VS_CHECK(t.sources.size() == 1 && *t.row == static_cast<int64_t>(rows.size()),
+               "[hf] {}: the rows of {} must be declared in order, one source each", t.name,
+               t.sources.at(0));
+      rows.push_back(k);
+      continue;
+    }
     for (size_t s = 0; s < t.sources.size(); ++s)
       sources_[t.sources[s]] = {k, s};
   }
-  // A tensor this model has no place for: the folder is of another model or size (a weight
-  // would be dropped without a word).
-  for (const auto& [name, file] : where) {
-    if (file_of_.count(name)) continue;
-    const bool ignored =
-        std::any_of(layout_.ignored_suffixes.begin(), layout_.ignored_suffixes.end(),
-                    [&name](const std::string& end) {
-                      return name.size() >= end.size() &&
-                             name.compare(name.size() - end.size(), end.size(), end) == 0;
-                    });
-    VS_USER_CHECK(ignored,
-                  "[hf] {}: tensor {} has no place in this job's {} ({} tensors); a folder of "
-                  "another model or size?",
-                  (dir / file).string(), name, layout_.architecture, layout_.tensors.size());
-  }
+  check_all_placed(dir, where, file_of_, layout_);
 }
 
 at::Tensor HFWeights::read_box(const std::string& fqn, const std::vector<int64_t>& shape,
                                const std::vector<int64_t>& offsets,
                                const std::vector<int64_t>& sizes) {
+  const auto stacked = rows_.find(fqn);
+  if (stacked != rows_.end()) return read_rows(fqn, stacked->second, shape, offsets, sizes);
   const auto it = sources_.find(fqn);
   VS_USER_CHECK(it != sources_.end(), "[hf] {}: nothing there makes parameter {}", folder_, fqn);
   const auto [k, s] = it->second;
   if (cached_ != k) {
     const HFTensor& t = layout_.tensors[k];
     std::vector<std::vector<int64_t>> shapes(t.sources.size(), shape);
-    const at::Tensor raw = file_of_.at(t.name)->read(t.name);
-    VS_USER_CHECK(at::isfinite(raw).all().item<bool>(),
-                  "[hf] {}: tensor {} holds NaN or infinite values; a model trained from it "
-                  "would only give NaN",
-                  file_of_.at(t.name)->path(), t.name);
-    cache_ = t.from_hf(raw, shapes);
+    cache_ = t.from_hf(read_tensor(k), shapes);
     cached_ = k;
   }
   at::Tensor full = cache_.at(s);
@@ -160,6 +172,42 @@ at::Tensor HFWeights::read_box(const std::string& fqn, const std::vector<int64_t
   for (size_t d = 0; d < offsets.size(); ++d)
     full = full.narrow(static_cast<int64_t>(d), offsets[d], sizes[d]);
   return full;
+}
+
+at::Tensor HFWeights::read_tensor(size_t k) {
+  const std::string& name = layout_.tensors.at(k).name;
+  const at::Tensor raw = file_of_.at(name)->read(name);
+  VS_USER_CHECK(at::isfinite(raw).all().item<bool>(),
+                "[hf] {}: tensor {} holds NaN or infinite values; a model trained from it would "
+                "only give NaN",
+                file_of_.at(name)->path(), name);
+  return raw;
+}
+
+at::Tensor HFWeights::read_rows(const std::string& fqn, const std::vector<size_t>& rows,
+                                const std::vector<int64_t>& shape,
+                                const std::vector<int64_t>& offsets,
+                                const std::vector<int64_t>& sizes) {
+  VS_USER_CHECK(!shape.empty() && shape[0] == static_cast<int64_t>(rows.size()),
+                "[hf] {}: parameter {} is [{}] in this job's model, but {} Hugging Face tensors "
+                "make its rows",
+                folder_, fqn, fmt::join(shape, ", "), rows.size());
+  const std::vector<int64_t> row_shape(shape.begin() + 1, shape.end());
+  const std::string& first_name = layout_.tensors.at(rows.at(0)).name;
+  at::Tensor out =
+      at::empty(sizes, at::TensorOptions().dtype(file_of_.at(first_name)->entry(first_name).dtype));
+  for (int64_t j = 0; j < sizes.at(0); ++j) {
+    const size_t k = rows.at(static_cast<size_t>(offsets.at(0) + j));
+    const HFTensor& t = layout_.tensors.at(k);
+    at::Tensor row = t.from_hf(read_tensor(k), {row_shape}).at(0);
+    VS_USER_CHECK(row.sizes().vec() == row_shape,
+                  "[hf] {}: tensor {} comes out as [{}], but a row of this job's {} is [{}]",
+                  folder_, t.name, fmt::join(row.sizes(), ", "), fqn, fmt::join(row_shape, ", "));
+    for (size_t d = 1; d < offsets.size(); ++d)
+      row = row.narrow(static_cast<int64_t>(d) - 1, offsets[d], sizes[d]);
+    out[j].copy_(row);
+  }
+  return out;
 }
 
 }  // namespace vescale::hf

@@ -1,9 +1,16 @@
 """An independent reader of a Hugging Face model folder and a plain reference implementation of
-GPT2LMHeadModel and LlamaForCausalLM, written from Hugging Face's definitions, not from our C++:
+GPT2LMHeadModel, LlamaForCausalLM and MixtralForCausalLM, written from Hugging Face's definitions,
+not from our C++:
 reads config.json and the safetensors files (the 8-byte header length, the JSON header, the raw
 little-endian bytes), and prints the mean next-token loss over the validation windows of a text
 file as vescale-train's eval takes them (bytes as tokens; the last val_fraction of the file; window
 w is bytes [w T, w T + T + 1) of that split).
+
+Mixtral's router is Hugging Face's (softmax over the experts in float32, the top-k weights
+renormalised to sum to 1, every chosen expert run: dropless), with two choices Hugging Face leaves
+open made explicit: a float64 model routes in float64 (Hugging Face's softmax(dtype=float) would
+round a float64 model's router to float32), and among equal probabilities the lower expert index
+wins (torch.topk leaves ties unordered).
 
 usage: hf_reference.py MODEL_DIR TEXT_FILE SEQ_LEN WINDOWS VAL_FRACTION DTYPE"""
 import json
@@ -92,7 +99,39 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), -1)
 
 
-def llama(config, w, idx):
+def llama_mlp(config, w, p, h):
+    gate, up = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
+    return (F.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
+
+
+def mixtral_moe(config, w, p, h):
+    """MixtralSparseMoeBlock: each token's top num_experts_per_tok experts, their SwiGLU outputs
+    (w2(silu(w1 x) * w3 x)) weighted by the renormalised router probabilities and summed."""
+    assert config["hidden_act"] == "silu"
+    shape, c = h.shape, h.shape[-1]
+    rows = h.reshape(-1, c)
+    m = p + "block_sparse_moe."
+    logits = rows @ w[m + "gate.weight"].T
+    router = torch.float64 if logits.dtype == torch.float64 else torch.float32
+    probs = torch.softmax(logits.to(router), -1)
+    # A stable sort keeps equal probabilities in index order: ties go to the lower expert.
+    order = torch.sort(probs, dim=-1, descending=True, stable=True).indices
+    chosen = order[:, :config["num_experts_per_tok"]]
+    weights = probs.gather(1, chosen)
+    weights = (weights / weights.sum(-1, keepdim=True)).to(rows.dtype)
+    out = torch.zeros_like(rows)
+    for e in range(config["num_local_experts"]):
+        token, slot = (chosen == e).nonzero(as_tuple=True)
+        if len(token) == 0:
+            continue
+        x = rows[token]
+        q = f"{m}experts.{e}."
+        y = (F.silu(x @ w[q + "w1.weight"].T) * (x @ w[q + "w3.weight"].T)) @ w[q + "w2.weight"].T
+        out.index_add_(0, token, y * weights[token, slot, None])
+    return out.reshape(shape)
+
+
+def llama(config, w, idx, mlp=llama_mlp):
     c, n_head, n_kv = config["hidden_size"], config["num_attention_heads"], config[
         "num_key_value_heads"]
     d, eps, t = c // n_head, config["rms_norm_eps"], idx.shape[1]
@@ -115,11 +154,17 @@ def llama(config, w, idx):
         y = attention(q, k, v).transpose(1, 2).reshape(1, t, c)
         x = x + y @ w[p + "self_attn.o_proj.weight"].T
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
-        gate, up = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
-        x = x + (F.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
+        x = x + mlp(config, w, p, h)
     x = rms_norm(x, w["model.norm.weight"], eps)
     head = w["model.embed_tokens.weight"] if config["tie_word_embeddings"] else w["lm_head.weight"]
     return x @ head.T
+
+
+def mixtral(config, w, idx):
+    """MixtralForCausalLM: LlamaForCausalLM's attention, norms and head (no sliding window), each
+    MLP a sparse mixture of experts."""
+    assert config.get("sliding_window") is None
+    return llama(config, w, idx, mixtral_moe)
 
 
 def main():
@@ -128,7 +173,8 @@ def main():
     dtype = {"float64": torch.float64, "float32": torch.float32}[dtype]
     config, weights = read_model(folder)
     weights = {k: v.to(dtype) for k, v in weights.items()}
-    model = {"GPT2LMHeadModel": gpt2, "LlamaForCausalLM": llama}[config["architectures"][0]]
+    model = {"GPT2LMHeadModel": gpt2, "LlamaForCausalLM": llama,
+             "MixtralForCausalLM": mixtral}[config["architectures"][0]]
     with open(text, "rb") as f:
         data = f.read()
     n_val = int(len(data) * val_fraction)

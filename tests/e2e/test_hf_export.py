@@ -1,11 +1,14 @@
 """`vescale-train export --format hf` end to end: a GPT and two Llamas train 2 float64 steps on
-dp=2 x tp=2 (a sharded checkpoint), are exported as Hugging Face folders, and an independent
-reader and reference implementation (hf_reference.py: Python over the safetensors bytes, not our
-C++) computes the validation loss that `vescale-train eval` computes on the checkpoint: float64
-within 1e-10, a float32 export within 1e-5. Sharded exports (an index and several files) read the
-same; bf16 exports hold BF16 tensors; bad arguments are one-line errors. Import ("hf:DIR" as
-eval's checkpoint and as checkpoint.load) gives back bitwise the exported parameters and eval's
-loss, and a config.json of another model is refused naming the key and both values."""
+dp=2 x tp=2 (a sharded checkpoint), a Mixtral (experts stacked in ours, one tensor each in Hugging
+Face's; tp = 1 for now) on dp=2 with ZeRO-3, are exported as Hugging Face folders, and an
+independent reader and reference implementation (hf_reference.py: Python over the safetensors
+bytes, not our C++) computes the validation loss that `vescale-train eval` computes on the
+checkpoint: float64 within 1e-10, a float32 export within 1e-5. Sharded exports (an index and
+several files) read the same; bf16 exports hold BF16 tensors; bad arguments are one-line errors.
+Import ("hf:DIR" as eval's checkpoint and as checkpoint.load) gives back bitwise the exported
+parameters and eval's loss, and a config.json of another model is refused naming the key and both
+values; a Mixtral folder missing one expert's tensor is refused naming it, and a Mixtral with a
+shared expert (none in Hugging Face's) is not exported."""
 import json
 import os
 import shutil
@@ -62,7 +65,28 @@ tie_embeddings = true
 [parallel]
 plan = "llama/megatron-tp"
 """,
+    "mixtral": """
+[model]
+name = "mixtral"
+vocab_size = 256
+vocab_multiple = 48
+block_size = 16
+n_layer = 2
+n_head = 4
+n_kv_head = 2
+n_embd = 16
+intermediate_size = 24
+n_experts = 4
+experts_per_token = 2
+rope_theta = 500.0
+[parallel]
+plan = "mixtral/dp-only"
+""",
 }
+# eval on one process, whatever layout trained the checkpoint.
+ONE_PROCESS = ("--parallel.dp=1", "--parallel.tp=1", "--parallel.zero=0", "--parallel.plan=")
+# The mixtral family takes tp = 1: its checkpoint is sharded by ZeRO-3 over dp instead.
+LAYOUT = {"mixtral": "dp = 2\nzero = 3\n"}
 COMMON = f"""
 [parallel]
 dp = 2
@@ -88,10 +112,12 @@ format = "sharded"
 
 
 def config_text(family, text_path):
-    # The family's [parallel] plan joins the common [parallel] table.
+    # The family's [parallel] plan joins the common [parallel] table (its own dp and tp, if any).
     model, plan = FAMILIES[family].split("[parallel]")
-    common = COMMON.replace("{text}", text_path).replace("[parallel]\n", "[parallel]" + plan, 1)
-    return model + common
+    common = COMMON.replace("{text}", text_path)
+    if family in LAYOUT:
+        common = common.replace("dp = 2\ntp = 2\n", LAYOUT[family], 1)
+    return model + common.replace("[parallel]\n", "[parallel]" + plan, 1)
 
 
 def reference_loss(folder, text, dtype):
@@ -138,8 +164,7 @@ class HFExport(unittest.TestCase):
     def test_reference_implementations_compute_evals_loss(self):
         for family in FAMILIES:
             config, checkpoint = self.trained(family)
-            evaluated = run("eval", config, "--checkpoint", checkpoint, "--parallel.dp=1",
-                            "--parallel.tp=1", "--parallel.plan=", timeout=300)
+            evaluated = run("eval", config, "--checkpoint", checkpoint, *ONE_PROCESS, timeout=300)
             self.assertEqual(evaluated.returncode, 0, evaluated.stderr[-3000:])
             ours = float(evaluated.stdout.split()[-1])
             f64 = reference_loss(self.export(checkpoint, f"{family}-f64", "--dtype", "float64"),
@@ -175,10 +200,10 @@ class HFExport(unittest.TestCase):
             self.assertIn(message, result.stderr)
 
     def test_import_gives_back_the_exported_model(self):
-        for family in ("llama", "llama-tied", "gpt"):
+        for family in ("llama", "llama-tied", "gpt", "mixtral"):
             config, checkpoint = self.trained(family)
             exported = self.export(checkpoint, f"{family}-hf", "--dtype", "float64")
-            one = ("--parallel.dp=1", "--parallel.tp=1", "--parallel.plan=")
+            one = ONE_PROCESS
             losses = []
             for source in (checkpoint, "hf:" + exported):
                 result = run("eval", config, "--checkpoint", source, *one, timeout=300)
@@ -225,6 +250,55 @@ class HFExport(unittest.TestCase):
         result = run("eval", config, "--checkpoint", "hf:" + os.path.join(self.folder, "none"))
         self.assertEqual(result.returncode, 2, result.stderr)
         self.assertIn("no such folder", result.stderr)
+
+    def test_mixtral_export_layout_and_refusals(self):
+        config, checkpoint = self.trained("mixtral")
+        exported = self.export(checkpoint, "mixtral-hf", "--dtype", "float32")
+        with open(os.path.join(exported, "config.json")) as f:
+            hf = json.load(f)
+        self.assertEqual(hf["architectures"], ["MixtralForCausalLM"])
+        for key, value in (("model_type", "mixtral"), ("num_local_experts", 4),
+                           ("num_experts_per_tok", 2), ("hidden_act", "silu"),
+                           ("sliding_window", None), ("output_router_logits", False),
+                           ("tie_word_embeddings", False), ("num_key_value_heads", 2)):
+            self.assertEqual(hf[key], value, key)
+        weights = os.path.join(exported, "model.safetensors")
+        with open(weights, "rb") as f:
+            (length,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(length))
+        moe = "model.layers.1.block_sparse_moe."
+        self.assertEqual(header[moe + "gate.weight"]["shape"], [4, 16])
+        self.assertEqual(header[moe + "experts.3.w1.weight"]["shape"], [24, 16])
+        self.assertEqual(header[moe + "experts.3.w2.weight"]["shape"], [16, 24])
+        self.assertEqual(header[moe + "experts.3.w3.weight"]["shape"], [24, 16])
+        self.assertNotIn(moe + "experts.w1", header)
+        # Another number of experts is another model.
+        result = run("eval", config, "--checkpoint", "hf:" + exported, "--model.n_experts=8")
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("num_local_experts = 4, but this job's model.n_experts = 8", result.stderr)
+        # A file without one expert's tensor is refused naming it.
+        missing = moe + "experts.2.w3.weight"
+        system_python(
+            "import json, struct, sys\n"
+            f"path, gone = {weights!r}, {missing!r}\n"
+            "data = open(path, 'rb').read()\n"
+            "(n,) = struct.unpack('<Q', data[:8])\n"
+            "header = json.loads(data[8:8 + n])\n"
+            "del header[gone]\n"
+            "text = json.dumps(header).encode()\n"
+            "open(path, 'wb').write(struct.pack('<Q', len(text)) + text + data[8 + n:])\n")
+        result = run("eval", config, "--checkpoint", "hf:" + exported)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn(f"no tensor {missing}", result.stderr)
+        # Hugging Face's Mixtral has no shared expert: such a model is not exported.
+        dump = os.path.join(self.folder, "mixtral-shared")
+        result = run("train", config, f"--job.dump_folder={dump}", "--model.shared_expert=true",
+                     timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        result = run("export", os.path.join(dump, "checkpoints", "latest"), "-o",
+                     os.path.join(self.folder, "shared-hf"), "--format", "hf")
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("model.shared_expert = true has no Hugging Face counterpart", result.stderr)
 
 
 def system_python(script):
