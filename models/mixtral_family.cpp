@@ -249,13 +249,13 @@ class MixtralFamily : public ModelFamily {
 
   std::optional<TransformerShape> transformer_shape(const ModelSpec& spec) const override {
     const MixtralConfig m = mixtral_config(spec);
-    return TransformerShape{m.n_layer,
-                            m.n_embd,
-                            m.n_head,
-                            m.vocab_size,
-                            "model.embed_tokens.weight",
-                            mixtral_attention_parameters(m) +
-                                mixtral_moe_parameters(m, m.experts_per_token)};
+    return TransformerShape{
+        m.n_layer,
+        m.n_embd,
+        m.n_head,
+        m.vocab_size,
+        "model.embed_tokens.weight",
+        mixtral_attention_parameters(m) + mixtral_moe_parameters(m, m.experts_per_token)};
   }
 };
 

@@ -82,8 +82,8 @@ struct Layer {
 /// The sizes of a decoder-only transformer, what plan auto's cost model reads.
 struct TransformerShape {
   int64_t n_layer = 0, n_embd = 0, n_head = 0;
-  int64_t vocab_size = 0;       ///< unpadded
-  std::string vocab_weight;     ///< FQN of the [vocab, n_embd] embedding weight
+  int64_t vocab_size = 0;    ///< unpadded
+  std::string vocab_weight;  ///< FQN of the [vocab, n_embd] embedding weight
   /// Elements of the parameters one block computes a token with (GPT: 12 C^2 + 13 C; a mixture
   /// of experts: its router and top-k experts only), what its FLOPs are counted from.
   double block_parameters = 0;
