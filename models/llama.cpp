@@ -68,9 +68,14 @@ Tensors LlamaMLP::forward(const Tensors& inputs) {
   return {(*down_)(ops::mul(ops::silu(gate_up[0]), gate_up[1]))};
 }
 
-LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c) : Module("LlamaDecoderLayer") {
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c)
+    : LlamaDecoderLayer(c, "LlamaDecoderLayer", "mlp", std::make_shared<LlamaMLP>(c)) {}
+
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, const std::string& type,
+                                     const std::string& mlp_name, std::shared_ptr<Module> mlp)
+    : Module(type) {
   attn_ = register_module("self_attn", std::make_shared<LlamaAttention>(c));
-  mlp_ = register_module("mlp", std::make_shared<LlamaMLP>(c));
+  mlp_ = register_module(mlp_name, std::move(mlp));
   input_norm_ =
       register_module("input_layernorm", std::make_shared<RMSNorm>(c.n_embd, c.rms_norm_eps));
   post_norm_ = register_module("post_attention_layernorm",

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dmodule/module.h"
+#include "family/bound_keys.h"
 #include "models/decoder_lm.h"
 #include "models/layers.h"
 
@@ -31,6 +33,9 @@ struct LlamaConfig {
 
   int64_t padded_vocab(int64_t tp) const;
 };
+
+/// The llama family's [model] keys (models/llama_family.cpp), each bound to its LlamaConfig member.
+const std::vector<BoundKey<LlamaConfig>>& llama_keys();
 
 /// RMS norm over the last dim (weight 1).
 class RMSNorm : public Module {
@@ -75,6 +80,10 @@ class LlamaMLP : public Module {
 class LlamaDecoderLayer : public Module {
  public:
   explicit LlamaDecoderLayer(const LlamaConfig& config);
+  /// The same layer around another MLP (Mixtral's mixture of experts), registered as `mlp_name`,
+  /// the layer's module type `type`.
+  LlamaDecoderLayer(const LlamaConfig& config, const std::string& type, const std::string& mlp_name,
+                    std::shared_ptr<Module> mlp);
 
  protected:
   Tensors forward(const Tensors& inputs) override;

@@ -10,8 +10,6 @@
 #include "models/llama.h"
 
 namespace vescale::models {
-namespace {
-
 const std::vector<BoundKey<LlamaConfig>>& llama_keys() {
   static const std::vector<BoundKey<LlamaConfig>> keys = {
       {{"vocab_size", int64_t{256}, "Llama vocabulary", at_least(1)}, &LlamaConfig::vocab_size},
@@ -36,6 +34,8 @@ const std::vector<BoundKey<LlamaConfig>>& llama_keys() {
   };
   return keys;
 }
+
+namespace {
 
 LlamaConfig llama_config(const ModelSpec& spec) {
   LlamaConfig l = read_keys(llama_keys(), spec.keys);

@@ -11,27 +11,6 @@
 
 namespace vescale::models {
 
-int64_t MixtralConfig::padded_vocab(int64_t tp) const {
-  return models::padded_vocab(vocab_size, vocab_multiple, tp);
-}
-
-LlamaConfig MixtralConfig::llama() const {
-  LlamaConfig l;
-  l.vocab_size = vocab_size;
-  l.block_size = block_size;
-  l.n_layer = n_layer;
-  l.n_head = n_head;
-  l.n_kv_head = n_kv_head;
-  l.n_embd = n_embd;
-  l.intermediate_size = intermediate_size;
-  l.rope_theta = rope_theta;
-  l.rms_norm_eps = rms_norm_eps;
-  l.tie_embeddings = tie_embeddings;
-  l.vocab_multiple = vocab_multiple;
-  l.fused_projections = fused_projections;
-  return l;
-}
-
 RouterLog::RouterLog(int64_t layers, int64_t experts) : layers_(layers), experts_(experts) {}
 
 void RouterLog::record(int64_t layer, const at::Tensor& aux_loss, const at::Tensor& load) {
@@ -82,8 +61,7 @@ MixtralSparseMoe::MixtralSparseMoe(const MixtralConfig& c, int64_t layer,
       log_(std::move(log)) {
   gate_ = register_module("gate", std::make_shared<Linear>(c.n_embd, c.n_experts, false));
   experts_ = register_module("experts", std::make_shared<MixtralExperts>(c));
-  if (c.shared_expert)
-    shared_ = register_module("shared_expert", std::make_shared<LlamaMLP>(c.llama()));
+  if (c.shared_expert) shared_ = register_module("shared_expert", std::make_shared<LlamaMLP>(c));
 }
 
 Tensors MixtralSparseMoe::forward(const Tensors& inputs) {
@@ -123,26 +101,6 @@ Tensors MixtralSparseMoe::forward(const Tensors& inputs) {
   return {ops::reshape(y, {b, t, c})};
 }
 
-MixtralDecoderLayer::MixtralDecoderLayer(const MixtralConfig& c, int64_t layer,
-                                         std::shared_ptr<RouterLog> log)
-    : Module("MixtralDecoderLayer") {
-  const LlamaConfig l = c.llama();
-  attn_ = register_module("self_attn", std::make_shared<LlamaAttention>(l));
-  moe_ = register_module("block_sparse_moe",
-                         std::make_shared<MixtralSparseMoe>(c, layer, std::move(log)));
-  input_norm_ =
-      register_module("input_layernorm", std::make_shared<RMSNorm>(c.n_embd, c.rms_norm_eps));
-  post_norm_ = register_module("post_attention_layernorm",
-                               std::make_shared<RMSNorm>(c.n_embd, c.rms_norm_eps));
-}
-
-Tensors MixtralDecoderLayer::forward(const Tensors& inputs) {
-  DTensor x = inputs.at(0);
-  x = ops::add(x, (*attn_)((*input_norm_)(x)));
-  x = ops::add(x, (*moe_)((*post_norm_)(x)));
-  return {x};
-}
-
 Mixtral::Mixtral(const MixtralConfig& c, int64_t tp)
     : DecoderLM("Mixtral", c.vocab_size, c.block_size, c.n_layer, c.padded_vocab(tp)),
       config_(c),
@@ -162,8 +120,11 @@ Mixtral::Mixtral(const MixtralConfig& c, int64_t tp)
   embed_ = model->add("embed_tokens", std::make_shared<Embedding>(padded_vocab(), c.n_embd));
   auto layers = model->add("layers", std::make_shared<Container>());
   for (int64_t i = 0; i < c.n_layer; ++i) {
-    blocks_.push_back(
-        layers->add(std::to_string(i), std::make_shared<MixtralDecoderLayer>(c, i, log_)));
+    // Llama's decoder layer around the mixture of experts, under Hugging Face's name for it.
+    blocks_.push_back(layers->add(
+        std::to_string(i),
+        std::make_shared<LlamaDecoderLayer>(c, "MixtralDecoderLayer", "block_sparse_moe",
+                                            std::make_shared<MixtralSparseMoe>(c, i, log_))));
   }
   final_norm_ = model->add("norm", std::make_shared<RMSNorm>(c.n_embd, c.rms_norm_eps));
   if (c.tie_embeddings) {

@@ -20,27 +20,13 @@
 
 namespace vescale::models {
 
-struct MixtralConfig {
-  int64_t vocab_size = 256;
-  int64_t block_size = 64;
-  int64_t n_layer = 2;
-  int64_t n_head = 4;
-  int64_t n_kv_head = 4;
-  int64_t n_embd = 64;
-  int64_t intermediate_size = 172;  ///< each expert's (and the shared expert's) SwiGLU inner size
+/// Llama's keys (the attention, the norms, each expert's SwiGLU of intermediate_size) and the
+/// mixture's.
+struct MixtralConfig : LlamaConfig {
   int64_t n_experts = 4;
   int64_t experts_per_token = 2;  ///< top-k
   double aux_loss_coef = 0.02;    ///< weight of the auxiliary loss in the objective
   bool shared_expert = false;
-  double rope_theta = 10000.0;
-  double rms_norm_eps = 1e-5;
-  bool tie_embeddings = false;
-  int64_t vocab_multiple = 64;
-  bool fused_projections = true;
-
-  int64_t padded_vocab(int64_t tp) const;
-  /// The Llama config of the attention, the norms and the shared expert.
-  LlamaConfig llama() const;
 };
 
 /// What the MoE layers of one model share: the forward context of the current layer run, and
@@ -90,17 +76,6 @@ class MixtralSparseMoe : public Module {
   double aux_loss_coef_;
   std::shared_ptr<RouterLog> log_;
   std::shared_ptr<Module> gate_, experts_, shared_;
-};
-
-class MixtralDecoderLayer : public Module {
- public:
-  MixtralDecoderLayer(const MixtralConfig& config, int64_t layer, std::shared_ptr<RouterLog> log);
-
- protected:
-  Tensors forward(const Tensors& inputs) override;
-
- private:
-  std::shared_ptr<Module> input_norm_, attn_, post_norm_, moe_;
 };
 
 /// Layers as Llama's: 0 the token embedding, 1..n_layer the decoder layers, n_layer + 1 the final

@@ -1,6 +1,8 @@
 // The mixtral family: its [model] keys, and what the rest of the program asks of a Mixtral.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "family/bound_keys.h"
 #include "family/hf_layout.h"
@@ -10,50 +12,36 @@
 namespace vescale::models {
 namespace {
 
+/// Llama's keys, the mixture's after intermediate_size (each expert's inner size).
 const std::vector<BoundKey<MixtralConfig>>& mixtral_keys() {
   using C = MixtralConfig;
-  static const std::vector<BoundKey<C>> keys = {
-      {{"vocab_size", int64_t{256}, "Mixtral vocabulary", at_least(1)}, &C::vocab_size},
-      {{"block_size", int64_t{64}, "Mixtral longest sequence (max_position_embeddings)",
-        at_least(1)},
-       &C::block_size},
-      {{"n_layer", int64_t{2}, "Mixtral decoder layers (each with a mixture of experts)",
-        at_least(1)},
-       &C::n_layer},
-      {{"n_head", int64_t{4}, "Mixtral query heads", at_least(1)}, &C::n_head},
-      {{"n_kv_head", int64_t{4},
-        "Mixtral key/value heads (grouped-query attention; divides n_head)", at_least(1)},
-       &C::n_kv_head},
-      {{"n_embd", int64_t{64}, "Mixtral hidden size (n_head x an even head size)", at_least(2)},
-       &C::n_embd},
-      {{"intermediate_size", int64_t{172},
-        "Mixtral SwiGLU inner size of each expert (and of the shared expert)", at_least(1)},
-       &C::intermediate_size},
-      {{"n_experts", int64_t{4}, "Mixtral experts per layer (num_local_experts)",
-        within(1, 1 << 16)},
-       &C::n_experts},
-      {{"experts_per_token", int64_t{2},
-        "Mixtral experts each token goes to (top-k of the float32 router, weights renormalised; "
-        "ties to the lower expert index; no token dropped)",
-        within(1, 1 << 16)},
-       &C::experts_per_token},
-      {{"aux_loss_coef", 0.02,
-        "Weight of the router's load-balancing loss in the objective (per sequence, mean over "
-        "layers; 0: reported, not trained)",
-        within(0, 1e3), KeyRole::kTraining},
-       &C::aux_loss_coef},
-      {{"shared_expert", false,
-        "Mixtral: one more SwiGLU expert of intermediate_size that every token goes through, "
-        "unweighted (DeepSeek's shared expert)"},
-       &C::shared_expert},
-      {{"rope_theta", 10000.0, "Mixtral rotary embedding base", above(0)}, &C::rope_theta},
-      {{"rms_norm_eps", 1e-5, "Mixtral RMSNorm epsilon", above(0)}, &C::rms_norm_eps},
-      {{"tie_embeddings", false, "Mixtral lm_head shares model.embed_tokens.weight"},
-       &C::tie_embeddings},
-      {{"vocab_multiple", int64_t{64}, "Vocabulary padded to a multiple of this x tp",
-        within(1, 1 << 20), KeyRole::kLayout},
-       &C::vocab_multiple},
-  };
+  static const std::vector<BoundKey<C>> keys = [] {
+    std::vector<BoundKey<C>> out = rebound<C>(llama_keys());
+    const std::vector<BoundKey<C>> moe = {
+        {{"n_experts", int64_t{4}, "Mixtral experts per layer (num_local_experts)",
+          within(1, 1 << 16)},
+         &C::n_experts},
+        {{"experts_per_token", int64_t{2},
+          "Mixtral experts each token goes to (top-k of the float32 router, weights "
+          "renormalised; ties to the lower expert index; no token dropped)",
+          within(1, 1 << 16)},
+         &C::experts_per_token},
+        {{"aux_loss_coef", 0.02,
+          "Weight of the router's load-balancing loss in the objective (per sequence, mean over "
+          "layers; 0: reported, not trained)",
+          within(0, 1e3), KeyRole::kTraining},
+         &C::aux_loss_coef},
+        {{"shared_expert", false,
+          "Mixtral: one more SwiGLU expert of intermediate_size that every token goes through, "
+          "unweighted (DeepSeek's shared expert)"},
+         &C::shared_expert},
+    };
+    const auto at = std::find_if(out.begin(), out.end(), [](const BoundKey<C>& k) {
+      return k.key.name == "intermediate_size";
+    });
+    out.insert(at + 1, moe.begin(), moe.end());
+    return out;
+  }();
   return keys;
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -31,6 +32,24 @@ std::vector<FamilyKey> declared_keys(const std::vector<BoundKey<Config>>& keys) 
   out.reserve(keys.size());
   for (const auto& k : keys)
     out.push_back(k.key);
+  return out;
+}
+
+/// `keys` of a base config bound to the same members of a config derived from it (Mixtral's keys
+/// are Llama's and its own).
+template <typename Derived, typename Base>
+std::vector<BoundKey<Derived>> rebound(const std::vector<BoundKey<Base>>& keys) {
+  static_assert(std::is_base_of_v<Base, Derived>);
+  std::vector<BoundKey<Derived>> out;
+  for (const auto& k : keys) {
+    out.push_back({k.key, std::visit(
+                              [](auto member) {
+                                using T = std::remove_reference_t<decltype(Base().*member)>;
+                                return decltype(BoundKey<Derived>::member)(
+                                    static_cast<T Derived::*>(member));
+                              },
+                              k.member)});
+  }
   return out;
 }
 
