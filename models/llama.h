@@ -37,6 +37,10 @@ struct LlamaConfig {
 /// The llama family's [model] keys (models/llama_family.cpp), each bound to its LlamaConfig member.
 const std::vector<BoundKey<LlamaConfig>>& llama_keys();
 
+/// The config check of a Llama's shape (and of families built on it): seq_len within block_size,
+/// an even head size, n_kv_head dividing n_head. One line naming the keys on failure.
+void check_llama_shape(const LlamaConfig& config, const ModelSpec& spec);
+
 /// RMS norm over the last dim (weight 1).
 class RMSNorm : public Module {
  public:

@@ -35,6 +35,20 @@ const std::vector<BoundKey<LlamaConfig>>& llama_keys() {
   return keys;
 }
 
+void check_llama_shape(const LlamaConfig& l, const ModelSpec& spec) {
+  VS_USER_CHECK(spec.seq_len <= l.block_size,
+                "config {}: training.seq_len = {} is longer than model.block_size = {}",
+                spec.source, spec.seq_len, l.block_size);
+  VS_USER_CHECK(l.n_embd % l.n_head == 0 && (l.n_embd / l.n_head) % 2 == 0,
+                "config {}: model.n_embd = {} must be model.n_head = {} x an even head size "
+                "(rotary embeddings turn pairs of a head's dims)",
+                spec.source, l.n_embd, l.n_head);
+  VS_USER_CHECK(l.n_head % l.n_kv_head == 0,
+                "config {}: model.n_kv_head = {} must divide model.n_head = {} (each key/value "
+                "head serves a group of query heads)",
+                spec.source, l.n_kv_head, l.n_head);
+}
+
 namespace {
 
 LlamaConfig llama_config(const ModelSpec& spec) {
@@ -61,20 +75,7 @@ class LlamaFamily : public ModelFamily {
   Objective objective() const override { return Objective::kNextToken; }
   int64_t activation_dims() const override { return 3; }
 
-  void check(const ModelSpec& spec) const override {
-    const LlamaConfig l = llama_config(spec);
-    VS_USER_CHECK(spec.seq_len <= l.block_size,
-                  "config {}: training.seq_len = {} is longer than model.block_size = {}",
-                  spec.source, spec.seq_len, l.block_size);
-    VS_USER_CHECK(l.n_embd % l.n_head == 0 && (l.n_embd / l.n_head) % 2 == 0,
-                  "config {}: model.n_embd = {} must be model.n_head = {} x an even head size "
-                  "(rotary embeddings turn pairs of a head's dims)",
-                  spec.source, l.n_embd, l.n_head);
-    VS_USER_CHECK(l.n_head % l.n_kv_head == 0,
-                  "config {}: model.n_kv_head = {} must divide model.n_head = {} (each key/value "
-                  "head serves a group of query heads)",
-                  spec.source, l.n_kv_head, l.n_head);
-  }
+  void check(const ModelSpec& spec) const override { check_llama_shape(llama_config(spec), spec); }
 
   std::shared_ptr<Module> build(const ModelSpec& spec) const override {
     return std::make_shared<Llama>(llama_config(spec), spec.tp);

@@ -140,16 +140,7 @@ class MixtralFamily : public ModelFamily {
 
   void check(const ModelSpec& spec) const override {
     const MixtralConfig m = mixtral_config(spec);
-    VS_USER_CHECK(spec.seq_len <= m.block_size,
-                  "config {}: training.seq_len = {} is longer than model.block_size = {}",
-                  spec.source, spec.seq_len, m.block_size);
-    VS_USER_CHECK(m.n_embd % m.n_head == 0 && (m.n_embd / m.n_head) % 2 == 0,
-                  "config {}: model.n_embd = {} must be model.n_head = {} x an even head size "
-                  "(rotary embeddings turn pairs of a head's dims)",
-                  spec.source, m.n_embd, m.n_head);
-    VS_USER_CHECK(m.n_head % m.n_kv_head == 0,
-                  "config {}: model.n_kv_head = {} must divide model.n_head = {}", spec.source,
-                  m.n_kv_head, m.n_head);
+    check_llama_shape(m, spec);
     VS_USER_CHECK(m.experts_per_token <= m.n_experts,
                   "config {}: model.experts_per_token = {} is more than model.n_experts = {}",
                   spec.source, m.experts_per_token, m.n_experts);
