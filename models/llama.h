@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "dmodule/module.h"
 #include "family/bound_keys.h"
+#include "family/hf_layout.h"
 #include "models/decoder_lm.h"
 #include "models/layers.h"
 
@@ -40,6 +42,13 @@ const std::vector<BoundKey<LlamaConfig>>& llama_keys();
 /// The config check of a Llama's shape (and of families built on it): seq_len within block_size,
 /// an even head size, n_kv_head dividing n_head. One line naming the keys on failure.
 void check_llama_shape(const LlamaConfig& config, const ModelSpec& spec);
+
+/// Adds a decoder layer's MLP tensors, Hugging Face's names under the layer's prefix
+/// ("model.layers.3."), to a list.
+using LayerMlpTensors = std::function<void(std::vector<HFTensor>&, const std::string& prefix)>;
+/// Hugging Face's tensors of a Llama-shaped decoder in the order they are written: the embedding,
+/// each layer's attention, its MLP (`mlp`) and norms, the final norm and an untied lm_head.
+std::vector<HFTensor> llama_hf_tensors(const LlamaConfig& config, const LayerMlpTensors& mlp);
 
 /// RMS norm over the last dim (weight 1).
 class RMSNorm : public Module {

@@ -49,6 +49,27 @@ void check_llama_shape(const LlamaConfig& l, const ModelSpec& spec) {
                 spec.source, l.n_kv_head, l.n_head);
 }
 
+std::vector<HFTensor> llama_hf_tensors(const LlamaConfig& l, const LayerMlpTensors& mlp) {
+  const int64_t c = l.n_embd, kv = l.n_kv_head * (l.n_embd / l.n_head);
+  std::vector<HFTensor> t;
+  t.push_back(
+      vocab_rows("model.embed_tokens.weight", "model.embed_tokens.weight", l.vocab_size, c));
+  for (int64_t i = 0; i < l.n_layer; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    t.push_back(same_tensor(p + "self_attn.q_proj.weight", {c, c}));
+    t.push_back(same_tensor(p + "self_attn.k_proj.weight", {kv, c}));
+    t.push_back(same_tensor(p + "self_attn.v_proj.weight", {kv, c}));
+    t.push_back(same_tensor(p + "self_attn.o_proj.weight", {c, c}));
+    mlp(t, p);
+    t.push_back(same_tensor(p + "input_layernorm.weight", {c}));
+    t.push_back(same_tensor(p + "post_attention_layernorm.weight", {c}));
+  }
+  t.push_back(same_tensor("model.norm.weight", {c}));
+  if (!l.tie_embeddings)
+    t.push_back(vocab_rows("lm_head.weight", "lm_head.weight", l.vocab_size, c));
+  return t;
+}
+
 namespace {
 
 LlamaConfig llama_config(const ModelSpec& spec) {
@@ -125,7 +146,7 @@ class LlamaFamily : public ModelFamily {
 
   std::optional<HFLayout> hf_layout(const ModelSpec& spec) const override {
     const LlamaConfig l = llama_config(spec);
-    const int64_t c = l.n_embd, kv = l.n_kv_head * (l.n_embd / l.n_head);
+    const int64_t c = l.n_embd;
     HFLayout out{"LlamaForCausalLM", {}, {}, {}};
     out.config = {{"architectures", {"LlamaForCausalLM"}},
                   {"model_type", "llama"},
@@ -162,24 +183,11 @@ class LlamaFamily : public ModelFamily {
                         {"tie_word_embeddings", "model.tie_embeddings"}};
     out.ignored_suffixes = {".rotary_emb.inv_freq"};
     if (l.tie_embeddings) out.ignored_suffixes.push_back("lm_head.weight");
-    auto& t = out.tensors;
-    t.push_back(
-        vocab_rows("model.embed_tokens.weight", "model.embed_tokens.weight", l.vocab_size, c));
-    for (int64_t i = 0; i < l.n_layer; ++i) {
-      const std::string p = "model.layers." + std::to_string(i) + ".";
-      t.push_back(same_tensor(p + "self_attn.q_proj.weight", {c, c}));
-      t.push_back(same_tensor(p + "self_attn.k_proj.weight", {kv, c}));
-      t.push_back(same_tensor(p + "self_attn.v_proj.weight", {kv, c}));
-      t.push_back(same_tensor(p + "self_attn.o_proj.weight", {c, c}));
+    out.tensors = llama_hf_tensors(l, [&l, c](std::vector<HFTensor>& t, const std::string& p) {
       t.push_back(same_tensor(p + "mlp.gate_proj.weight", {l.intermediate_size, c}));
       t.push_back(same_tensor(p + "mlp.up_proj.weight", {l.intermediate_size, c}));
       t.push_back(same_tensor(p + "mlp.down_proj.weight", {c, l.intermediate_size}));
-      t.push_back(same_tensor(p + "input_layernorm.weight", {c}));
-      t.push_back(same_tensor(p + "post_attention_layernorm.weight", {c}));
-    }
-    t.push_back(same_tensor("model.norm.weight", {c}));
-    if (!l.tie_embeddings)
-      t.push_back(vocab_rows("lm_head.weight", "lm_head.weight", l.vocab_size, c));
+    });
     return out;
   }
 

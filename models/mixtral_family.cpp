@@ -98,17 +98,8 @@ nlohmann::ordered_json mixtral_hf_config(const MixtralConfig& m) {
 /// Hugging Face's tensors of `m`: Llama's, with each layer's mlp a block_sparse_moe whose experts
 /// are one tensor each, rows of our stacked experts.{w1, w2, w3} (NOTE [Hugging Face layout]).
 std::vector<HFTensor> mixtral_hf_tensors(const MixtralConfig& m) {
-  const int64_t c = m.n_embd, kv = m.n_kv_head * (m.n_embd / m.n_head);
-  const int64_t inner = m.intermediate_size;
-  std::vector<HFTensor> t;
-  t.push_back(
-      vocab_rows("model.embed_tokens.weight", "model.embed_tokens.weight", m.vocab_size, c));
-  for (int64_t i = 0; i < m.n_layer; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    t.push_back(same_tensor(p + "self_attn.q_proj.weight", {c, c}));
-    t.push_back(same_tensor(p + "self_attn.k_proj.weight", {kv, c}));
-    t.push_back(same_tensor(p + "self_attn.v_proj.weight", {kv, c}));
-    t.push_back(same_tensor(p + "self_attn.o_proj.weight", {c, c}));
+  const int64_t c = m.n_embd, inner = m.intermediate_size;
+  return llama_hf_tensors(m, [&m, c, inner](std::vector<HFTensor>& t, const std::string& p) {
     const std::string moe = p + "block_sparse_moe.";
     t.push_back(same_tensor(moe + "gate.weight", {m.n_experts, c}));
     // A stacked parameter's rows one after another: the export reads it once for all of them.
@@ -120,13 +111,7 @@ std::vector<HFTensor> mixtral_hf_tensors(const MixtralConfig& m) {
                                 moe + "experts." + w, j, shape));
       }
     }
-    t.push_back(same_tensor(p + "input_layernorm.weight", {c}));
-    t.push_back(same_tensor(p + "post_attention_layernorm.weight", {c}));
-  }
-  t.push_back(same_tensor("model.norm.weight", {c}));
-  if (!m.tie_embeddings)
-    t.push_back(vocab_rows("lm_head.weight", "lm_head.weight", m.vocab_size, c));
-  return t;
+  });
 }
 
 class MixtralFamily : public ModelFamily {
