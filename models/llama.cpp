@@ -2,7 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "core/error.h"
 #include "dtensor/ops.h"
@@ -90,21 +92,26 @@ Tensors LlamaDecoderLayer::forward(const Tensors& inputs) {
 }
 
 Llama::Llama(const LlamaConfig& c, int64_t tp)
-    : DecoderLM("Llama", c.vocab_size, c.block_size, c.n_layer, c.padded_vocab(tp)), config_(c) {
+    : Llama("Llama", c, tp, [&c](int64_t) { return std::make_shared<LlamaDecoderLayer>(c); }) {}
+
+Llama::Llama(const std::string& type, const LlamaConfig& c, int64_t tp, const LayerFactory& layer)
+    : DecoderLM(type, c.vocab_size, c.block_size, c.n_layer, c.padded_vocab(tp)), config_(c) {
+  std::string name = type;
+  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
   VS_USER_CHECK(c.vocab_size > 0 && c.block_size > 0 && c.n_layer > 0,
-                "[model] llama needs positive vocab_size, block_size and n_layer");
+                "[model] {} needs positive vocab_size, block_size and n_layer", name);
   VS_USER_CHECK(c.n_head > 0 && c.n_embd % c.n_head == 0 && (c.n_embd / c.n_head) % 2 == 0,
-                "[model] llama: n_embd {} must be n_head {} x an even head size (rotary turns "
+                "[model] {}: n_embd {} must be n_head {} x an even head size (rotary turns "
                 "pairs)",
-                c.n_embd, c.n_head);
+                name, c.n_embd, c.n_head);
   VS_USER_CHECK(c.n_kv_head > 0 && c.n_head % c.n_kv_head == 0,
-                "[model] llama: n_kv_head {} must divide n_head {}", c.n_kv_head, c.n_head);
+                "[model] {}: n_kv_head {} must divide n_head {}", name, c.n_kv_head, c.n_head);
   auto model = std::make_shared<Container>();
   register_module("model", model);
   embed_ = model->add("embed_tokens", std::make_shared<Embedding>(padded_vocab(), c.n_embd));
   auto layers = model->add("layers", std::make_shared<Container>());
   for (int64_t i = 0; i < c.n_layer; ++i)
-    blocks_.push_back(layers->add(std::to_string(i), std::make_shared<LlamaDecoderLayer>(c)));
+    blocks_.push_back(layers->add(std::to_string(i), layer(i)));
   final_norm_ = model->add("norm", std::make_shared<RMSNorm>(c.n_embd, c.rms_norm_eps));
   if (c.tie_embeddings) {
     lm_head_ = register_module(

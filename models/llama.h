@@ -114,6 +114,11 @@ class Llama : public DecoderLM {
   const LlamaConfig& config() const { return config_; }
 
  protected:
+  /// Decoder layer `i` of a Llama-shaped model.
+  using LayerFactory = std::function<std::shared_ptr<Module>(int64_t i)>;
+  /// A Llama-shaped model (module type `type`, "Mixtral") whose decoder layers come from
+  /// `layer`: the embedding, final norm and head are Llama's.
+  Llama(const std::string& type, const LlamaConfig& config, int64_t tp, const LayerFactory& layer);
   DTensor embed(const DTensor& idx) override { return (*embed_)(idx); }
 
  private:

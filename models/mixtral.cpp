@@ -101,46 +101,35 @@ Tensors MixtralSparseMoe::forward(const Tensors& inputs) {
   return {ops::reshape(y, {b, t, c})};
 }
 
-Mixtral::Mixtral(const MixtralConfig& c, int64_t tp)
-    : DecoderLM("Mixtral", c.vocab_size, c.block_size, c.n_layer, c.padded_vocab(tp)),
-      config_(c),
-      log_(std::make_shared<RouterLog>(c.n_layer, c.n_experts)) {
-  VS_USER_CHECK(c.vocab_size > 0 && c.block_size > 0 && c.n_layer > 0,
-                "[model] mixtral needs positive vocab_size, block_size and n_layer");
-  VS_USER_CHECK(c.n_head > 0 && c.n_embd % c.n_head == 0 && (c.n_embd / c.n_head) % 2 == 0,
-                "[model] mixtral: n_embd {} must be n_head {} x an even head size", c.n_embd,
-                c.n_head);
-  VS_USER_CHECK(c.n_kv_head > 0 && c.n_head % c.n_kv_head == 0,
-                "[model] mixtral: n_kv_head {} must divide n_head {}", c.n_kv_head, c.n_head);
+namespace {
+
+const MixtralConfig& checked_experts(const MixtralConfig& c) {
   VS_USER_CHECK(c.experts_per_token >= 1 && c.experts_per_token <= c.n_experts,
                 "[model] mixtral: experts_per_token {} must be between 1 and n_experts {}",
                 c.experts_per_token, c.n_experts);
-  auto model = std::make_shared<Container>();
-  register_module("model", model);
-  embed_ = model->add("embed_tokens", std::make_shared<Embedding>(padded_vocab(), c.n_embd));
-  auto layers = model->add("layers", std::make_shared<Container>());
-  for (int64_t i = 0; i < c.n_layer; ++i) {
-    // Llama's decoder layer around the mixture of experts, under Hugging Face's name for it.
-    blocks_.push_back(layers->add(
-        std::to_string(i),
-        std::make_shared<LlamaDecoderLayer>(c, "MixtralDecoderLayer", "block_sparse_moe",
-                                            std::make_shared<MixtralSparseMoe>(c, i, log_))));
-  }
-  final_norm_ = model->add("norm", std::make_shared<RMSNorm>(c.n_embd, c.rms_norm_eps));
-  if (c.tie_embeddings) {
-    lm_head_ = register_module(
-        "lm_head", std::make_shared<TiedLinear>(embed_->all_parameter_names().at(0).second));
-  } else {
-    lm_head_ =
-        register_module("lm_head", std::make_shared<Linear>(c.n_embd, padded_vocab(), false));
-  }
-  assign_names();
+  return c;
 }
+
+}  // namespace
+
+Mixtral::Mixtral(const MixtralConfig& c, int64_t tp)
+    : Mixtral(checked_experts(c), tp, std::make_shared<RouterLog>(c.n_layer, c.n_experts)) {}
+
+Mixtral::Mixtral(const MixtralConfig& c, int64_t tp, std::shared_ptr<RouterLog> log)
+    : Llama("Mixtral", c, tp,
+            [&c, &log](int64_t i) -> std::shared_ptr<Module> {
+              // Llama's decoder layer around the mixture of experts, under Hugging Face's name.
+              return std::make_shared<LlamaDecoderLayer>(
+                  c, "MixtralDecoderLayer", "block_sparse_moe",
+                  std::make_shared<MixtralSparseMoe>(c, i, log));
+            }),
+      config_(c),
+      log_(std::move(log)) {}
 
 Tensors Mixtral::run_layers(int64_t first, int64_t end, const Tensors& inputs,
                             const ForwardContext& context) {
   log_->set_context(context);
-  return DecoderLM::run_layers(first, end, inputs, context);
+  return Llama::run_layers(first, end, inputs, context);
 }
 
 }  // namespace vescale::models

@@ -80,7 +80,7 @@ class MixtralSparseMoe : public Module {
 
 /// Layers as Llama's: 0 the token embedding, 1..n_layer the decoder layers, n_layer + 1 the final
 /// norm and lm_head.
-class Mixtral : public DecoderLM {
+class Mixtral : public Llama {
  public:
   /// `tp` only sets the vocabulary padding.
   Mixtral(const MixtralConfig& config, int64_t tp = 1);
@@ -89,13 +89,12 @@ class Mixtral : public DecoderLM {
                      const ForwardContext& context) override;
   std::optional<RouterStats> router_stats(int64_t step) const override { return log_->stats(step); }
 
- protected:
-  DTensor embed(const DTensor& idx) override { return (*embed_)(idx); }
-
  private:
+  /// The layers' shared log exists before Llama's constructor builds them.
+  Mixtral(const MixtralConfig& config, int64_t tp, std::shared_ptr<RouterLog> log);
+
   MixtralConfig config_;
   std::shared_ptr<RouterLog> log_;
-  std::shared_ptr<Module> embed_;
 };
 
 }  // namespace vescale::models
