@@ -176,10 +176,11 @@ const Call* last_call(const Dump& d) {
   return d.calls.empty() ? nullptr : &d.calls.back();
 }
 
-/// Whether the rank is blocked in a call of comm/.
+/// Whether the rank is blocked in a call of comm/, or was until it failed (its timeout fired
+/// while it waited for another rank: a victim, not a cause).
 bool blocked(const Dump& d) {
   return std::any_of(d.calls.begin(), d.calls.end(),
-                     [](const Call& c) { return c.state == "waiting"; });
+                     [](const Call& c) { return c.state == "waiting" || c.state == "failed"; });
 }
 
 }  // namespace

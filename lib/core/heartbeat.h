@@ -13,8 +13,8 @@
 //   - a rank whose lines stop for min(stall, 10 s) has stopped answering (stopped, or hung so
 //     hard that even this thread cannot run);
 //   - a rank that is in no collective and whose progress has not moved for the stall time while
-//     another rank waits in one is stuck outside a collective (a deadlock or a livelock in
-//     compute).
+//     another rank waits in one (or waited, until its collective failed) is stuck outside a
+//     collective (a deadlock or a livelock in compute).
 // Either way it stops the job at once and names that rank; and when a worker fails first (its
 // collective timed out), the failure report names the rank it was waiting for.
 #pragma once

@@ -27,6 +27,7 @@ void LivenessMonitor::on_line(int rank, const std::string& line, Clock::time_poi
   if (!r.seen || beat.progress != r.beat.progress) r.progress_since = now;
   r.seen = true;
   r.beat = beat;
+  if (beat.waiting > 0) r.last_waited = now;
   r.last_beat = now;
 }
 
@@ -46,6 +47,14 @@ std::optional<Unresponsive> LivenessMonitor::check(Clock::time_point now, double
     someone_waits = someone_waits || r.beat.waiting > 0;
     stall = std::max(stall, std::chrono::milliseconds(r.beat.stall_ms));
   }
+  // Whether a rank other than `rank` waited in a collective at or after `since`: it still waits,
+  // or it waited until its collective failed and it left (the first victim of a stuck rank
+  // stops waiting when its timeout fires, often before the stuck rank's own limit is up).
+  auto another_waited_since = [&](size_t rank, Clock::time_point since) {
+    for (size_t j = 0; j < ranks_.size(); ++j)
+      if (j != rank && ranks_[j].last_waited && *ranks_[j].last_waited >= since) return true;
+    return false;
+  };
   std::optional<Unresponsive> found;
   Clock::duration longest{0};
   auto consider = [&](int rank, Clock::duration how_long, std::string why) {
@@ -71,7 +80,8 @@ std::optional<Unresponsive> LivenessMonitor::check(Clock::time_point now, double
       consider(rank, now - r.last_beat,
                fmt::format("sent no heartbeat for {:.1f} s (stopped, e.g. by SIGSTOP, or hung)",
                            seconds(now - r.last_beat)));
-    } else if (r.beat.waiting == 0 && someone_waits && now - r.progress_since > scaled(own_stall)) {
+    } else if (r.beat.waiting == 0 && now - r.progress_since > scaled(own_stall) &&
+               another_waited_since(i, r.progress_since)) {
       consider(rank, now - r.progress_since,
                fmt::format("has made no progress outside any collective for {:.1f} s while other "
                            "ranks wait for it in one (a hang or deadlock in compute)",

@@ -45,6 +45,7 @@ class LivenessMonitor {
     heartbeat::Beat beat;
     Clock::time_point last_beat;
     Clock::time_point progress_since;  ///< when beat.progress last changed (or the start)
+    std::optional<Clock::time_point> last_waited;  ///< its last beat in a collective, if any
   };
   std::vector<Rank> ranks_;
   Clock::time_point start_;

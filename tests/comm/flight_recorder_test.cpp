@@ -160,6 +160,47 @@ TEST(FlightRecorder, ATimeoutDumpsAndTheDiagnosisNamesTheRankThatNeverCame) {
   fs::remove_all(dir);
 }
 
+TEST(FlightRecorder, ARankWhoseCallTimedOutIsAVictimNotACause) {
+  // World 4: tp pairs {0,1} {2,3}, dp pairs {0,2} {1,3}. Rank 1 hangs in compute after its dp
+  // all_reduce #1. Rank 0's tp all_reduce #4 with it timed out (failed); ranks 2 and 3 wait in
+  // dp all_reduce #2, for ranks 0 and 1. Only rank 1 is the cause.
+  const fs::path dir = fresh_folder("victim");
+  auto recorder = [](int rank, int tp_rank, std::vector<int> tp, std::vector<int> dp) {
+    auto r = std::make_unique<FlightRecorder>(rank, 64);
+    r->add_group("world", {0, 1, 2, 3}, rank);
+    r->add_group("tp", tp, tp_rank);
+    r->add_group("dp", dp, rank / 2);
+    r->set_step(4);
+    return r;
+  };
+  auto r0 = recorder(0, 0, {0, 1}, {0, 2});
+  auto r1 = recorder(1, 1, {0, 1}, {1, 3});
+  auto r2 = recorder(2, 0, {2, 3}, {0, 2});
+  auto r3 = recorder(3, 1, {2, 3}, {1, 3});
+  for (FlightRecorder* r : {r0.get(), r1.get(), r2.get(), r3.get()}) {
+    for (int i = 0; i < 3; ++i)
+      r->end(r->begin(1, false, "all_reduce", 256), FlightState::kDone);
+    r->end(r->begin(2, false, "all_reduce", 256), FlightState::kDone);
+  }
+  r0->end(r0->begin(1, false, "all_reduce", 256), FlightState::kFailed);
+  for (FlightRecorder* r : {r2.get(), r3.get()}) {
+    r->end(r->begin(1, false, "all_reduce", 256), FlightState::kDone);
+    r->waiting(r->begin(2, false, "all_reduce", 256));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  for (auto* r : {r0.get(), r1.get(), r2.get(), r3.get()}) {
+    r->set_dump_file((dir / ("rank-" + std::to_string(r->rank()) + ".json")).string());
+    ASSERT_TRUE(r->dump("SIGUSR1: a dump on demand"));
+  }
+  const std::string text = diagnose_flight(dir.string());
+  std::printf("%s", text.c_str());
+  EXPECT_NE(text.find("tp group [0, 1]: rank 0 was in all_reduce #4 of step 4 (failed after"),
+            std::string::npos);
+  EXPECT_NE(text.find("likely cause: rank 1 is in no call of comm/"), std::string::npos);
+  EXPECT_EQ(text.find("rank 0 is in no call of comm/"), std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST(FlightRecorder, DiagnosisFollowsAHangAcrossGroupsAndNamesMissingDumps) {
   // World 4: tp pairs {0,1} {2,3}, pp pairs {0,2} {1,3}. Rank 3 sent to pp rank 1 and then
   // stopped; rank 2 waits in tp all_reduce #5; rank 1 wrote no dump.

@@ -61,6 +61,25 @@ TEST(Liveness, ARankStuckOutsideACollectiveIsNamedAfterTheStallLimit) {
   EXPECT_NE(found->why.find("no progress outside any collective"), std::string::npos) << found->why;
 }
 
+TEST(Liveness, ARankStuckOutsideIsBlamedAfterItsVictimsStoppedWaiting) {
+  // Rank 1 stops making progress at t0; ranks 0 and 2 wait for it from 1 s on until their
+  // collectives time out at 9 s: rank 2 then fails (no longer waiting), rank 0 has exited. The
+  // first victim's timeout is what ends the job, and the stuck rank is named as the cause.
+  const Clock::time_point t0 = Clock::now();
+  LivenessMonitor m(3, t0);
+  for (int t = 0; t <= 12; ++t) {
+    m.on_line(1, "3 0 8000", t0 + seconds(t));
+    if (t <= 9) m.on_line(0, t == 0 ? "2 0 8000" : "2 1 8000", t0 + seconds(t));
+    m.on_line(2, t == 0 || t > 9 ? "2 0 8000" : "2 1 8000", t0 + seconds(t));
+  }
+  m.on_exit(0);
+  EXPECT_FALSE(m.check(t0 + seconds(3), 0.5).has_value());  // 3 s of 4 s
+  const auto found = m.check(t0 + seconds(10), 0.5);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->rank, 1);
+  EXPECT_NE(found->why.find("no progress outside any collective"), std::string::npos) << found->why;
+}
+
 TEST(Liveness, NobodyIsBlamedWhileAllComputeOrAllWait) {
   const Clock::time_point t0 = Clock::now();
   LivenessMonitor m(2, t0);
