@@ -39,16 +39,48 @@ RouterStats RouterLog::stats(int64_t step) const {
   return out;
 }
 
-MixtralExperts::MixtralExperts(const MixtralConfig& c)
-    : Module("MixtralExperts"), top_k_(c.experts_per_token) {
-  register_parameter("w1", {c.n_experts, c.intermediate_size, c.n_embd}, ParamInit::normal(0.02));
-  register_parameter("w3", {c.n_experts, c.intermediate_size, c.n_embd}, ParamInit::normal(0.02));
-  register_parameter("w2", {c.n_experts, c.n_embd, c.intermediate_size}, ParamInit::normal(0.02));
+MixtralExpert::MixtralExpert(const MixtralConfig& c, ExpertSlot slot)
+    : Module("MixtralBlockSparseTop2MLP") {
+  register_module("w1", std::make_shared<Linear>(c.n_embd, c.intermediate_size, false));
+  register_module("w2", std::make_shared<Linear>(c.intermediate_size, c.n_embd, false));
+  register_module("w3", std::make_shared<Linear>(c.n_embd, c.intermediate_size, false));
+  for (auto& [name, p] : named_parameters())
+    p->expert = slot;
+}
+
+std::optional<ExpertParams> MixtralExpert::weights() {
+  if (!named_parameters().front().second->materialized()) return std::nullopt;
+  return ExpertParams{&child("w1").param("weight"), &child("w3").param("weight"),
+                      &child("w2").param("weight")};
+}
+
+Tensors MixtralExpert::forward(const Tensors&) {
+  throw Error("[model] mixtral: an expert runs inside its MoE layer (moe_experts), not on its own");
+}
+
+MixtralExperts::MixtralExperts(const MixtralConfig& c, std::shared_ptr<RouterLog> log)
+    : Module("MixtralExperts"), top_k_(c.experts_per_token), log_(std::move(log)) {
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    experts_.push_back(register_module(
+        std::to_string(e), std::make_shared<MixtralExpert>(c, ExpertSlot{e, c.num_experts})));
+  }
 }
 
 Tensors MixtralExperts::forward(const Tensors& inputs) {
-  return {
-      ops::moe_experts(inputs.at(0), inputs.at(1), param("w1"), param("w3"), param("w2"), top_k_)};
+  const ExpertPlacement placement{static_cast<int64_t>(experts_.size()), log_->context().ep};
+  std::vector<ExpertParams> local;
+  for (size_t e = 0; e < experts_.size(); ++e) {
+    const std::optional<ExpertParams> w = experts_[e]->weights();
+    const auto index = static_cast<int64_t>(e);
+    const bool mine = index >= placement.first() && index < placement.first() + placement.count();
+    VS_CHECK(w.has_value() == mine,
+             "[model] mixtral: expert {} is {}held on this rank, which holds experts {} to {} of "
+             "{} (parallel.ep = {})",
+             e, w ? "" : "not ", placement.first(), placement.first() + placement.count() - 1,
+             placement.total, placement.ranks());
+    if (w) local.push_back(*w);
+  }
+  return {ops::moe_experts(inputs.at(0), inputs.at(1), local, top_k_, placement)};
 }
 
 MixtralSparseMoe::MixtralSparseMoe(const MixtralConfig& c, int64_t layer,
@@ -57,10 +89,10 @@ MixtralSparseMoe::MixtralSparseMoe(const MixtralConfig& c, int64_t layer,
       layer_(layer),
       n_layer_(c.n_layer),
       top_k_(c.experts_per_token),
-      aux_loss_coef_(c.aux_loss_coef),
+      router_aux_loss_coef_(c.router_aux_loss_coef),
       log_(std::move(log)) {
-  gate_ = register_module("gate", std::make_shared<Linear>(c.n_embd, c.n_experts, false));
-  experts_ = register_module("experts", std::make_shared<MixtralExperts>(c));
+  gate_ = register_module("gate", std::make_shared<Linear>(c.n_embd, c.num_experts, false));
+  experts_ = register_module("experts", std::make_shared<MixtralExperts>(c, log_));
   if (c.shared_expert) shared_ = register_module("shared_expert", std::make_shared<LlamaMLP>(c));
 }
 
@@ -86,16 +118,16 @@ Tensors MixtralSparseMoe::forward(const Tensors& inputs) {
                   "needs every token's (a plan may not shard the MoE layers yet)",
                   layer_, probs.str());
   }
-  const int64_t n_experts = probs.size(1);
-  const at::Tensor local = probs.to_local().reshape({b, t, n_experts});
+  const int64_t num_experts = probs.size(1);
+  const at::Tensor local = probs.to_local().reshape({b, t, num_experts});
   const at::Tensor experts =
       route_top_k(probs.to_local().detach(), top_k_).experts.reshape({b, t, top_k_});
   const at::Tensor aux = moe_aux_loss(local, experts);
   const ForwardContext& context = log_->context();
   if (context.training && torch::autograd::GradMode::is_enabled()) {
-    log_->record(layer_, aux, at::bincount(experts.reshape({-1}), {}, n_experts));
-    // The objective's aux_loss_coef x (the mean over layers), scaled as the loss is.
-    const double grad = aux_loss_coef_ * context.loss_scale / static_cast<double>(n_layer_);
+    log_->record(layer_, aux, at::bincount(experts.reshape({-1}), {}, num_experts));
+    // The objective's router_aux_loss_coef x (the mean over layers), scaled as the loss is.
+    const double grad = router_aux_loss_coef_ * context.loss_scale / static_cast<double>(n_layer_);
     if (grad != 0.0) y = DTensor(attach_loss(y.to_local(), aux, grad), y.spec());
   }
   return {ops::reshape(y, {b, t, c})};
@@ -104,16 +136,16 @@ Tensors MixtralSparseMoe::forward(const Tensors& inputs) {
 namespace {
 
 const MixtralConfig& checked_experts(const MixtralConfig& c) {
-  VS_USER_CHECK(c.experts_per_token >= 1 && c.experts_per_token <= c.n_experts,
-                "[model] mixtral: experts_per_token {} must be between 1 and n_experts {}",
-                c.experts_per_token, c.n_experts);
+  VS_USER_CHECK(c.experts_per_token >= 1 && c.experts_per_token <= c.num_experts,
+                "[model] mixtral: experts_per_token {} must be between 1 and num_experts {}",
+                c.experts_per_token, c.num_experts);
   return c;
 }
 
 }  // namespace
 
 Mixtral::Mixtral(const MixtralConfig& c, int64_t tp)
-    : Mixtral(checked_experts(c), tp, std::make_shared<RouterLog>(c.n_layer, c.n_experts)) {}
+    : Mixtral(checked_experts(c), tp, std::make_shared<RouterLog>(c.n_layer, c.num_experts)) {}
 
 Mixtral::Mixtral(const MixtralConfig& c, int64_t tp, std::shared_ptr<RouterLog> log)
     : Llama("Mixtral", c, tp,

@@ -3,17 +3,19 @@
 // picks each token's top-k experts, their outputs are summed with the renormalised router
 // weights, nothing dropped; optionally one shared expert every token goes through (DeepSeek).
 // The router's auxiliary load-balancing loss joins the training objective (NOTE [MoE auxiliary
-// loss]). The experts of a layer are stacked ([n_experts, ...] parameters) so that expert
-// parallelism can shard their first dim.
+// loss]). Each expert's weights are its own parameters under Hugging Face's names; expert
+// parallelism holds each on one ep rank (NOTE [Expert parallelism]).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "dmodule/module.h"
+#include "dtensor/expert_ops.h"
 #include "family/layered_model.h"
 #include "models/decoder_lm.h"
 #include "models/llama.h"
@@ -23,9 +25,9 @@ namespace vescale::models {
 /// Llama's keys (the attention, the norms, each expert's SwiGLU of intermediate_size) and the
 /// mixture's.
 struct MixtralConfig : LlamaConfig {
-  int64_t n_experts = 4;
+  int64_t num_experts = 4;
   int64_t experts_per_token = 2;  ///< top-k
-  double aux_loss_coef = 0.02;    ///< weight of the auxiliary loss in the objective
+  double router_aux_loss_coef = 0.02;    ///< weight of the auxiliary loss in the objective
   bool shared_expert = false;
 };
 
@@ -49,20 +51,35 @@ class RouterLog {
   std::map<std::pair<int64_t, int64_t>, std::pair<at::Tensor, at::Tensor>> entries_;
 };
 
-/// A layer's experts, stacked: w1 and w3 [E, I, C], w2 [E, C, I]. inputs {x [N, C], router
-/// probabilities [N, E]} -> {the top-k experts' outputs, weighted, summed [N, C]} (dropless).
+/// One expert (Hugging Face's MixtralBlockSparseTop2MLP): Linears w1 and w3 [I, C], w2 [C, I].
+/// Its forward is the MoE layer's: the experts are run on their routed rows by moe_experts.
+class MixtralExpert : public Module {
+ public:
+  MixtralExpert(const MixtralConfig& config, ExpertSlot slot);
+  /// Its weights, when this rank holds it (under expert parallelism an ep rank holds its block).
+  std::optional<ExpertParams> weights();
+
+ protected:
+  Tensors forward(const Tensors& inputs) override;
+};
+
+/// A layer's experts 0..E-1, each a MixtralExpert. inputs {x [N, C], router probabilities
+/// [N, E]} -> {the top-k experts' outputs, weighted, summed [N, C]} (dropless), the rows of the
+/// experts of other ep ranks sent there and back (NOTE [Expert parallelism]).
 class MixtralExperts : public Module {
  public:
-  MixtralExperts(const MixtralConfig& config);
+  MixtralExperts(const MixtralConfig& config, std::shared_ptr<RouterLog> log);
 
  protected:
   Tensors forward(const Tensors& inputs) override;
 
  private:
   int64_t top_k_;
+  std::shared_ptr<RouterLog> log_;
+  std::vector<std::shared_ptr<MixtralExpert>> experts_;
 };
 
-/// gate (the router, [E, C]), experts.{w1, w3} [E, I, C] and experts.w2 [E, C, I], and with
+/// gate (the router, [E, C]), experts.{e}.{w1, w3} [I, C] and experts.{e}.w2 [C, I], and with
 /// shared_expert a Llama MLP shared_expert.{gate_proj, up_proj, down_proj}.
 class MixtralSparseMoe : public Module {
  public:
@@ -73,7 +90,7 @@ class MixtralSparseMoe : public Module {
 
  private:
   int64_t layer_, n_layer_, top_k_;
-  double aux_loss_coef_;
+  double router_aux_loss_coef_;
   std::shared_ptr<RouterLog> log_;
   std::shared_ptr<Module> gate_, experts_, shared_;
 };

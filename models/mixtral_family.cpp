@@ -18,19 +18,19 @@ const std::vector<BoundKey<MixtralConfig>>& mixtral_keys() {
   static const std::vector<BoundKey<C>> keys = [] {
     std::vector<BoundKey<C>> out = rebound<C>(llama_keys());
     const std::vector<BoundKey<C>> moe = {
-        {{"n_experts", int64_t{4}, "Mixtral experts per layer (num_local_experts)",
+        {{"num_experts", int64_t{4}, "Mixtral experts per layer (num_local_experts)",
           within(1, 1 << 16)},
-         &C::n_experts},
+         &C::num_experts},
         {{"experts_per_token", int64_t{2},
           "Mixtral experts each token goes to (top-k of the float32 router, weights "
           "renormalised; ties to the lower expert index; no token dropped)",
           within(1, 1 << 16)},
          &C::experts_per_token},
-        {{"aux_loss_coef", 0.02,
+        {{"router_aux_loss_coef", 0.02,
           "Weight of the router's load-balancing loss in the objective (per sequence, mean over "
           "layers; 0: reported, not trained)",
           within(0, 1e3), KeyRole::kTraining},
-         &C::aux_loss_coef},
+         &C::router_aux_loss_coef},
         {{"shared_expert", false,
           "Mixtral: one more SwiGLU expert of intermediate_size that every token goes through, "
           "unweighted (DeepSeek's shared expert)"},
@@ -62,11 +62,11 @@ double mixtral_attention_parameters(const MixtralConfig& m) {
 double mixtral_moe_parameters(const MixtralConfig& m, int64_t experts) {
   const double e = static_cast<double>(m.n_embd), inner = static_cast<double>(m.intermediate_size);
   const double routed = static_cast<double>(experts) + (m.shared_expert ? 1.0 : 0.0);
-  return e * static_cast<double>(m.n_experts) + routed * 3.0 * e * inner;
+  return e * static_cast<double>(m.num_experts) + routed * 3.0 * e * inner;
 }
 
 double mixtral_layer_parameters(const MixtralConfig& m) {
-  return mixtral_attention_parameters(m) + mixtral_moe_parameters(m, m.n_experts);
+  return mixtral_attention_parameters(m) + mixtral_moe_parameters(m, m.num_experts);
 }
 
 /// Hugging Face's MixtralConfig of `m`, as its config.json writes it (but torch_dtype).
@@ -86,30 +86,27 @@ nlohmann::ordered_json mixtral_hf_config(const MixtralConfig& m) {
           {"hidden_act", "silu"},
           {"sliding_window", nullptr},
           {"attention_dropout", 0.0},
-          {"num_local_experts", m.n_experts},
+          {"num_local_experts", m.num_experts},
           {"num_experts_per_tok", m.experts_per_token},
-          {"router_aux_loss_coef", m.aux_loss_coef},
+          {"router_aux_loss_coef", m.router_aux_loss_coef},
           {"router_jitter_noise", 0.0},
           {"output_router_logits", false},
           {"initializer_range", 0.02},
           {"tie_word_embeddings", m.tie_embeddings}};
 }
 
-/// Hugging Face's tensors of `m`: Llama's, with each layer's mlp a block_sparse_moe whose experts
-/// are one tensor each, rows of our stacked experts.{w1, w2, w3} (NOTE [Hugging Face layout]).
+/// Hugging Face's tensors of `m`: Llama's, with each layer's mlp a block_sparse_moe of a router
+/// and experts under the same names as ours (NOTE [Hugging Face layout]).
 std::vector<HFTensor> mixtral_hf_tensors(const MixtralConfig& m) {
   const int64_t c = m.n_embd, inner = m.intermediate_size;
   return llama_hf_tensors(m, [&m, c, inner](std::vector<HFTensor>& t, const std::string& p) {
     const std::string moe = p + "block_sparse_moe.";
-    t.push_back(same_tensor(moe + "gate.weight", {m.n_experts, c}));
-    // A stacked parameter's rows one after another: the export reads it once for all of them.
-    for (const char* w : {"w1", "w2", "w3"}) {
-      const std::vector<int64_t> shape =
-          std::string(w) == "w2" ? std::vector<int64_t>{c, inner} : std::vector<int64_t>{inner, c};
-      for (int64_t j = 0; j < m.n_experts; ++j) {
-        t.push_back(stacked_row(fmt::format("{}experts.{}.{}.weight", moe, j, w),
-                                moe + "experts." + w, j, shape));
-      }
+    t.push_back(same_tensor(moe + "gate.weight", {m.num_experts, c}));
+    for (int64_t j = 0; j < m.num_experts; ++j) {
+      const std::string expert = fmt::format("{}experts.{}.", moe, j);
+      t.push_back(same_tensor(expert + "w1.weight", {inner, c}));
+      t.push_back(same_tensor(expert + "w2.weight", {c, inner}));
+      t.push_back(same_tensor(expert + "w3.weight", {inner, c}));
     }
   });
 }
@@ -126,23 +123,31 @@ class MixtralFamily : public ModelFamily {
   void check(const ModelSpec& spec) const override {
     const MixtralConfig m = mixtral_config(spec);
     check_llama_shape(m, spec);
-    VS_USER_CHECK(m.experts_per_token <= m.n_experts,
-                  "config {}: model.experts_per_token = {} is more than model.n_experts = {}",
-                  spec.source, m.experts_per_token, m.n_experts);
+    VS_USER_CHECK(m.experts_per_token <= m.num_experts,
+                  "config {}: model.experts_per_token = {} is more than model.num_experts = {}",
+                  spec.source, m.experts_per_token, m.num_experts);
+    VS_USER_CHECK(m.num_experts % spec.ep == 0,
+                  "config {}: model.num_experts = {} does not split over parallel.ep = {}: each ep "
+                  "rank holds the same number of experts; use an ep that divides it",
+                  spec.source, m.num_experts, spec.ep);
     VS_USER_CHECK(spec.tp == 1,
                   "config {}: model.name = \"mixtral\" takes parallel.tp = 1 for now (got {}): its "
-                  "experts (model.n_experts, model.experts_per_token) are not tensor-parallel yet; "
+                  "experts (model.num_experts, model.experts_per_token) are not tensor-parallel yet; "
                   "use parallel.dp, pp or zero",
                   spec.source, spec.tp);
     VS_USER_CHECK(spec.cp == 1,
                   "config {}: model.name = \"mixtral\" takes parallel.cp = 1 for now (got {}): a "
-                  "sequence's auxiliary loss (model.aux_loss_coef) needs the router's choices over "
+                  "sequence's auxiliary loss (model.router_aux_loss_coef) needs the router's choices over "
                   "all of its tokens; use parallel.dp, pp or zero",
                   spec.source, spec.cp);
   }
 
   std::shared_ptr<Module> build(const ModelSpec& spec) const override {
     return std::make_shared<Mixtral>(mixtral_config(spec), spec.tp);
+  }
+
+  int64_t experts_per_layer(const ModelSpec& spec) const override {
+    return mixtral_config(spec).num_experts;
   }
 
   std::vector<Layer> layers(const ModelSpec& spec, Module& model) const override {
@@ -177,7 +182,7 @@ class MixtralFamily : public ModelFamily {
   }
 
   std::vector<std::string> size_keys() const override {
-    return {"n_layer", "n_embd", "intermediate_size", "n_experts", "vocab_size", "block_size"};
+    return {"n_layer", "n_embd", "intermediate_size", "num_experts", "vocab_size", "block_size"};
   }
 
   int64_t vocab_size(const ModelSpec& spec) const override {
@@ -198,7 +203,7 @@ class MixtralFamily : public ModelFamily {
                         {"num_hidden_layers", "model.n_layer"},
                         {"num_attention_heads", "model.n_head"},
                         {"num_key_value_heads", "model.n_kv_head"},
-                        {"num_local_experts", "model.n_experts"},
+                        {"num_local_experts", "model.num_experts"},
                         {"num_experts_per_tok", "model.experts_per_token"},
                         {"rms_norm_eps", "model.rms_norm_eps"},
                         {"rope_theta", "model.rope_theta"},

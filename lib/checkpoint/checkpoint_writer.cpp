@@ -87,17 +87,70 @@ void write_rank_file(const fs::path& folder, int rank, const CheckpointMeta& met
   fs::rename(tmp, final_path);
 }
 
+/// The names of the mesh dims along which `t` differs between ranks besides its shards.
+std::vector<std::string> own_held(const StateTensor& t) {
+  std::vector<std::string> names;
+  for (int d : t.held_along)
+    names.push_back(t.spec.mesh.dim_names()[static_cast<size_t>(d)]);
+  return names;
+}
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+/// The names of the mesh dims along which some of `state` differs between ranks besides its
+/// shards: every tensor's held_along (the stages; an expert's holders). By name: the tensors'
+/// meshes may order their dims differently (ZeRO's pieces put the replica dims last).
+std::vector<std::string> held_dims(const std::vector<StateTensor>& state) {
+  std::vector<std::string> names;
+  for (const auto& t : state) {
+    for (const auto& name : own_held(t))
+      if (!contains(names, name)) names.push_back(name);
+  }
+  return names;
+}
+
 /// The rank that writes this rank's tensors to a merged file: the first replica of the ranks
-/// holding the same tensors (differing only along `held_along`); rank 0 without a pipeline.
+/// holding the same tensors (differing only along held_dims()); rank 0 without a pipeline or
+/// experts.
 int merged_writer_rank(const std::vector<StateTensor>& state, const comm::Group& world) {
   if (state.empty()) return world.rank();
   const DeviceMesh& mesh = state.front().spec.mesh;
-  const auto& held = state.front().held_along;
+  const std::vector<std::string> held = held_dims(state);
   std::vector<int64_t> coord = mesh.coordinate();
   for (int d = 0; d < mesh.ndim(); ++d) {
-    if (std::find(held.begin(), held.end(), d) == held.end()) coord[d] = 0;
+    if (!contains(held, mesh.dim_names()[static_cast<size_t>(d)])) coord[d] = 0;
   }
   return mesh.rank_at(coord);
+}
+
+/// Whether this rank's merged writer writes `t`: the writers of ranks that hold other tensors
+/// along `held` (held_dims()) also hold `t` when `t` does not differ along all of them (a layer's
+/// router beside its experts); the first of them writes it. Every rank of one writer agrees.
+bool merged_writes(const StateTensor& t, const std::vector<std::string>& held) {
+  const std::vector<int64_t> coord = t.spec.mesh.coordinate();
+  const std::vector<std::string> own = own_held(t);
+  for (const auto& name : held) {
+    if (!contains(own, name) && coord[static_cast<size_t>(t.spec.mesh.dim_index(name))] != 0)
+      return false;
+  }
+  return true;
+}
+
+/// Whether some tensor of `state` is split over a dim along which other tensors differ (ZeRO's
+/// pieces of a dense parameter over dp x ep, beside experts that differ along ep): its gather
+/// spans the ranks of several merged writers, so it cannot wait for one writer's turn.
+bool gathers_across_writers(const std::vector<StateTensor>& state) {
+  const std::vector<std::string> held = held_dims(state);
+  for (const auto& t : state) {
+    const std::vector<std::string> own = own_held(t);
+    for (int d : t.spec.split_dims()) {
+      const std::string& name = t.spec.mesh.dim_names()[static_cast<size_t>(d)];
+      if (!contains(own, name) && contains(held, name)) return true;
+    }
+  }
+  return false;
 }
 
 /// Hands each of this rank's full tensors to a sink (the merged file, or a snapshot).
@@ -145,6 +198,13 @@ std::string save_checkpoint(const std::string& dir, CheckpointFormat format,
                             const std::map<std::string, std::string>& aliases,
                             const CheckpointMeta& meta_in, const comm::Group& world, int64_t keep) {
   torch::autograd::AutoGradMode no_grad(false);
+  if (format == CheckpointFormat::kMerged && gathers_across_writers(state)) {
+    // Every tensor gathered by all ranks at once, then written in the writers' turns.
+    const CheckpointSnapshot s =
+        snapshot_checkpoint(dir, format, state, aliases, meta_in, world, keep);
+    write_snapshot(s, world);
+    return s.folder;
+  }
   CheckpointMeta meta = meta_in;
   meta.format = checkpoint_format_name(format);
   const fs::path folder = prepare_folder(dir, meta, world);
@@ -153,8 +213,11 @@ std::string save_checkpoint(const std::string& dir, CheckpointFormat format,
     // gathered state besides its own shards.
     write_merged_file(folder, meta, aliases, world, merged_writer_rank(state, world),
                       [&](const std::function<void(SavedPiece)>& sink) {
-                        for (const auto& t : state)
-                          sink(full_piece(t.name, DTensor(t.local, t.spec).full_tensor()));
+                        const std::vector<std::string> held = held_dims(state);
+                        for (const auto& t : state) {
+                          if (merged_writes(t, held))
+                            sink(full_piece(t.name, DTensor(t.local, t.spec).full_tensor()));
+                        }
                       });
   } else {
     write_rank_file(folder, world.rank(), meta, aliases, rank_pieces(format, state, false));
@@ -189,9 +252,11 @@ CheckpointSnapshot snapshot_checkpoint(const std::string& dir, CheckpointFormat 
     // The writer keeps each gathered tensor (the one copy of the state it holds); a tensor the
     // gather did not copy (replicated, or a group of one) is the live one and is copied.
     s.writer_rank = merged_writer_rank(state, world);
+    const std::vector<std::string> held = held_dims(state);
     for (const auto& t : state) {
+      // Gathered by every rank that holds a piece, kept by its writer.
       at::Tensor full = DTensor(t.local, t.spec).full_tensor();
-      if (s.writer_rank != world.rank()) continue;
+      if (s.writer_rank != world.rank() || !merged_writes(t, held)) continue;
       if (full.is_alias_of(t.local) || !full.is_cpu()) full = host_copy(full);
       s.pieces.push_back(full_piece(t.name, full.detach()));
     }

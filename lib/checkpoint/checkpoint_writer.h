@@ -20,8 +20,8 @@ struct StateTensor {
   std::string name;  ///< path under the file root, e.g. "model/transformer.wte.weight"
   at::Tensor local;
   DTensorSpec spec;  ///< on the full (pp, dp, tp) mesh
-  /// Mesh dims along which ranks hold different tensors, not replicas, besides the dims that
-  /// shard this one (pp: each pipeline stage its own parameters).
+  /// Dims of `spec.mesh` along which ranks hold different tensors, not replicas, besides the
+  /// dims that shard this one (pp: each pipeline stage its own parameters; ep: an expert's).
   std::vector<int> held_along = {};
 };
 

@@ -48,6 +48,11 @@ std::vector<ConfigKey> parallel_keys() {
           "Pipeline-parallel ranks (stages are cut from the model's layers)",
           within(1, kMaxMeshDim)),
       key("parallel.dp", &C::dp, 1, "Data-parallel replicas", within(1, kMaxMeshDim)),
+      key("parallel.ep", &C::ep, 1,
+          "Expert-parallel ranks, carved from parallel.dp (which it divides): each holds "
+          "model.num_experts / ep experts of every MoE layer, and tokens reach their experts by "
+          "all-to-all (mixture-of-experts families)",
+          within(1, kMaxMeshDim)),
       key("parallel.cp", &C::cp, 1,
           "Context-parallel ranks: each holds 2 of 2 x cp chunks of every sequence, attention runs "
           "as a ring (transformer families; training.seq_len divisible by 2 x cp)",

@@ -208,11 +208,12 @@ JobConfig bind_fields(const Values& values, const std::string& source) {
 
 std::string JobConfig::mesh_text() const {
   const MeshDims dims = parallel_dims();
-  return fmt::format("parallel.{} = {}", dim_names_text(dims), dim_sizes_text(dims));
+  return fmt::format("parallel.{} = {}{}", dim_names_text(dims), dim_sizes_text(dims),
+                     ep > 1 ? fmt::format(", ep = {}", ep) : "");
 }
 
 ModelSpec JobConfig::model_spec() const {
-  return {source, model_keys, tp, seq_len, static_cast<uint64_t>(seed), fused_projections, cp};
+  return {source, model_keys, tp, seq_len, static_cast<uint64_t>(seed), fused_projections, cp, ep};
 }
 
 std::map<std::string, std::string> recorded_values(const std::string& toml_text) {

@@ -26,7 +26,7 @@ struct JobConfig {
   std::string model;     ///< the family: "gpt", "mlp"
   ModelKeys model_keys;  ///< every family's [model] keys, by name without "model."
   // [parallel]
-  int64_t pp, dp, cp, tp, microbatches, pp_virtual;
+  int64_t pp, dp, ep, cp, tp, microbatches, pp_virtual;
   std::vector<int64_t> tp_shape;  ///< {} (a 1-D tp mesh) or {tp_a, tp_b}, tp_a x tp_b = tp
   int64_t zero;                   ///< ZeRO stage over dp x cp: 0 (none) to 3 (parameters too)
   std::string plan;
@@ -91,12 +91,13 @@ struct JobConfig {
   MeshDims parallel_dims() const {
     return job_mesh_dims({{"pp", pp}, {"dp", dp}, {"cp", cp}}, {tp});
   }
-  /// The job mesh's dims: parallel_dims() with tp as the tp mesh (tp_a, tp_b under tp_shape).
+  /// The job mesh's dims: parallel_dims() with tp as the tp mesh (tp_a, tp_b under tp_shape),
+  /// and the dp ranks as dp / ep x ep under expert parallelism.
   MeshDims mesh_dims() const {
-    return job_mesh_dims({{"pp", pp}, {"dp", dp}, {"cp", cp}}, tp_dims());
+    return job_mesh_dims({{"pp", pp}, {"dp", dp / ep}, {"ep", ep}, {"cp", cp}}, tp_dims());
   }
-  /// "parallel.pp x dp x tp = 1 x 2 x 2" (pp x dp x cp x tp with cp): the mesh as messages name
-  /// it.
+  /// "parallel.pp x dp x tp = 1 x 2 x 2" (pp x dp x cp x tp with cp; ", ep = 2" after it with
+  /// expert parallelism): the mesh as messages name it.
   std::string mesh_text() const;
   int64_t world_size() const { return ranks_of(parallel_dims()); }
   /// The tp mesh's sizes: tp_shape, or {tp} for a 1-D tp mesh.

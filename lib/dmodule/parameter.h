@@ -27,9 +27,21 @@ struct ParamInit {
   at::Tensor make(const RngKey& key, const DTensorSpec& spec, at::ScalarType dtype) const;
 };
 
+/// A parameter of one expert of a mixture-of-experts layer: expert `index` of the layer's `count`.
+/// Expert parallelism over `ep` ranks holds it on one of them, holder(ep) (NOTE [Expert
+/// parallelism] in dtensor/expert_dispatch.h).
+struct ExpertSlot {
+  int64_t index = 0;
+  int64_t count = 1;
+  /// The ep rank that holds it: the experts in blocks of count / ep, in order.
+  int64_t holder(int64_t ep) const { return index / (count / ep); }
+};
+
 struct Parameter {
   std::vector<int64_t> shape;
   ParamInit init;
+  /// Set for an expert's parameter.
+  std::optional<ExpertSlot> expert;
   /// Set once materialised (parallelize_module or materialize).
   std::optional<DTensor> value;
 

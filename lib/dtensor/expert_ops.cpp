@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "dtensor/op_driver.h"
+#include "dtensor/expert_dispatch.h"
 
 namespace vescale {
 namespace {
@@ -27,33 +28,24 @@ struct AttachedLoss : public torch::autograd::Function<AttachedLoss> {
   }
 };
 
-/// The experts' SwiGLU on local pieces: rows grouped by expert (one host read of the counts), each
-/// group through its expert's slice of the stacked weights, scaled by its routing weight and added
-/// back at its rows.
-at::Tensor moe_experts_local(const at::Tensor& x, const at::Tensor& probs, const at::Tensor& w1,
-                             const at::Tensor& w3, const at::Tensor& w2, int64_t k) {
+/// The experts' SwiGLU on local pieces: the routed slots ordered by expert (one host read of
+/// the counts), their rows through the experts (here, or on their ep ranks), scaled by their
+/// routing weights and added back at their rows.
+at::Tensor moe_experts_local(const at::Tensor& x, const at::Tensor& probs,
+                             const std::vector<ExpertWeights>& local, int64_t k,
+                             const ExpertPlacement& placement) {
   const ExpertRoutes routes = route_top_k(probs, k);
-  const int64_t n_experts = w1.size(0);
   const at::Tensor slot_expert = routes.experts.reshape({-1});  // slot s: row s / k
   const at::Tensor slot_weight = routes.weights.reshape({-1}).to(x.scalar_type());
   const at::Tensor by_expert =
       std::get<1>(at::sort(slot_expert, /*stable=*/true, /*dim=*/0, /*descending=*/false));
-  const at::Tensor counts = at::bincount(slot_expert, {}, n_experts).to(at::kCPU);
-  const auto* count = counts.data_ptr<int64_t>();
-  at::Tensor out = at::zeros_like(x);
-  int64_t first = 0;
-  for (int64_t e = 0; e < n_experts; ++e) {
-    if (count[e] == 0) continue;
-    const at::Tensor slots = by_expert.narrow(0, first, count[e]);
-    first += count[e];
-    const at::Tensor rows = at::div(slots, k, "floor");
-    const at::Tensor h = x.index_select(0, rows);
-    const at::Tensor inner = at::silu(at::matmul(h, w1[e].t())) * at::matmul(h, w3[e].t());
-    const at::Tensor y =
-        at::matmul(inner, w2[e].t()) * slot_weight.index_select(0, slots).unsqueeze(1);
-    out = out.index_add(0, rows, y);
-  }
-  return out;
+  const at::Tensor counts = at::bincount(slot_expert, {}, placement.total).to(at::kCPU);
+  const std::vector<int64_t> per_expert(counts.data_ptr<int64_t>(),
+                                        counts.data_ptr<int64_t>() + placement.total);
+  const at::Tensor rows = at::div(by_expert, k, "floor");
+  const at::Tensor y = dispatch_to_experts(x.index_select(0, rows), per_expert, local, placement);
+  return at::zeros_like(x).index_add(0, rows,
+                                     y * slot_weight.index_select(0, by_expert).unsqueeze(1));
 }
 
 }  // namespace
@@ -87,20 +79,20 @@ ExpertRoutes route_top_k(const at::Tensor& probs, int64_t k) {
 // reproduce the 1-process run. Per sequence, the mean over a micro-batch's sequences, averaged
 // over micro-batches and dp ranks as the loss is, is the same number on every layout (a sequence
 // split over cp ranks would need its counts and probabilities summed over the ring first).
-// A model averages it over its MoE layers; the trainer adds aux_loss_coef times that to the
+// A model averages it over its MoE layers; the trainer adds router_aux_loss_coef times that to the
 // objective through attach_loss on each layer's output, scaled as the schedule scales the loss.
 at::Tensor moe_aux_loss(const at::Tensor& probs, const at::Tensor& experts) {
   VS_CHECK(probs.dim() == 3 && experts.dim() == 3 && probs.size(0) == experts.size(0) &&
                probs.size(1) == experts.size(1),
            "[dtensor] moe_aux_loss: probabilities [S, T, E] and their experts [S, T, k]");
-  const int64_t sequences = probs.size(0), n_experts = probs.size(2);
+  const int64_t sequences = probs.size(0), num_experts = probs.size(2);
   const int64_t slots = experts.size(1) * experts.size(2);
   const at::Tensor flat = experts.reshape({sequences, slots});
-  const at::Tensor counts = at::zeros({sequences, n_experts}, probs.options())
+  const at::Tensor counts = at::zeros({sequences, num_experts}, probs.options())
                                 .scatter_add_(1, flat, at::ones(flat.sizes(), probs.options()));
   const at::Tensor f = counts / static_cast<double>(slots);
   const at::Tensor p = probs.mean(1);
-  return (f.detach() * p).sum(1).mean() * static_cast<double>(n_experts);
+  return (f.detach() * p).sum(1).mean() * static_cast<double>(num_experts);
 }
 
 at::Tensor attach_loss(const at::Tensor& y, const at::Tensor& loss, double grad) {
@@ -110,20 +102,32 @@ at::Tensor attach_loss(const at::Tensor& y, const at::Tensor& loss, double grad)
 
 namespace ops {
 
-DTensor moe_experts(const DTensor& x, const DTensor& probs, const DTensor& w1, const DTensor& w3,
-                    const DTensor& w2, int64_t k) {
-  VS_CHECK(x.ndim() == 2 && probs.ndim() == 2 && w1.ndim() == 3 && w3.shape() == w1.shape() &&
-               w2.ndim() == 3 && probs.size(0) == x.size(0) && probs.size(1) == w1.size(0) &&
-               w2.size(0) == w1.size(0) && w1.size(2) == x.size(1) && w2.size(1) == x.size(1) &&
-               w2.size(2) == w1.size(1),
-           "[dtensor] moe_experts: x [N, C], probs [N, E], w1 and w3 [E, I, C], w2 [E, C, I]");
+DTensor moe_experts(const DTensor& x, const DTensor& probs, const std::vector<ExpertParams>& local,
+                    int64_t k, const ExpertPlacement& placement) {
+  VS_CHECK(x.ndim() == 2 && probs.ndim() == 2 && probs.size(0) == x.size(0) &&
+               probs.size(1) == placement.total &&
+               static_cast<int64_t>(local.size()) == placement.count(),
+           "[dtensor] moe_experts: x [N, C], probs [N, E] and the {} experts of this rank",
+           placement.count());
+  std::vector<const DTensor*> inputs{&x, &probs};
+  for (const ExpertParams& e : local) {
+    const std::vector<int64_t> w2_shape{e.w1->size(1), e.w1->size(0)};
+    VS_CHECK(e.w1->ndim() == 2 && e.w3->shape() == e.w1->shape() && e.w2->shape() == w2_shape &&
+                 e.w1->size(1) == x.size(1),
+             "[dtensor] moe_experts: w1 and w3 [I, C], w2 [C, I] for x [N, C]");
+    inputs.insert(inputs.end(), {e.w1, e.w3, e.w2});
+  }
+  const auto n_inputs = static_cast<int64_t>(inputs.size());
   return detail::run_op(
-      {"moe_experts",
-       {&x, &probs, &w1, &w3, &w2},
-       [](int64_t) { return detail::moe_experts_rule(); },
+      {"moe_experts", inputs, [n_inputs](int64_t) { return detail::moe_experts_rule(n_inputs); },
        x.shape(),
-       [k](const std::vector<at::Tensor>& l, const std::vector<const DTensorSpec*>&,
-           const DTensorSpec&) { return moe_experts_local(l[0], l[1], l[2], l[3], l[4], k); }});
+       [k, placement](const std::vector<at::Tensor>& l, const std::vector<const DTensorSpec*>&,
+                      const DTensorSpec&) {
+         std::vector<ExpertWeights> weights;
+         for (size_t i = 2; i + 2 < l.size(); i += 3)
+           weights.push_back({l[i], l[i + 1], l[i + 2]});
+         return moe_experts_local(l[0], l[1], weights, k, placement);
+       }});
 }
 
 }  // namespace ops

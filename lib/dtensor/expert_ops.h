@@ -6,8 +6,10 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "dtensor/dtensor.h"
+#include "dtensor/expert_dispatch.h"
 
 namespace vescale {
 
@@ -33,14 +35,23 @@ at::Tensor moe_aux_loss(const at::Tensor& probs, const at::Tensor& experts);
 /// when `loss` needs no gradient, `y` as is.
 at::Tensor attach_loss(const at::Tensor& y, const at::Tensor& loss, double grad);
 
+/// One expert's weights: w1 and w3 [I, C], w2 [C, I] (Hugging Face's Mixtral expert).
+struct ExpertParams {
+  const DTensor* w1;
+  const DTensor* w3;
+  const DTensor* w2;
+};
+
 namespace ops {
 
 /// Dropless SwiGLU experts: row n of x [N, C] goes to each of its top-k experts e (route_top_k
-/// of probs [N, E]) and comes back as sum over them of weight x w2[e] (silu(w1[e] x) * w3[e] x),
-/// w1 and w3 [E, I, C], w2 [E, C, I]; every routed row is computed (no capacity, nothing
-/// dropped). Rows may be sharded (each rank routes its own) with the experts Replicate.
-DTensor moe_experts(const DTensor& x, const DTensor& probs, const DTensor& w1, const DTensor& w3,
-                    const DTensor& w2, int64_t k);
+/// of probs [N, E]) and comes back as the sum over them of weight x w2 (silu(w1 x) * w3 x);
+/// every routed row is computed (no capacity, nothing dropped). `local` are the weights of the
+/// experts this rank holds (`placement`): all of them, or under expert parallelism its block,
+/// the rows of the others sent to their ranks (NOTE [Expert parallelism]). Rows may be sharded
+/// (each rank routes its own) with the experts Replicate. *Collective* over placement.ep.
+DTensor moe_experts(const DTensor& x, const DTensor& probs, const std::vector<ExpertParams>& local,
+                    int64_t k, const ExpertPlacement& placement);
 
 }  // namespace ops
 }  // namespace vescale

@@ -160,11 +160,15 @@ DimRule attention_rule() {
   };
 }
 
-DimRule moe_experts_rule() {
-  return [](const Placements& in) -> DimStrategy {
-    // Each row is routed and computed on its own: row shards pass.
-    if (in[0].is_shard(0)) return {{in[0], in[0], kR, kR, kR}, in[0]};
-    return all_replicate(5, !all_r(in));
+DimRule moe_experts_rule(int64_t inputs) {
+  return [inputs](const Placements& in) -> DimStrategy {
+    // Each row is routed and computed on its own: row shards pass; the weights Replicate.
+    if (in[0].is_shard(0)) {
+      Placements want(static_cast<size_t>(inputs), kR);
+      want[0] = want[1] = in[0];
+      return {want, in[0]};
+    }
+    return all_replicate(static_cast<size_t>(inputs), !all_r(in));
   };
 }
 

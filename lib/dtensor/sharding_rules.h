@@ -60,9 +60,10 @@ DimRule cross_entropy_rule();
 /// linear_cross_entropy(x[N, C], w[V, C], targets[N]): vocab-parallel (w S(0): x R, targets R ->
 /// Replicate), or rows (x S(0), w R, targets S(0) -> Partial).
 DimRule linear_cross_entropy_rule();
-/// moe_experts(x[N, C], probs[N, E], w1, w3, w2): rows sharded (x and probs S(0), the experts
-/// Replicate -> S(0)); the experts sharded (expert parallelism) is not a rule yet.
-DimRule moe_experts_rule();
+/// moe_experts(x[N, C], probs[N, E], then w1, w3, w2 of each local expert: `inputs` in all):
+/// rows sharded (x and probs S(0), the experts Replicate -> S(0)). Expert parallelism is not a
+/// placement: each ep rank holds whole experts (NOTE [Expert parallelism]).
+DimRule moe_experts_rule(int64_t inputs);
 /// transpose of dims d0, d1.
 DimRule transpose_rule(int64_t ndim, int64_t d0, int64_t d1);
 /// sum over `dims` (keepdim or not): a shard of a reduced dim becomes Partial.

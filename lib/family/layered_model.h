@@ -33,6 +33,10 @@ struct ForwardContext {
   /// The factor the schedule's backward applies to this forward's loss (1 / micro-batches): what
   /// a loss term a layer attaches to its own backward is scaled by (NOTE [MoE auxiliary loss]).
   double loss_scale = 1.0;
+  /// Expert parallelism: the ep group whose ranks hold the other experts of each MoE layer, and
+  /// to which this rank's tokens go and come back (NOTE [Expert parallelism]); null: every
+  /// expert here.
+  const comm::Group* ep = nullptr;
 
   /// Evaluation: no dropout.
   static ForwardContext eval() { return {false, 0, 0, -1, nullptr, at::Tensor()}; }

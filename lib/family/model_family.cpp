@@ -60,6 +60,10 @@ std::optional<TransformerShape> ModelFamily::transformer_shape(const ModelSpec&)
   return std::nullopt;
 }
 
+int64_t ModelFamily::experts_per_layer(const ModelSpec&) const {
+  return 0;
+}
+
 std::optional<HFLayout> ModelFamily::hf_layout(const ModelSpec&) const {
   return std::nullopt;
 }

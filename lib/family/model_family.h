@@ -60,6 +60,7 @@ struct ModelSpec {
   uint64_t seed = 0;              ///< seed of the dropout masks
   bool fused_projections = true;  ///< training.fused_projections (NOTE [Fused projections])
   int64_t cp = 1;                 ///< the context-parallel degree (a sequence split over cp ranks)
+  int64_t ep = 1;                 ///< the expert-parallel degree (a layer's experts over ep ranks)
 };
 
 /// What a family's models learn: the task the trainer builds for it.
@@ -124,6 +125,9 @@ class ModelFamily {
   virtual std::pair<int64_t, int64_t> features(const ModelSpec& spec) const;
   /// Transformer families: the sizes plan auto's cost model reads (nullopt: not a transformer).
   virtual std::optional<TransformerShape> transformer_shape(const ModelSpec& spec) const;
+  /// Mixture-of-experts families: the experts of each MoE layer (what parallel.ep splits); 0: a
+  /// dense model.
+  virtual int64_t experts_per_layer(const ModelSpec& spec) const;
   /// Families with a Hugging Face counterpart: how its tensors and config map to ours
   /// (family/hf_layout.h); nullopt: none.
   virtual std::optional<HFLayout> hf_layout(const ModelSpec& spec) const;

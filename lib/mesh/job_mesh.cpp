@@ -127,18 +127,32 @@ std::vector<int> JobMesh::stage_dims() const {
   return out;
 }
 
-JobMesh::ParamDims JobMesh::param_dims(const std::vector<bool>& param_mesh_sharded) const {
+std::vector<int> JobMesh::expert_dims() const {
+  std::vector<int> out;
+  for (const MeshDim& d : dims_)
+    if (d.row().holds_experts && d.size > 1) out.push_back(mesh_.dim_index(d.name));
+  return out;
+}
+
+JobMesh::ParamDims JobMesh::param_dims(const std::vector<bool>& param_mesh_sharded,
+                                       bool expert) const {
   ParamDims p;
   p.sharded_ = split_dims(param_mesh_sharded);
   for (const MeshDim& d : dims_) {
     const int index = mesh_.dim_index(d.name);
     const bool sharded = std::find(p.sharded_.begin(), p.sharded_.end(), index) != p.sharded_.end();
-    if (!d.splits_data() || sharded) continue;
+    // An expert's ranks along a dim that holds experts hold other experts: not its replicas.
+    if (!d.splits_data() || sharded || (expert && d.row().holds_experts)) continue;
     p.averaged.push_back(d.name);
     p.averaged_sizes.push_back(d.size);
     p.averaged_dims_.push_back(index);
   }
   p.held_along = stage_dims();
+  if (expert) {
+    for (int d : expert_dims())
+      p.held_along.push_back(d);
+    std::sort(p.held_along.begin(), p.held_along.end());
+  }
   return p;
 }
 
@@ -152,15 +166,21 @@ std::vector<int> JobMesh::ParamDims::norm_split(bool zero) const {
 }
 
 std::vector<int> JobMesh::norm_dims(bool zero) const {
-  // In this order (clipping packs its sums by it): the parameter dims, the stages, the data dims.
+  // In this order (clipping packs its sums by it): the parameter dims, the stages, the expert
+  // holders, the data dims; each once.
   std::vector<int> dims;
+  auto add = [&dims](int d) {
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) dims.push_back(d);
+  };
   for (const MeshDim& d : dims_)
-    if (d.row().shards_params) dims.push_back(mesh_.dim_index(d.name));
+    if (d.row().shards_params) add(mesh_.dim_index(d.name));
   for (int d : stage_dims())
-    dims.push_back(d);
+    add(d);
+  for (int d : expert_dims())
+    add(d);
   if (!zero) return dims;
   for (const auto& name : data_dims())
-    dims.push_back(mesh_.dim_index(name));
+    add(mesh_.dim_index(name));
   return dims;
 }
 

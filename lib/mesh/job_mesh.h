@@ -40,7 +40,11 @@ class JobMesh {
   const DeviceMesh& param_mesh() const { return param_mesh_; }
 
   int64_t pp() const { return mesh_.size("pp"); }
+  /// The outer data-parallel degree: parallel.dp / ep.
   int64_t dp() const { return mesh_.size("dp"); }
+  /// The expert-parallel degree: 1 on a mesh without an ep dim.
+  int64_t ep() const { return mesh_.has_dim("ep") ? mesh_.size("ep") : 1; }
+  int64_t ep_rank() const { return mesh_.has_dim("ep") ? coordinate("ep") : 0; }
   /// The cp degree: 1 on a mesh without a cp dim.
   int64_t cp() const { return mesh_.has_dim("cp") ? mesh_.size("cp") : 1; }
   /// The tp degree: the tp mesh's ranks, over all its dims.
@@ -85,13 +89,15 @@ class JobMesh {
     std::vector<int> averaged_dims_;
   };
   /// The answers for a parameter sharded over the dims of param_mesh() flagged in
-  /// `param_mesh_sharded` (one flag per dim).
-  ParamDims param_dims(const std::vector<bool>& param_mesh_sharded) const;
+  /// `param_mesh_sharded` (one flag per dim); `expert`: one expert's parameter of an MoE layer,
+  /// held by one rank along the dims that hold experts.
+  ParamDims param_dims(const std::vector<bool>& param_mesh_sharded, bool expert = false) const;
   /// The group of replicas over the dims `dims` (some of data_dims(), outer first; a
   /// ParamDims::averaged), numbered row-major. Needs groups.
   const comm::Group& replicas_of(const std::vector<std::string>& dims) const;
   /// The mesh dims the gradient norm reduces over: every dim that can shard parameters, the
-  /// stages (pp > 1) and, under ZeRO, the data dims; each parameter's norm_split() is among them.
+  /// stages (pp > 1), the dims that hold experts (ep > 1) and, under ZeRO, the data dims; each
+  /// parameter's norm_split() is among them.
   std::vector<int> norm_dims(bool zero) const;
 
   /// The group of the pp ranks `members` of this rank's pipeline (this rank must be one of them):
@@ -122,6 +128,8 @@ class JobMesh {
   DeviceMesh param_mesh_;
   /// Stage dims of more than one rank (mesh() indices).
   std::vector<int> stage_dims() const;
+  /// Dims of more than one rank that hold experts (mesh() indices).
+  std::vector<int> expert_dims() const;
   /// Builds a group for each set of two or more data dims. *Collective* over `world`.
   void build_replica_groups(const comm::Group& world);
 

@@ -10,11 +10,12 @@ namespace vescale {
 const DimRoleRow& role_row(DimRole role) {
   // NOTE [Dims by role]: one row per role; the order of the enum.
   static const DimRoleRow kRows[] = {
-      //                   stages  batch  sequence  shards
-      {DimRole::kPipeline, true, false, false, false},
-      {DimRole::kData, false, true, false, false},
-      {DimRole::kContext, false, false, true, false},
-      {DimRole::kTensor, false, false, false, true},
+      //                   stages  batch  sequence  shards  experts
+      {DimRole::kPipeline, true, false, false, false, false},
+      {DimRole::kData, false, true, false, false, false},
+      {DimRole::kExpert, false, true, false, false, true},
+      {DimRole::kContext, false, false, true, false, false},
+      {DimRole::kTensor, false, false, false, true, false},
   };
   const DimRoleRow& row = kRows[static_cast<int>(role)];
   VS_CHECK(row.role == role, "[mesh] the role table is out of the enum's order");
@@ -25,6 +26,7 @@ const std::vector<JobDimRow>& job_dim_rows() {
   static const std::vector<JobDimRow> kRows = {
       {"pp", DimRole::kPipeline, true},
       {"dp", DimRole::kData, true},
+      {"ep", DimRole::kExpert, false},
       {"cp", DimRole::kContext, false},
   };
   return kRows;

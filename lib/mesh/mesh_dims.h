@@ -6,23 +6,26 @@
 // NOTE [Dims by role]
 // What a dim does is one row of a table, never a test of its name:
 //
-//   role      | carries stages | splits batch | splits sequence | shards parameters
-//   pipeline  |      yes       |              |                 |
-//   data      |                |     yes      |                 |
-//   context   |                |              |       yes       |
-//   tensor    |                |              |                 | by the plan's placements
+//   role      | carries stages | splits batch | splits sequence | shards parameters | holds experts
+//   pipeline  |      yes       |              |                 |                   |
+//   data      |                |     yes      |                 |                   |
+//   expert    |                |     yes      |                 |                   |     yes
+//   context   |                |              |       yes       |                   |
+//   tensor    |                |              |                 | by the placements |
 //
 // From the rows the job mesh answers every "over which dims?" question (mesh/job_mesh.h):
 //   - the loss and eval averages: over the dims that split the batch or the sequence (each rank
 //     saw other tokens, as many as the others);
 //   - a parameter's gradient average and its ZeRO split: over the dims that split the batch or
 //     the sequence, less those the parameter itself is sharded over (a rank that holds its own
-//     piece has nobody to average it with); the sums of Partial gradients stay the DTensor's
-//     (NOTE [Gradient placements]);
+//     piece has nobody to average it with) and, for an expert's parameter, less the dims that
+//     hold experts (ranks along them hold other experts: NOTE [Expert parallelism]); the sums of
+//     Partial gradients stay the DTensor's (NOTE [Gradient placements]);
 //   - the gradient norm: over the dims that split a parameter's pieces as the optimizer holds
 //     them (its shards, the stages, ZeRO's split);
 //   - checkpoint dedupe: ranks along a dim that carries stages hold different tensors, not
-//     replicas (checkpoint/checkpoint_writer.h).
+//     replicas, and so do ranks along a dim that holds experts for an expert's parameters
+//     (checkpoint/checkpoint_writer.h).
 // Grad sync, ZeRO, clipping, the train step, the evaluator and checkpoints ask the mesh; none
 // tests a dim's name. docs/architecture.md lists what else a new dim touches.
 #pragma once
@@ -37,6 +40,7 @@ namespace vescale {
 enum class DimRole {
   kPipeline,  ///< pp: stages of the model's layers
   kData,      ///< dp: replicas of the parameters on other rows of the batch
+  kExpert,    ///< ep: part of dp whose ranks hold different experts (and other rows)
   kContext,   ///< cp: replicas of the parameters on other parts of each sequence
   kTensor,    ///< tp: the plan's placements shard parameters and activations over it
 };
@@ -48,13 +52,14 @@ struct DimRoleRow {
   bool splits_batch;     ///< ranks along it see other rows of the batch
   bool splits_sequence;  ///< ranks along it see other positions of each sequence
   bool shards_params;    ///< the plan's placements shard parameters over it
+  bool holds_experts;    ///< ranks along it hold different experts of each MoE layer
 };
 
 /// The row of `role`.
 const DimRoleRow& role_row(DimRole role);
 
 struct MeshDim {
-  std::string name;  ///< "pp", "dp", "tp", "tp_a"
+  std::string name;  ///< "pp", "dp", "ep", "cp", "tp", "tp_a"
   int64_t size = 1;
   DimRole role = DimRole::kData;
 
@@ -73,7 +78,8 @@ struct JobDimRow {
   bool kept_at_one;  ///< in the mesh even at size 1 (pp, dp), else only when larger (cp)
 };
 
-/// The outer dims, outer to inner: pp, dp, cp.
+/// The outer dims, outer to inner: pp, dp, ep, cp. With expert parallelism the data-parallel
+/// ranks (parallel.dp) are dp x ep: "dp" is then their outer part.
 const std::vector<JobDimRow>& job_dim_rows();
 
 /// The job mesh's dims, outer to inner: the rows of job_dim_rows() with their `sizes` by name (a

@@ -18,7 +18,6 @@
 #include "core/logging.h"
 #include "core/units.h"
 #include "hf/import.h"
-#include "parallel/param_dims.h"
 #include "train/model_factory.h"
 #include "train/nonfinite.h"
 
@@ -35,12 +34,17 @@ StateTensor parameter_state(const ParallelModel& model, size_t k) {
   return {"model/" + model.params()[k].first, std::move(state.local), std::move(state.spec)};
 }
 
-/// The mesh dims along which ranks hold different tensors besides their shards (NOTE [Dims by
-/// role]): under a pipeline each stage holds its own, so ranks along pp are not replicas.
-std::vector<int> held_along(const ParallelModel& model, size_t k) {
-  // A new vector for each tensor: GCC 14 at -O2 misreads copies of this one-element vector as
-  // out of bounds (-Warray-bounds, a false positive inside std::copy).
-  return param_dims_of(model.mesh(), *model.params()[k].second).held_along;
+/// The dims of `on` (a state tensor's mesh) along which ranks hold different tensors besides
+/// their shards (NOTE [Dims by role]): under a pipeline each stage holds its own, so ranks along
+/// pp are not replicas, and under expert parallelism each ep rank holds its own experts. By name:
+/// ZeRO's pieces order the job mesh's dims their own way.
+std::vector<int> held_along(const ParallelModel& model, size_t k, const DeviceMesh& on) {
+  const std::vector<std::string> names = model.mesh().mesh().dim_names();
+  std::vector<int> dims;
+  for (int d : model.param_dims(k).held_along)
+    dims.push_back(on.dim_index(names[static_cast<size_t>(d)]));
+  std::sort(dims.begin(), dims.end());
+  return dims;
 }
 
 /// Parameters and optimizer state, each parameter followed by its optimizer state.
@@ -54,9 +58,9 @@ std::vector<StateTensor> job_state(Job& job) {
     const std::string& fqn = model.params()[k].first;
     if (!model.saves(fqn)) continue;
     state.push_back(parameter_state(model, k));
-    state.back().held_along = held_along(model, k);
+    state.back().held_along = held_along(model, k, state.back().spec.mesh);
     for (const auto& s : by_param[fqn])
-      state.push_back({state_name(s), s.local, s.spec, held_along(model, k)});
+      state.push_back({state_name(s), s.local, s.spec, held_along(model, k, s.spec.mesh)});
   }
   return state;
 }

@@ -12,8 +12,9 @@ double evaluate(ParallelModel& model) {
   const JobMesh& mesh = model.mesh();
   double sum = 0, count = 0;
   const int64_t batches = model.task().val_batches(model.config().eval_windows);
-  // Under ZeRO-3 a forward all-gathers over dp: every dp rank runs as many, a rank past the
-  // last window repeating one without counting it.
+  // Under ZeRO-3 a forward all-gathers over dp, under expert parallelism it sends tokens over
+  // ep: every dp rank runs as many, a rank past the last window repeating one without counting
+  // it.
   const bool lockstep = model.forward_collective_over_dp();
   for (int64_t first = 0; first < batches; first += mesh.batch_shards()) {
     const int64_t w = first + mesh.batch_rank();

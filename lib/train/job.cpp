@@ -7,7 +7,6 @@
 #include "core/logging.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
-#include "parallel/param_dims.h"
 #include "train/model_factory.h"
 
 namespace vescale {
@@ -21,11 +20,11 @@ void setup_grad_sync(Job& job, bool mixed) {
   const JobConfig& c = model.config();
   std::vector<DTensor*> params;
   std::vector<GradSync::Replicas> replicas;
-  for (const auto& [fqn, p] : model.params()) {
-    params.push_back(p);
-    // NOTE [Dims by role]: the mesh says over which ranks each gradient is averaged.
-    const JobMesh::ParamDims dims = param_dims_of(model.mesh(), *p);
-    replicas.push_back({&model.mesh().replicas_of(dims.averaged), dims.averaged_sizes});
+  // NOTE [Dims by role]: the mesh says over which ranks each gradient is averaged.
+  const std::vector<JobMesh::ParamDims> dims = model.param_dims();
+  for (size_t k = 0; k < model.params().size(); ++k) {
+    params.push_back(model.params()[k].second);
+    replicas.push_back({&model.mesh().replicas_of(dims[k].averaged), dims[k].averaged_sizes});
   }
   const auto bucket_bytes = static_cast<int64_t>(c.bucket_mb * (1 << 20));
   job.grad_sync = std::make_unique<GradSync>(
@@ -34,7 +33,7 @@ void setup_grad_sync(Job& job, bool mixed) {
   for (const TiedParameter& t : model.tied())
     job.grad_sync->add_sum(model.params()[t.index].second, t.holders);
   if (c.zero == 0) return;
-  job.zero = std::make_unique<Zero>(static_cast<int>(c.zero), model.params(), model.mesh(),
+  job.zero = std::make_unique<Zero>(static_cast<int>(c.zero), model.params(), dims, model.mesh(),
                                     *job.grad_sync, bucket_bytes);
   job.zero->set_layers(model.layer_params());
   if (c.zero == 3) {
@@ -88,9 +87,9 @@ void setup_optimizer(Job& job) {
 /// that saves it).
 std::vector<StepParam> step_params(const ParallelModel& model) {
   std::vector<StepParam> out;
-  for (const auto& [fqn, p] : model.params()) {
-    const JobMesh::ParamDims dims = param_dims_of(model.mesh(), *p);
-    out.push_back({p, dims.norm_split(model.config().zero > 0), model.saves(fqn)});
+  for (size_t k = 0; k < model.params().size(); ++k) {
+    const auto& [fqn, p] = model.params()[k];
+    out.push_back({p, model.param_dims(k).norm_split(model.config().zero > 0), model.saves(fqn)});
   }
   return out;
 }

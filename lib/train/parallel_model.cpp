@@ -24,21 +24,30 @@ JobMesh job_mesh(const JobConfig& c, const comm::Group& world) {
   return JobMesh(world, c.mesh_dims());
 }
 
-/// How parallelize_module initialises this rank's shards: in the state dtype, from the seed, and
-/// under a pipeline only the modules of this rank's stages.
-ParallelizeOptions init_options(const JobConfig& c, int64_t pp_rank,
+/// How parallelize_module initialises this rank's shards: in the state dtype, from the seed,
+/// under a pipeline only the modules of this rank's stages, and under expert parallelism only
+/// this ep rank's experts.
+ParallelizeOptions init_options(const JobConfig& c, const JobMesh& mesh, Module& model,
                                 const std::optional<PipelinePlan>& pipeline) {
   ParallelizeOptions options;
   options.dtype = state_dtype(c);  // bfloat16 runs initialise in float32, then round
   options.seed = static_cast<uint64_t>(c.seed);
+  std::vector<std::string> mine;
   if (pipeline) {
-    std::vector<std::string> mine;
     for (size_t s = 0; s < pipeline->modules.size(); ++s) {
-      if (pipeline->schedule.stage_rank[s] != pp_rank) continue;
+      if (pipeline->schedule.stage_rank[s] != mesh.pp_rank()) continue;
       mine.insert(mine.end(), pipeline->modules[s].begin(), pipeline->modules[s].end());
     }
-    options.materialize = [mine](const std::string& fqn) { return under_modules(fqn, mine); };
   }
+  std::set<std::string> others_experts;
+  for (const auto& [fqn, p] : model.all_parameter_names()) {
+    if (p->expert && p->expert->holder(mesh.ep()) != mesh.ep_rank()) others_experts.insert(fqn);
+  }
+  if (!pipeline && others_experts.empty()) return options;
+  options.materialize = [mine, others_experts, staged = pipeline.has_value()](
+                            const std::string& fqn) {
+    return (!staged || under_modules(fqn, mine)) && !others_experts.count(fqn);
+  };
   return options;
 }
 
@@ -95,14 +104,16 @@ ParallelModel::ParallelModel(const JobConfig& c, const comm::Group& world, JobPu
   if (c.pp > 1) pipeline = plan_pipeline(c, task_->layers());
   const auto init_start = Clock::now();
   module_ = parallelize_module(task_->model(), mesh_.param_mesh(), job_plan(c),
-                               init_options(c, mesh_.pp_rank(), pipeline));
+                               init_options(c, mesh_, *task_->model(), pipeline));
   init_s_ = seconds_since(init_start);
   if (dtype_policy(c).mixed()) {
     float32_init_ = to_compute_dtype(*module_, job_dtype(c));
     if (purpose == JobPurpose::kEvaluate) float32_init_.clear();
   }
-  for (auto& [fqn, p] : module_->parameters())
+  for (auto& [fqn, p] : module_->parameters()) {
     params_.emplace_back(fqn, &p->get());
+    expert_.push_back(p->expert.has_value());
+  }
   moved_.resize(params_.size());
   if (c.activation_checkpoint != Recompute::kNone) {
     std::vector<std::vector<DTensor*>> by_layer;
@@ -152,8 +163,10 @@ void ParallelModel::make_pipeline(const PipelinePlan& plan) {
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     StageLayers stage{plan.stages[s].begin, plan.stages[s].end, {}};
     if (plan.schedule.stage_rank[s] == rank) {
-      for (const Parameter* p : parameters_in(*task_->model(), plan.modules[s]))
-        stage.params.push_back(params_[index.at(p)].second->to_local());
+      for (const Parameter* p : parameters_in(*task_->model(), plan.modules[s])) {
+        // Under expert parallelism the stage's other experts are other ep ranks'.
+        if (index.count(p)) stage.params.push_back(params_[index.at(p)].second->to_local());
+      }
     }
     stages.push_back(stage);
   }
@@ -203,7 +216,7 @@ void ParallelModel::move_state(size_t k, ParameterState state) {
 Batch ParallelModel::micro_batch(int64_t step, int64_t micro) const {
   const BatchSlice slice = batch_slice(config_.global_batch_size, mesh_.batch_shards(),
                                        mesh_.batch_rank(), config_.microbatches, micro);
-  Batch batch = sequence_part(task_->train_batch(step, slice));
+  Batch batch = on_mesh(task_->train_batch(step, slice));
   // The schedules backpropagate each micro-batch's loss / micro-batches: a loss term a layer
   // attaches to its own backward is scaled alike (NOTE [MoE auxiliary loss]).
   batch.context.loss_scale = 1.0 / static_cast<double>(config_.microbatches);
@@ -233,16 +246,31 @@ std::optional<RouterFigures> ParallelModel::router_figures(int64_t step) const {
 }
 
 Batch ParallelModel::val_batch(int64_t index) const {
-  return sequence_part(task_->val_batch(index));
+  return on_mesh(task_->val_batch(index));
 }
 
-Batch ParallelModel::sequence_part(Batch batch) const {
+Batch ParallelModel::on_mesh(Batch batch) const {
+  if (mesh_.ep() > 1) batch.context.ep = &mesh_.group("ep");
   if (mesh_.cp() == 1) return batch;
   const comm::Group& ring = mesh_.group("cp");
   batch.inputs = vescale::sequence_part(batch.inputs, 1, ring.rank(), ring.size());
   batch.targets = vescale::sequence_part(batch.targets, 1, ring.rank(), ring.size());
   batch.context.cp = &ring;
   return batch;
+}
+
+JobMesh::ParamDims ParallelModel::param_dims(size_t k) const {
+  std::vector<bool> sharded;
+  for (const Placement& p : params_[k].second->placements())
+    sharded.push_back(p.is_shard());
+  return mesh_.param_dims(sharded, expert_[k]);
+}
+
+std::vector<JobMesh::ParamDims> ParallelModel::param_dims() const {
+  std::vector<JobMesh::ParamDims> out;
+  for (size_t k = 0; k < params_.size(); ++k)
+    out.push_back(param_dims(k));
+  return out;
 }
 
 LayerRunner ParallelModel::layer_runner() {
@@ -272,12 +300,16 @@ void ParallelModel::wrap_layers(LayerWrapper wrapper, bool collective_over_dp) {
   collective_over_dp_ = collective_over_dp;
 }
 
-std::optional<DTensor> ParallelModel::forward_outputs(const Batch& batch) {
+std::optional<DTensor> ParallelModel::forward_outputs(const Batch& whole) {
+  Batch batch = whole;
+  if (mesh_.ep() > 1) batch.context.ep = &mesh_.group("ep");
   if (pipeline_) return pipeline_->forward_outputs(batch);
   return task_->forward_outputs(batch, mesh_.param_mesh(), layer_runner()).at(0);
 }
 
-double ParallelModel::forward_loss(const Batch& batch) {
+double ParallelModel::forward_loss(const Batch& given) {
+  Batch batch = given;
+  if (mesh_.ep() > 1) batch.context.ep = &mesh_.group("ep");
   if (pipeline_) return pipeline_->forward_loss(batch);
   return task_->forward_loss(batch, mesh_.param_mesh(), layer_runner()).to_local().item<double>();
 }

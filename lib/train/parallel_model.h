@@ -88,6 +88,12 @@ class ParallelModel {
   ParallelizedModule& module() const { return *module_; }
   /// This rank's parameters, each once, by FQN, in the model's order.
   const std::vector<std::pair<std::string, DTensor*>>& params() const { return params_; }
+  /// Over which dims parameter k's gradient is averaged, its ZeRO state split, its norm reduced
+  /// and its checkpoint deduped (NOTE [Dims by role]): from its placements, and whether it is an
+  /// expert's.
+  JobMesh::ParamDims param_dims(size_t k) const;
+  /// The same for every parameter, in order.
+  std::vector<JobMesh::ParamDims> param_dims() const;
   /// Elements of the whole model (every stage, unsharded).
   int64_t n_params() const { return n_params_; }
   /// Weights this rank holds that other pp ranks hold too.
@@ -125,8 +131,9 @@ class ParallelModel {
   /// Puts `wrapper` around every layer run from now on; `collective_over_dp`: it communicates
   /// over dp, so every dp rank must run as many forwards.
   void wrap_layers(LayerWrapper wrapper, bool collective_over_dp);
-  /// Whether a forward is collective over dp (every dp rank must run as many).
-  bool forward_collective_over_dp() const { return collective_over_dp_; }
+  /// Whether a forward is collective over dp (every dp rank must run as many): ZeRO-3 gathers
+  /// over dp, expert parallelism sends tokens over ep.
+  bool forward_collective_over_dp() const { return collective_over_dp_ || mesh_.ep() > 1; }
   /// The mean loss of `batch` without gradients (under a pipeline: on the last stage's rank,
   /// 0 on the others). *Collective* over the parameter mesh (and the pp group).
   double forward_loss(const Batch& batch);
@@ -140,8 +147,9 @@ class ParallelModel {
   std::map<const Parameter*, size_t> param_index() const;
   void find_tied(const PipelinePlan& plan);
   void make_pipeline(const PipelinePlan& plan);
-  /// `batch` cut to this rank's part of each sequence, its context on the cp ring (cp > 1).
-  Batch sequence_part(Batch batch) const;
+  /// `batch` cut to this rank's part of each sequence, its context on the cp ring (cp > 1) and
+  /// on the ep group (ep > 1).
+  Batch on_mesh(Batch batch) const;
 
   JobConfig config_;
   JobMesh mesh_;
@@ -149,6 +157,7 @@ class ParallelModel {
   std::unique_ptr<Task> task_;
   std::unique_ptr<ParallelizedModule> module_;
   std::vector<std::pair<std::string, DTensor*>> params_;
+  std::vector<bool> expert_;  ///< per parameter: an expert's (held by one ep rank)
   int64_t n_params_ = 0;
   double init_s_ = 0;  ///< building this rank's parameters (NOTE [Fast init] in dtensor/random.cpp)
   std::vector<TiedParameter> tied_;

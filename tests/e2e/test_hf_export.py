@@ -76,7 +76,7 @@ n_head = 4
 n_kv_head = 2
 n_embd = 16
 intermediate_size = 24
-n_experts = 4
+num_experts = 4
 experts_per_token = 2
 rope_theta = 500.0
 [parallel]
@@ -273,9 +273,9 @@ class HFExport(unittest.TestCase):
         self.assertEqual(header[moe + "experts.3.w3.weight"]["shape"], [24, 16])
         self.assertNotIn(moe + "experts.w1", header)
         # Another number of experts is another model.
-        result = run("eval", config, "--checkpoint", "hf:" + exported, "--model.n_experts=8")
+        result = run("eval", config, "--checkpoint", "hf:" + exported, "--model.num_experts=8")
         self.assertEqual(result.returncode, 2, result.stderr)
-        self.assertIn("num_local_experts = 4, but this job's model.n_experts = 8", result.stderr)
+        self.assertIn("num_local_experts = 4, but this job's model.num_experts = 8", result.stderr)
         # A file without one expert's tensor is refused naming it.
         missing = moe + "experts.2.w3.weight"
         system_python(

@@ -47,7 +47,7 @@ void write_mixtral_folder(const fs::path& dir, const HFLayout& layout,
 
 JobConfig mixtral_job(const std::string& extra = "") {
   std::string text = testing::kMixtralRun;
-  const std::string key = "aux_loss_coef = 0.1\n";
+  const std::string key = "router_aux_loss_coef = 0.1\n";
   text.replace(text.find(key), key.size(), key + extra);
   return JobConfig::parse(text, "mixtral.toml");
 }

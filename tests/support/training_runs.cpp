@@ -99,9 +99,9 @@ n_head = 4
 n_kv_head = 2
 n_embd = 32
 intermediate_size = 24
-n_experts = 4
+num_experts = 4
 experts_per_token = 2
-aux_loss_coef = 0.1
+router_aux_loss_coef = 0.1
 [data]
 source = "synthetic"
 [training]

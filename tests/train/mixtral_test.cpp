@@ -47,12 +47,12 @@ TEST(MixtralRouting, TopKRenormalisedTiesToLowerIndex) {
 /// The experts one token at a time: its top-k by a stable sort on the host, weighted SwiGLUs.
 at::Tensor per_token_experts(const at::Tensor& x, const at::Tensor& probs, const at::Tensor& w1,
                              const at::Tensor& w3, const at::Tensor& w2, int64_t k) {
-  const int64_t n_experts = probs.size(1);
+  const int64_t num_experts = probs.size(1);
   std::vector<at::Tensor> rows;
   for (int64_t n = 0; n < x.size(0); ++n) {
     const at::Tensor p = probs.detach()[n].contiguous();
     const double* values = p.data_ptr<double>();
-    std::vector<int64_t> order(static_cast<size_t>(n_experts));
+    std::vector<int64_t> order(static_cast<size_t>(num_experts));
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](int64_t a, int64_t b) { return values[a] > values[b]; });
@@ -92,7 +92,16 @@ TEST(MixtralExperts, DroplessAndGradientsMatchPerTokenLoop) {
     std::vector<DTensor> in;
     for (const auto& t : dist)
       in.push_back(distribute_tensor(t, mesh, r));
-    const DTensor out = ops::moe_experts(in[0], in[1], in[2], in[3], in[4], k);
+    // Each expert's weights their own tensors, as the model holds them.
+    std::vector<DTensor> w;
+    std::vector<ExpertParams> local;
+    for (int64_t e = 0; e < experts; ++e) {
+      for (int i = 2; i < 5; ++i)
+        w.push_back(distribute_tensor(dist[static_cast<size_t>(i)][e], mesh, r));
+    }
+    for (int64_t e = 0; e < experts; ++e)
+      local.push_back({&w[3 * e], &w[3 * e + 1], &w[3 * e + 2]});
+    const DTensor out = ops::moe_experts(in[0], in[1], local, k, ExpertPlacement{experts});
     expect_close(out.to_local(), expected, 1e-12, 1e-14, "moe_experts vs per-token loop");
     (out.to_local() * g).sum().backward();
   });
@@ -175,9 +184,68 @@ TEST(Mixtral, Pp2Dp2Zero3AndRecomputeMatchOneProcess) {
       mixtral_reference(), "mixtral dp2 full recompute");
 }
 
+// NOTE [Expert parallelism]: the experts over ep ranks carved from dp, the tokens sent to them
+// and back; every number the 1-process run's.
+TEST(MixtralEp, Ep2AndEp2InDp4MatchOneProcess) {
+  testing::expect_matches(testing::train(testing::kMixtralRun, {"parallel.dp=2", "parallel.ep=2"}),
+                          mixtral_reference(), "mixtral ep2 (dp2)");
+  testing::expect_matches(testing::train(testing::kMixtralRun, {"parallel.dp=4", "parallel.ep=2", "parallel.microbatches=2"}),
+                          mixtral_reference(), "mixtral ep2 in dp4");
+  testing::expect_matches(testing::train(testing::kMixtralRun, {"parallel.dp=4", "parallel.ep=4", "parallel.microbatches=2"}),
+                          mixtral_reference(), "mixtral ep4 (dp4, 1 expert a rank)");
+}
+
+TEST(MixtralEp, Pp2Ep2MatchesOneProcess) {
+  testing::expect_matches(
+      testing::train(testing::kMixtralRun, {"parallel.pp=2", "parallel.dp=2", "parallel.ep=2"}),
+      mixtral_reference(), "mixtral pp2 x ep2 (1f1b)");
+}
+
+TEST(MixtralEp, ZeroWithEp2MatchesOneProcess) {
+  for (const char* stage : {"1", "2", "3"}) {
+    testing::expect_matches(
+        testing::train(testing::kMixtralRun,
+                       {"parallel.dp=4", "parallel.ep=2", "parallel.microbatches=2",
+                        std::string("parallel.zero=") + stage}),
+        mixtral_reference(), std::string("mixtral ep2 in dp4, zero ") + stage);
+  }
+}
+
+TEST(MixtralEp, RecomputeWithEp2MatchesOneProcess) {
+  for (const char* recompute : {"full", "selective"}) {
+    testing::expect_matches(
+        testing::train(testing::kMixtralRun,
+                       {"parallel.dp=2", "parallel.ep=2",
+                        std::string("training.activation_checkpoint=\"") + recompute + "\""}),
+        mixtral_reference(), std::string("mixtral ep2, ") + recompute + " recompute");
+  }
+}
+
+TEST(MixtralEp, CheckpointsMoveEp2ToOneToEp4) {
+  // Saved on ep2, resumed on 1 process; saved there, resumed on ep4 (ZeRO-1); and ep2 (ZeRO-3)
+  // to ep4 sharded. A constant learning rate: the runs that save stop at step 3.
+  const std::string constant = "lr_scheduler.decay=\"constant\"";
+  const testing::RunOutput ref = testing::train(testing::kMixtralRun, {constant});
+  const std::vector<std::string> ep2{"parallel.dp=2", "parallel.ep=2"};
+  const std::vector<std::string> ep4{"parallel.dp=4", "parallel.ep=4", "parallel.microbatches=2"};
+  testing::expect_matches(
+      testing::resume_across(testing::kMixtralRun, ep2, "merged", {}, {constant}), ref,
+      "mixtral ep2 -> 1 (merged)");
+  std::vector<std::string> ep4_zero1 = ep4;
+  ep4_zero1.push_back("parallel.zero=1");
+  testing::expect_matches(
+      testing::resume_across(testing::kMixtralRun, {}, "merged", ep4_zero1, {constant}), ref,
+      "mixtral 1 -> ep4 zero 1 (merged)");
+  std::vector<std::string> ep2_zero3 = ep2;
+  ep2_zero3.push_back("parallel.zero=3");
+  testing::expect_matches(
+      testing::resume_across(testing::kMixtralRun, ep2_zero3, "sharded", ep4, {constant}), ref,
+      "mixtral ep2 zero 3 -> ep4 (sharded)");
+}
+
 TEST(Mixtral, AuxLossTrains) {
   // The coefficient changes the training: the aux loss's gradient reaches the parameters.
-  const testing::RunOutput none = testing::train(testing::kMixtralRun, {"model.aux_loss_coef=0.0"});
+  const testing::RunOutput none = testing::train(testing::kMixtralRun, {"model.router_aux_loss_coef=0.0"});
   ASSERT_EQ(none.losses.size(), mixtral_reference().losses.size());
   EXPECT_EQ(none.losses.front(), mixtral_reference().losses.front());
   EXPECT_NE(none.losses.back(), mixtral_reference().losses.back());

@@ -49,16 +49,20 @@ DpGrads Zero::dp_grads(int stage) {
   return stage == 1 ? DpGrads::kScatterAfterBackward : DpGrads::kScatterInBackward;
 }
 
-Zero::Zero(int stage, std::vector<std::pair<std::string, DTensor*>> params, const JobMesh& mesh,
+Zero::Zero(int stage, std::vector<std::pair<std::string, DTensor*>> params,
+           const std::vector<JobMesh::ParamDims>& param_dims, const JobMesh& mesh,
            const GradSync& grad_sync, int64_t bucket_bytes)
     : stage_(stage), params_(std::move(params)), grad_sync_(grad_sync) {
   VS_CHECK(stage >= 1 && stage <= 3, "[zero] stage {} (1, 2 or 3)", stage);
-  for (const auto& [fqn, p] : params_) {
+  VS_CHECK(param_dims.size() == params_.size(), "[zero] dims of {} of {} parameters",
+           param_dims.size(), params_.size());
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const auto& [fqn, p] = params_[k];
     VS_USER_CHECK(p->ndim() > 0, "[zero] parameter {} has no dims: ZeRO splits rows over dp", fqn);
     const at::Tensor& local = p->to_local();
     VS_CHECK(local.is_contiguous(), "[zero] parameter {} is not contiguous", fqn);
     // NOTE [Dims by role]: split over the dims its gradient is averaged over.
-    const JobMesh::ParamDims dims = param_dims_of(mesh, *p);
+    const JobMesh::ParamDims& dims = param_dims[k];
     replicas_.push_back(&mesh.replicas_of(dims.averaged));
     splits_ = splits_ || replicas_.back()->size() > 1;
     pieces_.push_back(dp_pieces(local.sizes().vec(), dims.averaged_sizes));
@@ -176,18 +180,24 @@ void Zero::to_pieces() {
   }
 }
 
-std::optional<Zero::Gather> Zero::start_gather(const std::vector<size_t>& params) {
+std::vector<Zero::Gather> Zero::start_gather(const std::vector<size_t>& params) {
   torch::autograd::AutoGradMode no_grad(false);
-  std::vector<size_t> absent;
+  std::vector<std::pair<const comm::Group*, std::vector<size_t>>> absent;  // by group
   for (size_t k : params) {
-    if (!whole_[k]) absent.push_back(k);
+    if (whole_[k]) continue;
+    auto it = std::find_if(absent.begin(), absent.end(),
+                           [&](const auto& a) { return a.first == replicas_[k]; });
+    if (it == absent.end()) it = absent.insert(absent.end(), {replicas_[k], {}});
+    it->second.push_back(k);
   }
-  if (absent.empty()) return std::nullopt;
-  Gather g = start_all_gather(std::move(absent));
-  // The receiving buffer is a whole copy of these parameters already.
-  gathered_bytes_ += storage_bytes(g.packed);
+  std::vector<Gather> out;
+  for (auto& [group, members] : absent) {
+    out.push_back(start_all_gather(std::move(members)));
+    // The receiving buffer is a whole copy of these parameters already.
+    gathered_bytes_ += storage_bytes(out.back().packed);
+  }
   peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
-  return g;
+  return out;
 }
 
 void Zero::finish_gather(Gather& g) {
@@ -206,16 +216,16 @@ void Zero::finish_gather(Gather& g) {
 }
 
 void Zero::finish_prefetch() {
-  if (!prefetched_) return;
-  Gather g = std::move(*prefetched_);
-  prefetched_.reset();
-  finish_gather(g);
+  std::vector<Gather> gathers = std::move(prefetched_);
+  prefetched_.clear();
+  for (Gather& g : gathers)
+    finish_gather(g);
 }
 
 void Zero::gather(const std::vector<size_t>& params) {
   finish_prefetch();
-  std::optional<Gather> g = start_gather(params);
-  if (g) finish_gather(*g);
+  for (Gather& g : start_gather(params))
+    finish_gather(g);
 }
 
 void Zero::prefetch(const std::vector<size_t>& params) {

@@ -26,18 +26,19 @@
 #include "mesh/job_mesh.h"
 #include "optim/param_view.h"
 #include "parallel/grad_sync.h"
-#include "parallel/param_dims.h"
 #include "parallel/zero/dp_pieces.h"
 
 namespace vescale {
 
 class Zero {
  public:
-  /// `params`: (FQN, local parameter on the param mesh), in grad sync's order. Stage 3 moves each
-  /// parameter's rows into their own tensor and frees the whole ones. *Collective* over dp at
-  /// stage 3 (no communication, but every rank must agree).
-  Zero(int stage, std::vector<std::pair<std::string, DTensor*>> params, const JobMesh& mesh,
-       const GradSync& grad_sync, int64_t bucket_bytes);
+  /// `params`: (FQN, local parameter on the param mesh), in grad sync's order, and `dims` each
+  /// one's answers from the mesh (its state is split over its `averaged` dims). Stage 3 moves
+  /// each parameter's rows into their own tensor and frees the whole ones. *Collective* over dp
+  /// at stage 3 (no communication, but every rank must agree).
+  Zero(int stage, std::vector<std::pair<std::string, DTensor*>> params,
+       const std::vector<JobMesh::ParamDims>& dims, const JobMesh& mesh, const GradSync& grad_sync,
+       int64_t bucket_bytes);
   Zero(const Zero&) = delete;
   Zero& operator=(const Zero&) = delete;
 
@@ -96,8 +97,10 @@ class Zero {
   void gather(const std::vector<size_t>& params);
   /// Starts gathering parameters (an all-gather in flight while the current layer computes).
   void prefetch(const std::vector<size_t>& params);
-  /// Stage 3: start_all_gather of those of `params` not whole now (none: nullopt).
-  std::optional<Gather> start_gather(const std::vector<size_t>& params);
+  /// Stage 3: start_all_gather of those of `params` not whole now, one per group of replicas
+  /// (a layer's experts have fewer than its other parameters: NOTE [Expert parallelism]), in
+  /// the order of their first parameters; none when all are whole.
+  std::vector<Gather> start_gather(const std::vector<size_t>& params);
   void finish_gather(Gather& g);
   void finish_prefetch();
   void release(size_t k);
@@ -114,7 +117,7 @@ class Zero {
   std::vector<at::Tensor> rows_;  // each parameter's rows, its own storage
   std::vector<bool> whole_;       // the whole local tensor is allocated
   std::vector<std::vector<size_t>> layers_;
-  std::optional<Gather> prefetched_;
+  std::vector<Gather> prefetched_;
   int64_t gathered_bytes_ = 0, peak_gathered_bytes_ = 0;
 };
 

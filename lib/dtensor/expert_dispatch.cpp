@@ -1,0 +1,159 @@
+#include "dtensor/expert_dispatch.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <numeric>
+
+#include "core/error.h"
+#include "dtensor/custom_backward.h"
+
+namespace vescale {
+namespace {
+
+/// `x` itself; its gradient times `scale`.
+struct GradScale : public torch::autograd::Function<GradScale> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            double scale) {
+    ctx->saved_data["scale"] = scale;
+    return x;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    return {grads.at(0) * ctx->saved_data["scale"].toDouble(), at::Tensor()};
+  }
+};
+
+at::Tensor scale_grad(const at::Tensor& x, double scale) {
+  if (scale == 1.0 || !x.requires_grad() || !torch::autograd::GradMode::is_enabled()) return x;
+  return GradScale::apply(x, scale);
+}
+
+/// `rows` [sum of send, C] sent in blocks of send[r] rows to rank r; returns what arrived, blocks
+/// of recv[r] rows from rank r in rank order.
+at::Tensor exchange_rows(const comm::Group& group, const at::Tensor& rows,
+                         const std::vector<int64_t>& send, const std::vector<int64_t>& recv) {
+  const int64_t width = rows.size(1);
+  std::vector<at::Tensor> inputs;
+  std::vector<std::vector<int64_t>> shapes;
+  int64_t offset = 0;
+  for (size_t r = 0; r < send.size(); ++r) {
+    inputs.push_back(rows.narrow(0, offset, send[r]));
+    offset += send[r];
+    shapes.push_back({recv[r], width});
+  }
+  return at::cat(group.all_to_all(inputs, shapes));
+}
+
+/// exchange_rows, differentiable: its backward sends the gradients back the same way.
+at::Tensor all_to_all_rows(const at::Tensor& x, const std::vector<int64_t>& send,
+                           const std::vector<int64_t>& recv, const comm::Group& group) {
+  const comm::Group* g = &group;
+  return detail::with_custom_backward(
+      x, [&](const at::Tensor& in) { return exchange_rows(*g, in.contiguous(), send, recv); },
+      [g, send, recv](const at::Tensor& grad) {
+        return exchange_rows(*g, grad.contiguous(), recv, send);
+      },
+      "ExpertAllToAll");
+}
+
+}  // namespace
+
+at::Tensor run_experts(const at::Tensor& h, const std::vector<int64_t>& counts,
+                       const std::vector<ExpertWeights>& experts, double grad_scale) {
+  VS_CHECK(counts.size() == experts.size(), "[dtensor] run_experts: {} counts for {} experts",
+           counts.size(), experts.size());
+  std::vector<at::Tensor> outputs;
+  int64_t first = 0;
+  for (size_t e = 0; e < experts.size(); ++e) {
+    // An expert without rows runs too: its weights get a (zero) gradient like every parameter,
+    // so that grad sync and ZeRO see the same parameters finish on every rank.
+    const at::Tensor x = h.narrow(0, first, counts[e]);
+    first += counts[e];
+    const at::Tensor w1 = scale_grad(experts[e].w1, grad_scale);
+    const at::Tensor w3 = scale_grad(experts[e].w3, grad_scale);
+    const at::Tensor w2 = scale_grad(experts[e].w2, grad_scale);
+    const at::Tensor inner = at::silu(at::matmul(x, w1.t())) * at::matmul(x, w3.t());
+    outputs.push_back(at::matmul(inner, w2.t()));
+  }
+  VS_CHECK(first == h.size(0), "[dtensor] run_experts: counts of {} rows for {}", first,
+           h.size(0));
+  return outputs.size() == 1 ? outputs.front() : at::cat(outputs);
+}
+
+at::Tensor dispatch_to_experts(const at::Tensor& h, const std::vector<int64_t>& counts,
+                               const std::vector<ExpertWeights>& local,
+                               const ExpertPlacement& placement) {
+  const int64_t ranks = placement.ranks(), per_rank = placement.count();
+  VS_CHECK(static_cast<int64_t>(counts.size()) == placement.total &&
+               static_cast<int64_t>(local.size()) == per_rank &&
+               placement.total % ranks == 0,
+           "[dtensor] dispatch_to_experts: {} counts and {} local experts of {} over {} ranks",
+           counts.size(), local.size(), placement.total, ranks);
+  if (ranks == 1) return run_experts(h, counts, local);
+  const comm::Group& group = *placement.ep;
+  // 1. The counts, each rank's block of experts to that rank; one host read of what arrived.
+  const at::Tensor mine = at::tensor(counts, at::kLong).to(h.device());
+  std::vector<at::Tensor> outgoing;
+  std::vector<std::vector<int64_t>> shapes;
+  for (int64_t r = 0; r < ranks; ++r) {
+    outgoing.push_back(mine.narrow(0, r * per_rank, per_rank));
+    shapes.push_back({per_rank});
+  }
+  const at::Tensor arrived = at::stack(group.all_to_all(outgoing, shapes)).cpu();  // [ranks, L]
+  const auto* from = arrived.data_ptr<int64_t>();
+  std::vector<int64_t> send(static_cast<size_t>(ranks)), recv(static_cast<size_t>(ranks));
+  for (int64_t r = 0; r < ranks; ++r) {
+    send[r] = std::accumulate(counts.begin() + r * per_rank, counts.begin() + (r + 1) * per_rank,
+                              int64_t{0});
+    recv[r] = std::accumulate(from + r * per_rank, from + (r + 1) * per_rank, int64_t{0});
+  }
+  // 2. The rows, to their experts' ranks.
+  const at::Tensor received = all_to_all_rows(h, send, recv, group);
+  // 3. By expert, source by source (as one process orders its rows), through the experts, whose
+  // weights take 1 / ep of the gradient (NOTE [Expert parallelism]).
+  std::vector<int64_t> order, local_counts(static_cast<size_t>(per_rank), 0);
+  std::vector<int64_t> source_start(static_cast<size_t>(ranks), 0);
+  for (int64_t r = 1; r < ranks; ++r)
+    source_start[r] = source_start[r - 1] + recv[r - 1];
+  for (int64_t e = 0; e < per_rank; ++e) {
+    for (int64_t r = 0; r < ranks; ++r) {
+      int64_t start = source_start[r];
+      for (int64_t before = 0; before < e; ++before)
+        start += from[r * per_rank + before];
+      for (int64_t i = 0; i < from[r * per_rank + e]; ++i)
+        order.push_back(start + i);
+      local_counts[e] += from[r * per_rank + e];
+    }
+  }
+  const at::Tensor by_expert = at::tensor(order, at::kLong).to(h.device());
+  const at::Tensor y = run_experts(received.index_select(0, by_expert), local_counts, local,
+                                   1.0 / static_cast<double>(ranks));
+  // 4. Back in the order they arrived, and to the ranks they came from.
+  const at::Tensor arrival = at::argsort(by_expert);
+  return all_to_all_rows(y.index_select(0, arrival), recv, send, group);
+}
+
+std::vector<int64_t> expert_dispatch_bytes(const std::vector<std::vector<int64_t>>& counts,
+                                           int64_t row_bytes) {
+  const auto ranks = static_cast<int64_t>(counts.size());
+  const auto total = static_cast<int64_t>(counts.at(0).size());
+  const int64_t per_rank = total / ranks;
+  std::vector<int64_t> bytes;
+  for (int64_t r = 0; r < ranks; ++r) {
+    int64_t rows = 0;
+    for (int64_t e = 0; e < total; ++e) {
+      const bool local = e / per_rank == r;
+      if (!local) rows += counts[r][e];  // sent to e's rank
+      if (local) {
+        for (int64_t s = 0; s < ranks; ++s)
+          if (s != r) rows += counts[s][e];  // results sent back to rank s
+      }
+    }
+    bytes.push_back((ranks - 1) * per_rank * static_cast<int64_t>(sizeof(int64_t)) +
+                    rows * row_bytes);
+  }
+  return bytes;
+}
+
+}  // namespace vescale
