@@ -99,9 +99,6 @@ MixtralSparseMoe::MixtralSparseMoe(const MixtralConfig& c, int64_t layer,
 Tensors MixtralSparseMoe::forward(const Tensors& inputs) {
   const DTensor& x = inputs.at(0);
   const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
-  VS_USER_CHECK(ContextParallelScope::ring() == nullptr,
-                "[model] mixtral: parallel.cp > 1 is not supported yet (a sequence's auxiliary "
-                "loss needs the router's choices over all of its tokens)");
   const DTensor rows = ops::reshape(x, {b * t, c});
   // The router in float32 (float64 models: float64), as Hugging Face's Mixtral: the softmax over
   // experts and the top-k choice are not left to bf16 rounding.
@@ -122,7 +119,7 @@ Tensors MixtralSparseMoe::forward(const Tensors& inputs) {
   const at::Tensor local = probs.to_local().reshape({b, t, num_experts});
   const at::Tensor experts =
       route_top_k(probs.to_local().detach(), top_k_).experts.reshape({b, t, top_k_});
-  const at::Tensor aux = moe_aux_loss(local, experts);
+  const at::Tensor aux = moe_aux_loss(local, experts, ContextParallelScope::ring());
   const ForwardContext& context = log_->context();
   if (context.training && torch::autograd::GradMode::is_enabled()) {
     log_->record(layer_, aux, at::bincount(experts.reshape({-1}), {}, num_experts));

@@ -135,11 +135,6 @@ class MixtralFamily : public ModelFamily {
                   "experts (model.num_experts, model.experts_per_token) are not tensor-parallel yet; "
                   "use parallel.dp, pp or zero",
                   spec.source, spec.tp);
-    VS_USER_CHECK(spec.cp == 1,
-                  "config {}: model.name = \"mixtral\" takes parallel.cp = 1 for now (got {}): a "
-                  "sequence's auxiliary loss (model.router_aux_loss_coef) needs the router's choices over "
-                  "all of its tokens; use parallel.dp, pp or zero",
-                  spec.source, spec.cp);
   }
 
   std::shared_ptr<Module> build(const ModelSpec& spec) const override {

@@ -77,22 +77,31 @@ ExpertRoutes route_top_k(const at::Tensor& probs, int64_t k) {
 // over all of a batch's tokens) is a product of two batch means, not a mean, so it is a
 // different number when the batch is split over dp ranks or micro-batches, and no layout could
 // reproduce the 1-process run. Per sequence, the mean over a micro-batch's sequences, averaged
-// over micro-batches and dp ranks as the loss is, is the same number on every layout (a sequence
-// split over cp ranks would need its counts and probabilities summed over the ring first).
-// A model averages it over its MoE layers; the trainer adds router_aux_loss_coef times that to the
-// objective through attach_loss on each layer's output, scaled as the schedule scales the loss.
-at::Tensor moe_aux_loss(const at::Tensor& probs, const at::Tensor& experts) {
+// over micro-batches and dp ranks as the loss is, is the same number on every layout.
+// Under context parallelism each of the cp ranks holds part of every sequence: the counts are
+// summed over the ring first (f is the whole sequence's), and each rank takes cp x E x
+// sum_e f_e P'_e with P'_e its own tokens' probabilities summed over the whole sequence's
+// length. The mean over the ring (the data average the loss takes) is the sequence's loss, and
+// each rank's probabilities get their own share of its gradient.
+// A model averages it over its MoE layers; the trainer adds router_aux_loss_coef times that to
+// the objective through attach_loss on each layer's output, scaled as the schedule scales the
+// loss.
+at::Tensor moe_aux_loss(const at::Tensor& probs, const at::Tensor& experts,
+                        const comm::Group* ring) {
   VS_CHECK(probs.dim() == 3 && experts.dim() == 3 && probs.size(0) == experts.size(0) &&
                probs.size(1) == experts.size(1),
            "[dtensor] moe_aux_loss: probabilities [S, T, E] and their experts [S, T, k]");
   const int64_t sequences = probs.size(0), num_experts = probs.size(2);
-  const int64_t slots = experts.size(1) * experts.size(2);
-  const at::Tensor flat = experts.reshape({sequences, slots});
-  const at::Tensor counts = at::zeros({sequences, num_experts}, probs.options())
-                                .scatter_add_(1, flat, at::ones(flat.sizes(), probs.options()));
+  const int64_t parts = ring == nullptr ? 1 : ring->size();
+  const int64_t tokens = probs.size(1) * parts;  // the whole sequence's
+  const int64_t slots = tokens * experts.size(2);
+  const at::Tensor flat = experts.reshape({sequences, -1});
+  at::Tensor counts = at::zeros({sequences, num_experts}, probs.options())
+                          .scatter_add_(1, flat, at::ones(flat.sizes(), probs.options()));
+  if (parts > 1) ring->all_reduce(counts, comm::ReduceOp::kSum);
   const at::Tensor f = counts / static_cast<double>(slots);
-  const at::Tensor p = probs.mean(1);
-  return (f.detach() * p).sum(1).mean() * static_cast<double>(num_experts);
+  const at::Tensor p = probs.sum(1) / static_cast<double>(tokens);
+  return (f.detach() * p).sum(1).mean() * static_cast<double>(num_experts * parts);
 }
 
 at::Tensor attach_loss(const at::Tensor& y, const at::Tensor& loss, double grad) {

@@ -27,7 +27,10 @@ ExpertRoutes route_top_k(const at::Tensor& probs, int64_t k);
 /// choices are `experts` [S, T, k]: E x sum_e f_e P_e per sequence, averaged over the S
 /// sequences, f_e (no gradient) the share of the sequence's top-k slots routed to e and P_e the
 /// mean probability of e over its tokens (NOTE [MoE auxiliary loss]). A scalar of probs' dtype.
-at::Tensor moe_aux_loss(const at::Tensor& probs, const at::Tensor& experts);
+/// `ring`: the cp ranks holding the other parts of the sequences (their counts are summed over
+/// it; the result is this rank's share, cp times as large). *Collective* over `ring`.
+at::Tensor moe_aux_loss(const at::Tensor& probs, const at::Tensor& experts,
+                        const comm::Group* ring = nullptr);
 
 /// `y` itself, whose backward also backpropagates `grad` (a number) from the scalar `loss`: a
 /// loss term of a layer that reaches the parameters' gradients without reaching the loss tensor

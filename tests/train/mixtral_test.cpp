@@ -113,6 +113,94 @@ TEST(MixtralExperts, DroplessAndGradientsMatchPerTokenLoop) {
   }
 }
 
+TEST(MixtralExperts, Ep2SendsRowsToTheirExpertsAndCountsTheAnalyticBytes) {
+  // 2 ranks of 8 rows each, 4 experts, 2 a rank: every output row and every gradient as the
+  // 1-rank op's (an expert's gradient taking 1/ep: NOTE [Expert parallelism]), and the bytes
+  // over ep those the routing implies (expert_dispatch_bytes), the backward's rows again.
+  const int64_t n = 16, c = 6, inner = 5, experts = 4, k = 2, ep = 2;
+  at::Tensor logits = pattern({n, experts}, 0.1);
+  logits[3] = at::tensor({3.0, 0.0, 0.0, 0.0}, at::kDouble);  // rows of rank 0 crowd expert 0
+  logits[5] = at::tensor({3.0, 0.0, 0.0, 0.0}, at::kDouble);
+  const at::Tensor x_all = pattern({n, c}, 0.2), probs_all = at::softmax(logits, 1);
+  const at::Tensor g = pattern({n, c}, 0.6);
+  std::vector<at::Tensor> w = {pattern({experts, inner, c}, 0.3),
+                               pattern({experts, inner, c}, 0.4),
+                               pattern({experts, c, inner}, 0.5)};
+  // One rank, every expert.
+  std::vector<at::Tensor> ref_w;
+  for (const auto& t : w)
+    ref_w.push_back(t.clone().requires_grad_(true));
+  const at::Tensor ref_x = x_all.clone().requires_grad_(true);
+  at::Tensor expected;
+  testing::run_ranks(1, [&](const comm::Group& world) {
+    const DeviceMesh mesh(world, MeshSpec{{1}, {"tp"}});
+    const Placements r{Placement::replicate()};
+    std::vector<DTensor> d;
+    for (int64_t e = 0; e < experts; ++e)
+      for (const auto& t : ref_w)
+        d.push_back(distribute_tensor(t[e], mesh, r));
+    std::vector<ExpertParams> local;
+    for (int64_t e = 0; e < experts; ++e)
+      local.push_back({&d[3 * e], &d[3 * e + 1], &d[3 * e + 2]});
+    const DTensor out =
+        ops::moe_experts(distribute_tensor(ref_x, mesh, r), distribute_tensor(probs_all, mesh, r),
+                         local, k, ExpertPlacement{experts});
+    expected = out.to_local().detach();
+    (out.to_local() * g).sum().backward();
+  });
+  // The slots each rank routes to each expert.
+  std::vector<std::vector<int64_t>> counts;
+  for (int64_t rank = 0; rank < ep; ++rank) {
+    const at::Tensor chosen = route_top_k(probs_all.narrow(0, rank * n / ep, n / ep), k).experts;
+    const at::Tensor per = at::bincount(chosen.reshape({-1}), {}, experts);
+    counts.emplace_back(per.data_ptr<int64_t>(), per.data_ptr<int64_t>() + experts);
+  }
+  const std::vector<int64_t> forward_bytes = expert_dispatch_bytes(counts, c * 8);
+  testing::run_ranks(static_cast<int>(ep), [&](const comm::Group& world) {
+    const comm::Group group = world.split({{0, 1}}, "ep");
+    const DeviceMesh mesh(world.split({{0}, {1}}, "tp"), MeshSpec{{1}, {"tp"}});
+    const Placements r{Placement::replicate()};
+    const int64_t rank = world.rank(), rows = n / ep, mine = experts / ep;
+    const at::Tensor x = x_all.narrow(0, rank * rows, rows).clone().requires_grad_(true);
+    std::vector<at::Tensor> leaves;
+    std::vector<DTensor> d;
+    for (int64_t e = rank * mine; e < (rank + 1) * mine; ++e) {
+      for (const auto& t : w) {
+        leaves.push_back(t[e].clone().requires_grad_(true));
+        d.push_back(distribute_tensor(leaves.back(), mesh, r));
+      }
+    }
+    std::vector<ExpertParams> local;
+    for (int64_t e = 0; e < mine; ++e)
+      local.push_back({&d[3 * e], &d[3 * e + 1], &d[3 * e + 2]});
+    const int64_t before = group.stats().bytes("ep");
+    const DTensor out = ops::moe_experts(
+        distribute_tensor(x, mesh, r),
+        distribute_tensor(probs_all.narrow(0, rank * rows, rows), mesh, r), local, k,
+        ExpertPlacement{experts, &group});
+    const int64_t forward = group.stats().bytes("ep") - before;
+    expect_close(out.to_local(), expected.narrow(0, rank * rows, rows), 1e-13, 1e-15,
+                 "ep2 rows vs 1 rank");
+    (out.to_local() * g.narrow(0, rank * rows, rows)).sum().backward();
+    const int64_t backward = group.stats().bytes("ep") - before - forward;
+    std::printf("rank %lld: ep bytes forward %lld (analytic %lld), backward %lld\n",
+                static_cast<long long>(rank), static_cast<long long>(forward),
+                static_cast<long long>(forward_bytes[rank]), static_cast<long long>(backward));
+    EXPECT_EQ(forward, forward_bytes[rank]);
+    const int64_t count_bytes = (ep - 1) * mine * 8;
+    EXPECT_EQ(backward, forward_bytes[rank] - count_bytes);
+    expect_close(x.grad(), ref_x.grad().narrow(0, rank * rows, rows), 1e-13, 1e-15,
+                 "gradient of x");
+    for (int64_t e = 0; e < mine; ++e) {
+      for (size_t i = 0; i < 3; ++i) {
+        // The holder's gradient is 1/ep of the sum over the ranks' rows.
+        expect_close(leaves[static_cast<size_t>(3 * e) + i].grad() * static_cast<double>(ep),
+                     ref_w[i].grad()[rank * mine + e], 1e-13, 1e-15, "expert weight gradient");
+      }
+    }
+  });
+}
+
 TEST(MixtralAuxLoss, HandMadeExample) {
   // 2 sequences of 2 tokens, 2 experts, top-1. Sequence 0 sends both tokens to expert 0:
   // f = (1, 0), P = (0.75, 0.25), 2 x 0.75 = 1.5. Sequence 1 one to each: f = (0.5, 0.5),
@@ -199,6 +287,15 @@ TEST(MixtralEp, Pp2Ep2MatchesOneProcess) {
   testing::expect_matches(
       testing::train(testing::kMixtralRun, {"parallel.pp=2", "parallel.dp=2", "parallel.ep=2"}),
       mixtral_reference(), "mixtral pp2 x ep2 (1f1b)");
+}
+
+TEST(MixtralEp, Ep2WithCp2MatchesOneProcess) {
+  // NOTE [MoE auxiliary loss]: each sequence's counts summed over the ring.
+  testing::expect_matches(testing::train(testing::kMixtralRun, {"parallel.cp=2"}),
+                          mixtral_reference(), "mixtral cp2");
+  testing::expect_matches(
+      testing::train(testing::kMixtralRun, {"parallel.dp=2", "parallel.ep=2", "parallel.cp=2"}),
+      mixtral_reference(), "mixtral ep2 x cp2");
 }
 
 TEST(MixtralEp, ZeroWithEp2MatchesOneProcess) {
