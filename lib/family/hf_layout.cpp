@@ -48,20 +48,6 @@ HFTensor concatenated(const std::string& name, std::vector<std::string> sources,
           }};
 }
 
-HFTensor stacked_row(const std::string& hf_name, const std::string& ours, int64_t row,
-                     std::vector<int64_t> shape) {
-  HFTensor t{
-      hf_name,
-      std::move(shape),
-      {ours},
-      [row](const std::vector<at::Tensor>& p) { return p.at(0).select(0, row).contiguous(); },
-      [](const at::Tensor& hf, const std::vector<std::vector<int64_t>>&) {
-        return std::vector<at::Tensor>{hf};
-      }};
-  t.row = row;
-  return t;
-}
-
 HFTensor vocab_rows(const std::string& hf_name, const std::string& ours, int64_t vocab,
                     int64_t width) {
   return {hf_name,

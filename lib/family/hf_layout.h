@@ -9,11 +9,9 @@
 // Linear is a Conv1D there, stored [in, out]; padded vocabulary rows are dropped on export and
 // come back as zeros on import (their logits are masked, their embeddings never looked up); a
 // tied head is not stored. Llama's names are ours, and our rotary embedding is Hugging Face's
-// rotate-half convention, so q_proj and k_proj need no permutation. Mixtral's experts are stacked
-// in ours ([E, ...]) and one tensor per expert in Hugging Face's: such a tensor is a `row` of one
-// parameter, the export taking row j of it and the import writing each row of the asked box from
-// its own tensor; the stacked parameter is read once for its E rows (they are laid out one after
-// another), so memory stays bounded by one parameter.
+// rotate-half convention, so q_proj and k_proj need no permutation. Mixtral's experts are each
+// their own parameters under Hugging Face's names (experts.{j}.w1.weight), so they too are the
+// same tensor on both sides.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -21,7 +19,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,10 +38,6 @@ struct HFTensor {
   std::function<std::vector<at::Tensor>(const at::Tensor&,
                                         const std::vector<std::vector<int64_t>>& shapes)>
       from_hf;
-  /// Set: this tensor is row `*row` along dim 0 of its one source (Mixtral's
-  /// experts.{j}.w1.weight of our stacked experts.w1); to_hf is given the whole source, from_hf
-  /// gives back the row (`shapes`: the row's shape).
-  std::optional<int64_t> row = std::nullopt;
 };
 
 struct HFLayout {
@@ -71,10 +64,6 @@ HFTensor transposed(const std::string& name, int64_t in, int64_t out);
 /// `conv1d` (weights) or not (biases); `rows` is each source's dim-0 size.
 HFTensor concatenated(const std::string& name, std::vector<std::string> sources, int64_t rows,
                       std::vector<int64_t> trailing, bool conv1d);
-/// Row `row` along dim 0 of our stacked `ours`, stored as Hugging Face's `hf_name` of `shape` (a
-/// row's: ours without its dim 0).
-HFTensor stacked_row(const std::string& hf_name, const std::string& ours, int64_t row,
-                     std::vector<int64_t> shape);
 /// An embedding or head whose `vocab` rows Hugging Face keeps of our padded ones.
 HFTensor vocab_rows(const std::string& hf_name, const std::string& ours, int64_t vocab,
                     int64_t width);

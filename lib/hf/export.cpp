@@ -38,31 +38,17 @@ std::string torch_dtype_name(at::ScalarType dtype) {
   return dtype_names().has(dtype) ? dtype_names().name(dtype) : c10::toString(dtype);
 }
 
-/// The full parameters a Hugging Face tensor is made of, kept for the next tensor made of the
-/// same ones (Mixtral's E expert rows of one stacked parameter), dropped before any other is
-/// read: memory stays bounded by one tensor's sources.
-class ExportSources {
- public:
-  explicit ExportSources(const CheckpointReader& reader) : reader_(reader) {}
-
-  const std::vector<at::Tensor>& of(const HFTensor& t) {
-    if (t.sources == names_) return held_;
-    held_.clear();
-    names_.clear();
-    for (const std::string& source : t.sources) {
-      VS_USER_CHECK(reader_.has("model/" + source), "[export] {}: no tensor model/{}",
-                    reader_.path(), source);
-      held_.push_back(reader_.read_full("model/" + source));
-    }
-    names_ = t.sources;
-    return held_;
+/// The full parameters Hugging Face tensor `t` is made of, read for it alone: memory stays
+/// bounded by one tensor's sources.
+std::vector<at::Tensor> sources_of(const CheckpointReader& reader, const HFTensor& t) {
+  std::vector<at::Tensor> out;
+  for (const std::string& source : t.sources) {
+    VS_USER_CHECK(reader.has("model/" + source), "[export] {}: no tensor model/{}", reader.path(),
+                  source);
+    out.push_back(reader.read_full("model/" + source));
   }
-
- private:
-  const CheckpointReader& reader_;
-  std::vector<std::string> names_;
-  std::vector<at::Tensor> held_;
-};
+  return out;
+}
 
 /// The recorded config of the checkpoint's run: which family, which sizes.
 JobConfig recorded_config(const CheckpointReader& reader) {
@@ -97,7 +83,6 @@ ExportReport export_hf(const CheckpointReader& reader, const std::string& folder
     all.push_back({t.name, dtype, t.shape});
   const std::vector<std::vector<size_t>> files = shards(all, options.max_shard_bytes);
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
-  ExportSources sources(reader);
   for (size_t f = 0; f < files.size(); ++f) {
     const std::string name =
         files.size() == 1 ? "model.safetensors"
@@ -108,7 +93,7 @@ ExportReport export_hf(const CheckpointReader& reader, const std::string& folder
     SafetensorsWriter writer((dir / name).string(), entries, {{"format", "pt"}});
     for (size_t k : files[f]) {
       const HFTensor& t = layout->tensors[k];
-      writer.write(t.name, t.to_hf(sources.of(t)).to(dtype));
+      writer.write(t.name, t.to_hf(sources_of(reader, t)).to(dtype));
       weight_map[t.name] = name;
       ++report.tensors;
     }

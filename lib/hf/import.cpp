@@ -136,14 +136,6 @@ HFWeights::HFWeights(const std::string& path, const JobConfig& config)
                   "[hf] {}: tensor {} holds {} integers; a weight is F32, F16, BF16 or F64",
                   files[file]->path(), t.name, c10::toString(e.dtype));
     file_of_[t.name] = files[file];
-    if (t.row.has_value()) {
-      std::vector<size_t>& rows = rows_[t.sources.at(0)];
-      VS_CHECK(t.sources.size() == 1 && *t.row == static_cast<int64_t>(rows.size()),
-               "[hf] {}: the rows of {} must be declared in order, one source each", t.name,
-               t.sources.at(0));
-      rows.push_back(k);
-      continue;
-    }
     for (size_t s = 0; s < t.sources.size(); ++s)
       sources_[t.sources[s]] = {k, s};
   }
@@ -153,8 +145,6 @@ HFWeights::HFWeights(const std::string& path, const JobConfig& config)
 at::Tensor HFWeights::read_box(const std::string& fqn, const std::vector<int64_t>& shape,
                                const std::vector<int64_t>& offsets,
                                const std::vector<int64_t>& sizes) {
-  const auto stacked = rows_.find(fqn);
-  if (stacked != rows_.end()) return read_rows(fqn, stacked->second, shape, offsets, sizes);
   const auto it = sources_.find(fqn);
   VS_USER_CHECK(it != sources_.end(), "[hf] {}: nothing there makes parameter {}", folder_, fqn);
   const auto [k, s] = it->second;
@@ -182,32 +172,6 @@ at::Tensor HFWeights::read_tensor(size_t k) {
                 "only give NaN",
                 file_of_.at(name)->path(), name);
   return raw;
-}
-
-at::Tensor HFWeights::read_rows(const std::string& fqn, const std::vector<size_t>& rows,
-                                const std::vector<int64_t>& shape,
-                                const std::vector<int64_t>& offsets,
-                                const std::vector<int64_t>& sizes) {
-  VS_USER_CHECK(!shape.empty() && shape[0] == static_cast<int64_t>(rows.size()),
-                "[hf] {}: parameter {} is [{}] in this job's model, but {} Hugging Face tensors "
-                "make its rows",
-                folder_, fqn, fmt::join(shape, ", "), rows.size());
-  const std::vector<int64_t> row_shape(shape.begin() + 1, shape.end());
-  const std::string& first_name = layout_.tensors.at(rows.at(0)).name;
-  at::Tensor out =
-      at::empty(sizes, at::TensorOptions().dtype(file_of_.at(first_name)->entry(first_name).dtype));
-  for (int64_t j = 0; j < sizes.at(0); ++j) {
-    const size_t k = rows.at(static_cast<size_t>(offsets.at(0) + j));
-    const HFTensor& t = layout_.tensors.at(k);
-    at::Tensor row = t.from_hf(read_tensor(k), {row_shape}).at(0);
-    VS_USER_CHECK(row.sizes().vec() == row_shape,
-                  "[hf] {}: tensor {} comes out as [{}], but a row of this job's {} is [{}]",
-                  folder_, t.name, fmt::join(row.sizes(), ", "), fqn, fmt::join(row_shape, ", "));
-    for (size_t d = 1; d < offsets.size(); ++d)
-      row = row.narrow(static_cast<int64_t>(d) - 1, offsets[d], sizes[d]);
-    out[j].copy_(row);
-  }
-  return out;
 }
 
 }  // namespace vescale::hf

@@ -34,17 +34,11 @@ class HFWeights {
  private:
   /// Hugging Face tensor `k` as stored, refused if not finite.
   at::Tensor read_tensor(size_t k);
-  /// read_box of a stacked parameter whose row j is tensor `rows[j]` (HFTensor::row): each row of
-  /// the box from its own tensor, one at a time.
-  at::Tensor read_rows(const std::string& fqn, const std::vector<size_t>& rows,
-                       const std::vector<int64_t>& shape, const std::vector<int64_t>& offsets,
-                       const std::vector<int64_t>& sizes);
 
   std::string folder_;
   HFLayout layout_;
   std::map<std::string, std::shared_ptr<SafetensorsFile>> file_of_;  ///< by Hugging Face name
   std::map<std::string, std::pair<size_t, size_t>> sources_;  ///< ours -> (tensor, source index)
-  std::map<std::string, std::vector<size_t>> rows_;  ///< a stacked parameter -> its rows' tensors
   /// The last Hugging Face tensor converted, as our parameters (q, k and v come from one).
   size_t cached_ = SIZE_MAX;
   std::vector<at::Tensor> cache_;

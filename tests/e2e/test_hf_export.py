@@ -1,6 +1,6 @@
 """`vescale-train export --format hf` end to end: a GPT and two Llamas train 2 float64 steps on
-dp=2 x tp=2 (a sharded checkpoint), a Mixtral (experts stacked in ours, one tensor each in Hugging
-Face's; tp = 1 for now) on dp=2 with ZeRO-3, are exported as Hugging Face folders, and an
+dp=2 x tp=2 (a sharded checkpoint), a Mixtral (each expert its own tensors, under Hugging Face's
+names; tp = 1 for now) on dp=2 with ZeRO-3, are exported as Hugging Face folders, and an
 independent reader and reference implementation (hf_reference.py: Python over the safetensors
 bytes, not our C++) computes the validation loss that `vescale-train eval` computes on the
 checkpoint: float64 within 1e-10, a float32 export within 1e-5. Sharded exports (an index and
