@@ -204,6 +204,7 @@ class TrainingLoop {
       m.time = result.time;
       if (const std::optional<RouterFigures> router = job_.model->router_figures(step)) {
         m.aux_loss = router->aux_loss;
+        summary_.aux_losses.push_back(router->aux_loss);
         m.expert_load_max_over_mean = router->load_max_over_mean;
       }
       set_comm_waits(m, waits_before, waits_after);

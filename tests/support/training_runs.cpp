@@ -1,6 +1,7 @@
 #include "support/training_runs.h"
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -125,7 +126,10 @@ RunOutput train_in(const std::string& folder, const std::string& toml,
   RunOutput out;
   run_ranks(static_cast<int>(config.world_size()), [&](const comm::Group& world) {
     const TrainSummary summary = run_training(config, world);
-    if (world.rank() == 0) out.losses = summary.losses;
+    if (world.rank() == 0) {
+      out.losses = summary.losses;
+      out.aux_losses = summary.aux_losses;
+    }
   });
   if (config.checkpoint_format == CheckpointFormat::kMerged && config.checkpoint_interval > 0) {
     const CheckpointReader reader(folder + "/checkpoints/latest");
@@ -174,8 +178,22 @@ void expect_matches(const RunOutput& run, const RunOutput& ref, const std::strin
     diff = std::max(diff, (run.params.at(name) - p).abs().max().item<double>());
   }
   const double param_err = diff / scale;
-  std::printf("%-48s loss %.2g  params after the last step %.2g (relative)\n", label.c_str(),
-              loss_err, param_err);
+  std::string aux;
+  if (!ref.aux_losses.empty()) {
+    // The logged steps', aligned at the end as the losses.
+    ASSERT_FALSE(run.aux_losses.empty()) << label;
+    const size_t n = std::min(run.aux_losses.size(), ref.aux_losses.size());
+    double aux_err = 0;
+    for (size_t i = 1; i <= n; ++i) {
+      const double r = ref.aux_losses[ref.aux_losses.size() - i];
+      aux_err =
+          std::max(aux_err, std::abs(run.aux_losses[run.aux_losses.size() - i] - r) / std::abs(r));
+    }
+    EXPECT_LE(aux_err, tol) << label;
+    aux = fmt::format("  aux loss {:.2g}", aux_err);
+  }
+  std::printf("%-48s loss %.2g%s  params after the last step %.2g (relative)\n", label.c_str(),
+              loss_err, aux.c_str(), param_err);
   EXPECT_LE(loss_err, tol) << label;
   EXPECT_LE(param_err, tol) << label;
 }

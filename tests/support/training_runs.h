@@ -24,6 +24,7 @@ extern const std::string kMixtralRun;
 
 struct RunOutput {
   std::vector<double> losses;
+  std::vector<double> aux_losses;            ///< a mixture of experts': at each logged step
   std::map<std::string, at::Tensor> params;  ///< "model/<fqn>": full tensors
 };
 
@@ -42,8 +43,9 @@ RunOutput resume_across(const std::string& toml, const std::vector<std::string>&
                         const std::string& format, const std::vector<std::string>& to,
                         const std::vector<std::string>& common);
 
-/// Prints and checks the worst relative loss error (a resumed run: its last steps) and the
-/// parameters' max difference relative to their max magnitude, both at most `tol`.
+/// Prints and checks the worst relative loss error (a resumed run: its last steps), that of the
+/// auxiliary losses of a mixture of experts, and the parameters' max difference relative to
+/// their max magnitude, each at most `tol`.
 void expect_matches(const RunOutput& run, const RunOutput& ref, const std::string& label,
                     double tol = 1e-10);
 

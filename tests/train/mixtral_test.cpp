@@ -123,8 +123,7 @@ TEST(MixtralExperts, Ep2SendsRowsToTheirExpertsAndCountsTheAnalyticBytes) {
   logits[5] = at::tensor({3.0, 0.0, 0.0, 0.0}, at::kDouble);
   const at::Tensor x_all = pattern({n, c}, 0.2), probs_all = at::softmax(logits, 1);
   const at::Tensor g = pattern({n, c}, 0.6);
-  std::vector<at::Tensor> w = {pattern({experts, inner, c}, 0.3),
-                               pattern({experts, inner, c}, 0.4),
+  std::vector<at::Tensor> w = {pattern({experts, inner, c}, 0.3), pattern({experts, inner, c}, 0.4),
                                pattern({experts, c, inner}, 0.5)};
   // One rank, every expert.
   std::vector<at::Tensor> ref_w;
@@ -174,10 +173,10 @@ TEST(MixtralExperts, Ep2SendsRowsToTheirExpertsAndCountsTheAnalyticBytes) {
     for (int64_t e = 0; e < mine; ++e)
       local.push_back({&d[3 * e], &d[3 * e + 1], &d[3 * e + 2]});
     const int64_t before = group.stats().bytes("ep");
-    const DTensor out = ops::moe_experts(
-        distribute_tensor(x, mesh, r),
-        distribute_tensor(probs_all.narrow(0, rank * rows, rows), mesh, r), local, k,
-        ExpertPlacement{experts, &group});
+    const DTensor out =
+        ops::moe_experts(distribute_tensor(x, mesh, r),
+                         distribute_tensor(probs_all.narrow(0, rank * rows, rows), mesh, r), local,
+                         k, ExpertPlacement{experts, &group});
     const int64_t forward = group.stats().bytes("ep") - before;
     expect_close(out.to_local(), expected.narrow(0, rank * rows, rows), 1e-13, 1e-15,
                  "ep2 rows vs 1 rank");
@@ -250,70 +249,67 @@ TEST(MixtralMetrics, FieldsOnlyForExperts) {
       << metrics_json(m);
 }
 
+/// A Mixtral run logging every step's auxiliary loss.
+testing::RunOutput moe_train(std::vector<std::string> overrides) {
+  overrides.push_back("metrics.log_interval=1");
+  return testing::train(testing::kMixtralRun, std::move(overrides));
+}
+
 const testing::RunOutput& mixtral_reference() {
-  static const testing::RunOutput ref = testing::train(testing::kMixtralRun, {});
+  static const testing::RunOutput ref = moe_train({});
   return ref;
 }
 
 TEST(Mixtral, Dp2MatchesOneProcess) {
-  testing::expect_matches(testing::train(testing::kMixtralRun, {"parallel.dp=2"}),
-                          mixtral_reference(), "mixtral dp2 (4 micro-batches)");
+  testing::expect_matches(moe_train({"parallel.dp=2"}), mixtral_reference(),
+                          "mixtral dp2 (4 micro-batches)");
 }
 
 TEST(Mixtral, Pp2Dp2Zero3AndRecomputeMatchOneProcess) {
-  testing::expect_matches(testing::train(testing::kMixtralRun, {"parallel.pp=2", "parallel.dp=2"}),
-                          mixtral_reference(), "mixtral pp2 x dp2 (1f1b)");
-  testing::expect_matches(
-      testing::train(testing::kMixtralRun, {"parallel.dp=2", "parallel.zero=3"}),
-      mixtral_reference(), "mixtral dp2 zero 3");
-  testing::expect_matches(
-      testing::train(testing::kMixtralRun,
-                     {"parallel.dp=2", "training.activation_checkpoint=\"full\""}),
-      mixtral_reference(), "mixtral dp2 full recompute");
+  testing::expect_matches(moe_train({"parallel.pp=2", "parallel.dp=2"}), mixtral_reference(),
+                          "mixtral pp2 x dp2 (1f1b)");
+  testing::expect_matches(moe_train({"parallel.dp=2", "parallel.zero=3"}), mixtral_reference(),
+                          "mixtral dp2 zero 3");
+  testing::expect_matches(moe_train({"parallel.dp=2", "training.activation_checkpoint=\"full\""}),
+                          mixtral_reference(), "mixtral dp2 full recompute");
 }
 
 // NOTE [Expert parallelism]: the experts over ep ranks carved from dp, the tokens sent to them
 // and back; every number the 1-process run's.
 TEST(MixtralEp, Ep2AndEp2InDp4MatchOneProcess) {
-  testing::expect_matches(testing::train(testing::kMixtralRun, {"parallel.dp=2", "parallel.ep=2"}),
-                          mixtral_reference(), "mixtral ep2 (dp2)");
-  testing::expect_matches(testing::train(testing::kMixtralRun, {"parallel.dp=4", "parallel.ep=2", "parallel.microbatches=2"}),
+  testing::expect_matches(moe_train({"parallel.dp=2", "parallel.ep=2"}), mixtral_reference(),
+                          "mixtral ep2 (dp2)");
+  testing::expect_matches(moe_train({"parallel.dp=4", "parallel.ep=2", "parallel.microbatches=2"}),
                           mixtral_reference(), "mixtral ep2 in dp4");
-  testing::expect_matches(testing::train(testing::kMixtralRun, {"parallel.dp=4", "parallel.ep=4", "parallel.microbatches=2"}),
+  testing::expect_matches(moe_train({"parallel.dp=4", "parallel.ep=4", "parallel.microbatches=2"}),
                           mixtral_reference(), "mixtral ep4 (dp4, 1 expert a rank)");
 }
 
 TEST(MixtralEp, Pp2Ep2MatchesOneProcess) {
-  testing::expect_matches(
-      testing::train(testing::kMixtralRun, {"parallel.pp=2", "parallel.dp=2", "parallel.ep=2"}),
-      mixtral_reference(), "mixtral pp2 x ep2 (1f1b)");
+  testing::expect_matches(moe_train({"parallel.pp=2", "parallel.dp=2", "parallel.ep=2"}),
+                          mixtral_reference(), "mixtral pp2 x ep2 (1f1b)");
 }
 
 TEST(MixtralEp, Ep2WithCp2MatchesOneProcess) {
   // NOTE [MoE auxiliary loss]: each sequence's counts summed over the ring.
-  testing::expect_matches(testing::train(testing::kMixtralRun, {"parallel.cp=2"}),
-                          mixtral_reference(), "mixtral cp2");
-  testing::expect_matches(
-      testing::train(testing::kMixtralRun, {"parallel.dp=2", "parallel.ep=2", "parallel.cp=2"}),
-      mixtral_reference(), "mixtral ep2 x cp2");
+  testing::expect_matches(moe_train({"parallel.cp=2"}), mixtral_reference(), "mixtral cp2");
+  testing::expect_matches(moe_train({"parallel.dp=2", "parallel.ep=2", "parallel.cp=2"}),
+                          mixtral_reference(), "mixtral ep2 x cp2");
 }
 
 TEST(MixtralEp, ZeroWithEp2MatchesOneProcess) {
   for (const char* stage : {"1", "2", "3"}) {
-    testing::expect_matches(
-        testing::train(testing::kMixtralRun,
-                       {"parallel.dp=4", "parallel.ep=2", "parallel.microbatches=2",
-                        std::string("parallel.zero=") + stage}),
-        mixtral_reference(), std::string("mixtral ep2 in dp4, zero ") + stage);
+    testing::expect_matches(moe_train({"parallel.dp=4", "parallel.ep=2", "parallel.microbatches=2",
+                                       std::string("parallel.zero=") + stage}),
+                            mixtral_reference(), std::string("mixtral ep2 in dp4, zero ") + stage);
   }
 }
 
 TEST(MixtralEp, RecomputeWithEp2MatchesOneProcess) {
   for (const char* recompute : {"full", "selective"}) {
     testing::expect_matches(
-        testing::train(testing::kMixtralRun,
-                       {"parallel.dp=2", "parallel.ep=2",
-                        std::string("training.activation_checkpoint=\"") + recompute + "\""}),
+        moe_train({"parallel.dp=2", "parallel.ep=2",
+                   std::string("training.activation_checkpoint=\"") + recompute + "\""}),
         mixtral_reference(), std::string("mixtral ep2, ") + recompute + " recompute");
   }
 }
@@ -322,27 +318,28 @@ TEST(MixtralEp, CheckpointsMoveEp2ToOneToEp4) {
   // Saved on ep2, resumed on 1 process; saved there, resumed on ep4 (ZeRO-1); and ep2 (ZeRO-3)
   // to ep4 sharded. A constant learning rate: the runs that save stop at step 3.
   const std::string constant = "lr_scheduler.decay=\"constant\"";
-  const testing::RunOutput ref = testing::train(testing::kMixtralRun, {constant});
+  const std::string every = "metrics.log_interval=1";
+  const testing::RunOutput ref = moe_train({constant});
   const std::vector<std::string> ep2{"parallel.dp=2", "parallel.ep=2"};
   const std::vector<std::string> ep4{"parallel.dp=4", "parallel.ep=4", "parallel.microbatches=2"};
   testing::expect_matches(
-      testing::resume_across(testing::kMixtralRun, ep2, "merged", {}, {constant}), ref,
+      testing::resume_across(testing::kMixtralRun, ep2, "merged", {}, {constant, every}), ref,
       "mixtral ep2 -> 1 (merged)");
   std::vector<std::string> ep4_zero1 = ep4;
   ep4_zero1.push_back("parallel.zero=1");
   testing::expect_matches(
-      testing::resume_across(testing::kMixtralRun, {}, "merged", ep4_zero1, {constant}), ref,
+      testing::resume_across(testing::kMixtralRun, {}, "merged", ep4_zero1, {constant, every}), ref,
       "mixtral 1 -> ep4 zero 1 (merged)");
   std::vector<std::string> ep2_zero3 = ep2;
   ep2_zero3.push_back("parallel.zero=3");
   testing::expect_matches(
-      testing::resume_across(testing::kMixtralRun, ep2_zero3, "sharded", ep4, {constant}), ref,
-      "mixtral ep2 zero 3 -> ep4 (sharded)");
+      testing::resume_across(testing::kMixtralRun, ep2_zero3, "sharded", ep4, {constant, every}),
+      ref, "mixtral ep2 zero 3 -> ep4 (sharded)");
 }
 
 TEST(Mixtral, AuxLossTrains) {
   // The coefficient changes the training: the aux loss's gradient reaches the parameters.
-  const testing::RunOutput none = testing::train(testing::kMixtralRun, {"model.router_aux_loss_coef=0.0"});
+  const testing::RunOutput none = moe_train({"model.router_aux_loss_coef=0.0"});
   ASSERT_EQ(none.losses.size(), mixtral_reference().losses.size());
   EXPECT_EQ(none.losses.front(), mixtral_reference().losses.front());
   EXPECT_NE(none.losses.back(), mixtral_reference().losses.back());
