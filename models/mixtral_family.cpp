@@ -58,11 +58,16 @@ double mixtral_attention_parameters(const MixtralConfig& m) {
   return 2.0 * e * e + 2.0 * e * kv + 2.0 * e;
 }
 
+/// One layer's parameters of `experts` SwiGLU experts: w1, w3 [I, C] and w2 [C, I] each.
+double mixtral_expert_parameters(const MixtralConfig& m, double experts) {
+  return experts * 3.0 * static_cast<double>(m.n_embd) * static_cast<double>(m.intermediate_size);
+}
+
 /// One layer's parameters that `experts` experts (and the router and shared expert) hold.
 double mixtral_moe_parameters(const MixtralConfig& m, int64_t experts) {
-  const double e = static_cast<double>(m.n_embd), inner = static_cast<double>(m.intermediate_size);
   const double routed = static_cast<double>(experts) + (m.shared_expert ? 1.0 : 0.0);
-  return e * static_cast<double>(m.num_experts) + routed * 3.0 * e * inner;
+  return static_cast<double>(m.n_embd) * static_cast<double>(m.num_experts) +
+         mixtral_expert_parameters(m, routed);
 }
 
 double mixtral_layer_parameters(const MixtralConfig& m) {
@@ -130,11 +135,12 @@ class MixtralFamily : public ModelFamily {
                   "config {}: model.num_experts = {} does not split over parallel.ep = {}: each ep "
                   "rank holds the same number of experts; use an ep that divides it",
                   spec.source, m.num_experts, spec.ep);
-    VS_USER_CHECK(spec.tp == 1,
-                  "config {}: model.name = \"mixtral\" takes parallel.tp = 1 for now (got {}): its "
-                  "experts (model.num_experts, model.experts_per_token) are not tensor-parallel yet; "
-                  "use parallel.dp, pp or zero",
-                  spec.source, spec.tp);
+    VS_USER_CHECK(
+        spec.tp == 1,
+        "config {}: model.name = \"mixtral\" takes parallel.tp = 1 for now (got {}): its "
+        "experts (model.num_experts, model.experts_per_token) are not tensor-parallel yet; "
+        "use parallel.dp, pp or zero",
+        spec.source, spec.tp);
   }
 
   std::shared_ptr<Module> build(const ModelSpec& spec) const override {
@@ -214,12 +220,11 @@ class MixtralFamily : public ModelFamily {
   std::optional<TransformerShape> transformer_shape(const ModelSpec& spec) const override {
     const MixtralConfig m = mixtral_config(spec);
     return TransformerShape{
-        m.n_layer,
-        m.n_embd,
-        m.n_head,
-        m.vocab_size,
-        "model.embed_tokens.weight",
-        mixtral_attention_parameters(m) + mixtral_moe_parameters(m, m.experts_per_token)};
+        m.n_layer, m.n_embd, m.n_head, m.vocab_size, "model.embed_tokens.weight",
+        mixtral_attention_parameters(m) + mixtral_moe_parameters(m, m.experts_per_token),
+        m.experts_per_token,
+        // The routed experts only: the router and the shared expert are every rank's.
+        mixtral_expert_parameters(m, static_cast<double>(m.num_experts))};
   }
 };
 

@@ -2,9 +2,12 @@
 #include <cstdio>
 
 #include "commands/commands.h"
+#include "config/expert_volume.h"
 #include "config/job_config.h"
+#include "config/memory_estimate.h"
 #include "config/ring_volume.h"
 #include "core/error.h"
+#include "core/units.h"
 #include "dmodule/parallelize.h"
 #include "mesh/job_mesh.h"
 #include "parallel/pipeline/schedule.h"
@@ -93,6 +96,34 @@ std::string context_parallel_line(const JobConfig& config) {
       config.activation_checkpoint == Recompute::kFull ? ", and the reruns of full recompute" : "");
 }
 
+/// For a mixture of experts: which experts a rank holds, their state and the rest's per rank, and
+/// (ep > 1) what its all-to-alls send per step (NOTE [Expert parallelism]).
+std::string expert_parallel_line(const JobConfig& config) {
+  const int64_t experts = config.family().experts_per_layer(config.model_spec());
+  if (experts == 0) return "";
+  const MemoryEstimate m = estimate_memory(config);
+  std::string out = fmt::format(
+      "experts: a rank holds {} of the {} experts of each MoE layer (parallel.ep = {}): {:.0f} of "
+      "the model's {:.0f} expert parameters; state per rank (the model even over pp x tp, "
+      "parallel.zero = {}): {} of the experts' over their dp / ep x cp = {} replicas, {} of the "
+      "rest over dp x cp = {}\n",
+      experts / config.ep, experts, config.ep, m.expert_parameters / static_cast<double>(config.ep),
+      m.expert_parameters, config.zero, format_bytes(m.expert_state_per_rank_bytes),
+      config.dp / config.ep * config.cp, format_bytes(m.dense_state_per_rank_bytes),
+      config.dp * config.cp);
+  if (config.ep == 1) return out;
+  const ExpertVolume v = expert_volume(config);
+  return out + fmt::format(
+                   "expert parallel: the all-to-alls over ep send {:.0f} B per step from a rank of "
+                   "the first stage, balanced routing ({:.0f} MoE layer calls x (ep - 1) / ep x "
+                   "({:g} x {:.0f} rows of {:.0f} B + {:g} x {:.0f} B of counts){})\n",
+                   v.send_bytes_per_step, v.calls, v.row_exchanges, v.routed_rows, v.row_bytes,
+                   v.count_exchanges, v.count_bytes,
+                   config.activation_checkpoint == Recompute::kFull
+                       ? ", with the reruns of full recompute"
+                       : "");
+}
+
 void add_plan_list(CLI::App& plan) {
   plan.add_subcommand("list", "List the zoo plans with their descriptions")->callback([] {
     for (const auto& name : plan_zoo_names()) {
@@ -159,6 +190,7 @@ void add_plan_lint(CLI::App& plan, const std::shared_ptr<PlanOptions>& options) 
       print("warning: " + w + "\n");
     print(data_line);
     print(context_parallel_line(config));
+    print(expert_parallel_line(config));
     print(fmt::format("ok: {} on {} with plan {} ({} warnings)\n", config.model,
                       fmt::format("tp={}", config.tp),
                       config.plan.empty() ? "(replicate)" : config.plan, warnings.size()));

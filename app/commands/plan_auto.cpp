@@ -73,14 +73,16 @@ MachineFacts calibrate(const JobConfig& base, int64_t nproc, bool again) {
   make_folder(folder);
   MachineFacts facts;
   const std::vector<std::string> meshes = calibration_meshes(nproc);
+  // A mixture of experts' ep all-to-alls are priced at all_to_all's own figures.
+  std::string ops = "all_reduce,all_gather,reduce_scatter,send_recv";
+  if (base.family().experts_per_layer(base.model_spec()) > 0) ops += ",all_to_all";
   for (size_t i = 0; i < meshes.size(); ++i) {
     const fs::path part = folder / fmt::format("calibration-{}-ranks.part{}.json", nproc, i);
     print(fmt::format("calibration {} of {}: comm bench on {} processes, mesh {}\n", i + 1,
                       meshes.size(), nproc, meshes[i]));
     const int code =
         run_this_binary({"comm", "bench", "--nproc", std::to_string(nproc), "--mesh", meshes[i],
-                         "--ops", "all_reduce,all_gather,reduce_scatter,send_recv", "--sizes",
-                         "16K,256K,2M", "--calibrate", part.string()});
+                         "--ops", ops, "--sizes", "16K,256K,2M", "--calibrate", part.string()});
     VS_USER_CHECK(code == 0,
                   "[plan auto] the calibration run (comm bench --mesh {}) failed with "
                   "exit code {}",
@@ -306,9 +308,9 @@ void add_plan_auto_command(CLI::App& plan) {
   auto o = std::make_shared<AutoOptions>();
   CLI::App* cmd = plan.add_subcommand(
       "auto",
-      "Choose a layout for N ranks: enumerate pp x dp x cp x tp, sp, zero, micro-batches and "
-      "schedules, predict each one's step time and memory from this machine's measured facts, "
-      "and rank them");
+      "Choose a layout for N ranks: enumerate pp x dp x cp x tp (ep within dp for a mixture of "
+      "experts), sp, zero, micro-batches and schedules, predict each one's step time and memory "
+      "from this machine's measured facts, and rank them");
   cmd->add_option("config", o->config, "Job config (TOML)")->required();
   cmd->add_option("--nproc", o->nproc, "Number of ranks to lay out")
       ->required()

@@ -7,8 +7,26 @@
 
 namespace vescale::autoplan {
 
+/// Communication on the busiest rank per step, by what sends it, in seconds.
+struct CommTimes {
+  double tp = 0;     ///< tp's activations around attention and MLP
+  double dp = 0;     ///< the replicas' gradients (dp x cp; an expert's dp / ep x cp) under ZeRO
+  double cp = 0;     ///< cp's ring of keys and values
+  double pp = 0;     ///< pp's activations and their gradients
+  double ep = 0;     ///< ep's all-to-alls of routed tokens (NOTE [Expert parallelism])
+  double steps = 0;  ///< the few small all-reduces every step makes
+  double total() const { return tp + dp + cp + pp + ep + steps; }
+};
+
 /// Communication on the busiest rank per step: tp's activations, the replicas' (dp x cp)
-/// gradients, cp's ring, pp's transfers and the few small all-reduces every step makes.
-double comm_time(const Shape& s, const StateMemory& mine, double blocks, const MachineFacts& facts);
+/// gradients, cp's ring, pp's transfers, ep's all-to-alls and the few small all-reduces every
+/// step makes. `blocks`: the busiest rank's transformer blocks.
+CommTimes comm_times(const Shape& s, const StateMemory& mine, double blocks,
+                     const MachineFacts& facts);
+
+/// The fit an all-to-all over `ep` ranks is priced at: the calibration's all_to_all figures, or
+/// for a calibration without them its all_gather's over the same group, which moves as much of
+/// its buffer ((n - 1) / n) per rank.
+const CommFit& all_to_all_fit(const MachineFacts& facts, int64_t ep);
 
 }  // namespace vescale::autoplan

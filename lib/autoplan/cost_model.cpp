@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "autoplan/comm_time.h"
 #include "autoplan/compute_time.h"
 #include "autoplan/step_shape.h"
 #include "config/memory_estimate.h"
@@ -28,16 +27,23 @@ namespace vescale::autoplan {
 //              and MLP at the fitted bandwidth (their latency is in the framework time), and
 //              alpha + bytes / bandwidth per call for the gradient reduction over the replicas
 //              (dp x cp) as the ZeRO stage does it, cp's ring of keys and values, pp's
-//              activations and their gradients, and the few small all-reduces every step makes;
-//              none is assumed hidden behind compute.
+//              activations and their gradients, ep's all-to-alls of routed tokens, and the few
+//              small all-reduces every step makes; none is assumed hidden behind compute.
 // Context parallelism: a rank computes T / cp tokens of each sequence, its attention matmuls
 // at one chunk's size, plus the ring's own ops; its activations keep no T x T probabilities.
+// Expert parallelism (a mixture of experts, ep carved from dp): a rank holds 1 / ep of each MoE
+// block's experts, whose gradients reduce and whose ZeRO state splits over their own replicas,
+// dp / ep x cp; per MoE block and micro-batch its T x k routed rows go to their experts' ranks
+// and back by all-to-all (config/expert_volume.h: 2 forward, 2 backward, with one of the counts
+// before them), at the all_to_all fit over ep; with balanced routing its expert compute is the
+// same as on one rank.
 // Memory per rank: parameters, gradients and optimizer state from the parameters' local shapes
-// under the plan, divided over dp as the ZeRO stage divides them; activations from the
-// per-token counts of Korthikanti et al. (2022) in the compute dtype under the layout's
-// recompute (training.activation_checkpoint) with the schedule's peak of micro-batches in
-// flight, plus the logits. A layout that does not fit keeping every activation is priced again
-// with selective, then full recompute, and kept with the first that fits.
+// under the plan (of the experts, ep rank 0's), divided over their replicas as the ZeRO stage
+// divides them; activations from the per-token counts of Korthikanti et al. (2022) in the
+// compute dtype under the layout's recompute (training.activation_checkpoint) with the
+// schedule's peak of micro-batches in flight, plus the logits. A layout that does not fit
+// keeping every activation is priced again with selective, then full recompute, and kept with
+// the first that fits.
 
 namespace {
 
@@ -89,7 +95,8 @@ Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts&
 
   const double blocks = *std::max_element(stages.blocks.begin(), stages.blocks.end()) *
                         (c.pp > 1 ? static_cast<double>(c.pp_virtual) : 1.0);
-  out.comm_s = comm_time(s, mine, blocks, facts);
+  out.comm = comm_times(s, mine, blocks, facts);
+  out.comm_s = out.comm.total();
 
   out.state = mine;
   const double in_flight =

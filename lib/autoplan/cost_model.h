@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "autoplan/comm_time.h"
 #include "autoplan/layout.h"
 #include "autoplan/layout_model.h"
 #include "autoplan/machine_facts.h"
@@ -17,6 +18,7 @@ struct Prediction {
   // Seconds per step on the busiest rank.
   double compute_s = 0;  ///< forward + backward + optimizer work
   double comm_s = 0;     ///< collectives and transfers, none hidden behind compute
+  CommTimes comm;        ///< comm_s by what sends it
   double bubble_s = 0;   ///< pipeline idle time
   double bubble = 0;     ///< the schedule's simulated bubble fraction
   double step_s() const { return compute_s + comm_s + bubble_s; }

@@ -52,7 +52,18 @@ std::string explain_model(const JobConfig& base, const MachineFacts& facts) {
       "  dp: gradients all-reduced in comm.bucket_mb buckets (zero 1: + all-gather of "
       "parameters; 2: reduce-scatter + all-gather; 3: per block and micro-batch 2 "
       "all-gathers + 1 reduce-scatter)\n"
-      "  pp: activations and their gradients sent at each stage boundary, per micro-batch\n"
+      "  pp: activations and their gradients sent at each stage boundary, per micro-batch\n";
+  if (base.family().experts_per_layer(base.model_spec()) > 0) {
+    out += fmt::format(
+        "  ep: per MoE block and micro-batch, an all-to-all of the layer's expert counts "
+        "(int64) and 4 of its T x k routed rows of C (2 forward, 2 backward; full recompute "
+        "reruns the forward's 3), each priced for its whole buffer at the {} fit over ep; the "
+        "experts' gradients reduced, and their ZeRO state split, over dp / ep x cp; a rank holds "
+        "1 / ep of each MoE block's experts\n",
+        facts.comm.count("all_to_all") ? "all_to_all"
+                                       : "all_gather (this calibration has no all_to_all)");
+  }
+  out +=
       "  no communication is hidden behind compute; the bubble is the schedule simulator's\n"
       "  activations: Korthikanti et al. (2022) per token and block in the compute dtype, "
       "times the schedule's peak of micro-batches in flight, plus logits and their gradient; "

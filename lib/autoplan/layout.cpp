@@ -19,6 +19,7 @@ namespace vescale::autoplan {
 std::vector<std::string> Layout::overrides() const {
   return {fmt::format("parallel.pp={}", pp),
           fmt::format("parallel.dp={}", dp),
+          fmt::format("parallel.ep={}", ep),
           fmt::format("parallel.cp={}", cp),
           fmt::format("parallel.tp={}", tp),
           fmt::format("parallel.zero={}", zero),
@@ -31,9 +32,9 @@ std::vector<std::string> Layout::overrides() const {
 }
 
 std::string Layout::str() const {
-  std::string out =
-      fmt::format("pp={} dp={}{} tp={}{} zero={} mb={}", pp, dp,
-                  cp > 1 ? fmt::format(" cp={}", cp) : "", tp, sp ? " sp" : "", zero, microbatches);
+  std::string out = fmt::format(
+      "pp={} dp={}{}{} tp={}{} zero={} mb={}", pp, dp, ep > 1 ? fmt::format(" ep={}", ep) : "",
+      cp > 1 ? fmt::format(" cp={}", cp) : "", tp, sp ? " sp" : "", zero, microbatches);
   if (pp > 1) out += fmt::format(" {}", schedule);
   if (pp > 1 && virtual_stages > 1) out += fmt::format(" v={}", virtual_stages);
   if (recompute != Recompute::kNone) out += fmt::format(" ac={}", config_name(recompute));
@@ -91,6 +92,16 @@ std::vector<std::array<int64_t, 3>> meshes(const JobConfig& base, int64_t nproc)
   return out;
 }
 
+/// The ep degrees of `dp` data-parallel ranks for `base`'s model: the divisors of dp that divide
+/// a mixture of experts' experts per layer (1 included); 1 alone for a dense model.
+std::vector<int64_t> expert_degrees(const JobConfig& base, int64_t dp) {
+  const int64_t experts = base.family().experts_per_layer(base.model_spec());
+  std::vector<int64_t> out;
+  for (int64_t ep : divisors(dp))
+    if (ep == 1 || (experts > 0 && experts % ep == 0)) out.push_back(ep);
+  return out;
+}
+
 }  // namespace
 
 Enumeration enumerate_layouts(const JobConfig& base, int64_t nproc) {
@@ -101,32 +112,35 @@ Enumeration enumerate_layouts(const JobConfig& base, int64_t nproc) {
     const int64_t dp = nproc / pp / cp / tp;
     std::vector<std::pair<std::string, bool>> layout_plans = {{"", false}};
     if (tp > 1) layout_plans = plans;
-    for (const auto& [plan, sp] : layout_plans) {
-      // ZeRO shards over the replicas, dp x cp.
-      for (int64_t zero = 0; zero <= (dp * cp > 1 ? 3 : 0); ++zero) {
-        if (base.global_batch_size % dp != 0) {
-          ++out.considered;
-          out.rejected.push_back(
-              fmt::format("dp={}: training.global_batch_size = {} is not divisible by it", dp,
-                          base.global_batch_size));
-          continue;
-        }
-        for (int64_t mb : divisors(base.global_batch_size / dp)) {
-          std::vector<std::pair<std::string, int64_t>> schedules = {{"1f1b", 1}};
-          if (pp > 1) {
-            schedules.clear();
-            for (const auto& name : pipeline::schedule_names())
-              for (int64_t v : {1, 2})
-                schedules.emplace_back(name, v);
-          }
-          for (const auto& [schedule, v] : schedules) {
-            Layout l{pp, dp, tp, sp, zero, mb, schedule, v, plan, base.activation_checkpoint, cp};
+    for (const int64_t ep : expert_degrees(base, dp)) {
+      for (const auto& [plan, sp] : layout_plans) {
+        // ZeRO shards over the replicas, dp x cp.
+        for (int64_t zero = 0; zero <= (dp * cp > 1 ? 3 : 0); ++zero) {
+          if (base.global_batch_size % dp != 0) {
             ++out.considered;
-            try {
-              check_layout(layout_config(base, l));
-              out.valid.push_back(l);
-            } catch (const UserError& e) {
-              out.rejected.push_back(l.str() + ": " + e.what());
+            out.rejected.push_back(
+                fmt::format("dp={}: training.global_batch_size = {} is not divisible by it", dp,
+                            base.global_batch_size));
+            continue;
+          }
+          for (int64_t mb : divisors(base.global_batch_size / dp)) {
+            std::vector<std::pair<std::string, int64_t>> schedules = {{"1f1b", 1}};
+            if (pp > 1) {
+              schedules.clear();
+              for (const auto& name : pipeline::schedule_names())
+                for (int64_t v : {1, 2})
+                  schedules.emplace_back(name, v);
+            }
+            for (const auto& [schedule, v] : schedules) {
+              Layout l{pp, dp, tp, sp, zero, mb, schedule, v, plan, base.activation_checkpoint,
+                       cp, ep};
+              ++out.considered;
+              try {
+                check_layout(layout_config(base, l));
+                out.valid.push_back(l);
+              } catch (const UserError& e) {
+                out.rejected.push_back(l.str() + ": " + e.what());
+              }
             }
           }
         }

@@ -1,6 +1,7 @@
 // The layouts `plan auto` chooses from (NOTE [Plan auto]): how N ranks split into pp x dp x cp x
-// tp, with or without sequence parallelism, which ZeRO stage, how many micro-batches, and for pp >
-// 1 which schedule with how many stages per rank. Every layout enumerated passes the checks of
+// tp (for a mixture of experts, with ep carved from dp), with or without sequence parallelism,
+// which ZeRO stage, how many micro-batches, and for pp > 1 which schedule with how many stages
+// per rank. Every layout enumerated passes the checks of
 // `plan lint` and `plan schedule`.
 #pragma once
 
@@ -22,11 +23,13 @@ struct Layout {
   std::string plan;                        ///< zoo plan; empty: replicate everything (tp = 1)
   Recompute recompute = Recompute::kNone;  ///< training.activation_checkpoint
   int64_t cp = 1;  ///< context parallel ranks (a transformer's sequences split)
+  int64_t ep =
+      1;  ///< expert parallel ranks among the dp ones (a mixture of experts' experts split)
 
   /// The config overrides that select this layout: "parallel.pp=2", ...
   std::vector<std::string> overrides() const;
-  /// "pp=2 dp=1 tp=2 sp zero=0 mb=4 1f1b" (" cp=2" after dp under context parallelism, and
-  /// " ac=full" under activation checkpointing)
+  /// "pp=2 dp=1 tp=2 sp zero=0 mb=4 1f1b" (" ep=2" after dp under expert parallelism, " cp=2"
+  /// after that under context parallelism, and " ac=full" under activation checkpointing)
   std::string str() const;
 };
 

@@ -26,8 +26,12 @@ LayoutModel layout_model(const JobConfig& c) {
   }
   PipelinePlan pipe = plan_pipeline(one, layers);
   const std::optional<TransformerShape> shape = c.family().transformer_shape(c.model_spec());
+  std::map<std::string, ExpertSlot> experts;
+  for (const auto& [fqn, p] : model->all_parameter_names())
+    if (p->expert) experts.emplace(fqn, *p->expert);
   return {std::move(model),  std::move(job),  std::move(plan),
-          std::move(layers), std::move(pipe), shape ? shape->vocab_weight : ""};
+          std::move(layers), std::move(pipe), shape ? shape->vocab_weight : "",
+          std::move(experts)};
 }
 
 std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm) {
@@ -38,8 +42,6 @@ std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm
       c.optimizer == OptimizerKind::kAdamW
           ? 2.0
           : (c.optimizer == OptimizerKind::kSgd && c.momentum > 0 ? 1.0 : 0.0);
-  // ZeRO divides over the replicas, dp x cp.
-  const double dp = static_cast<double>(c.dp * c.cp);
   std::vector<StateMemory> by_rank(c.pp);
   for (size_t s = 0; s < lm.pipe.stages.size(); ++s) {
     bool has_embedding = false, has_head = false;
@@ -47,18 +49,34 @@ std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm
       has_embedding = has_embedding || lm.layers[i].kind == LayerKind::kEmbedding;
       has_head = has_head || lm.layers[i].kind == LayerKind::kHead;
     }
-    double elements = 0;
+    // Elements by their replicas (ZeRO divides over them): dp x cp, an expert's dp / ep x cp.
+    std::map<std::pair<double, bool>, double> elements;
     for (const auto& p : lm.plan.parameters) {
       const bool tied_head = has_head && !has_embedding && p.fqn == lm.vocab_weight;
       if (!under_modules(p.fqn, lm.pipe.modules[s]) && !tied_head) continue;
+      const auto expert = lm.experts.find(p.fqn);
+      const bool is_expert = expert != lm.experts.end();
+      // Other ep ranks hold the other experts (NOTE [Expert parallelism]).
+      if (is_expert && expert->second.holder(lm.job.ep()) != lm.job.ep_rank()) continue;
       const Box box = Box::local(DTensorSpec(lm.job.param_mesh(), p.placements, p.shape));
-      elements += static_cast<double>(c10::multiply_integers(box.sizes));
+      std::vector<bool> sharded;
+      for (const Placement& placement : p.placements)
+        sharded.push_back(placement.is_shard());
+      const std::vector<int64_t> sizes = lm.job.param_dims(sharded, is_expert).averaged_sizes;
+      const auto replicas = static_cast<double>(c10::multiply_integers(sizes));
+      elements[{replicas, is_expert}] += static_cast<double>(c10::multiply_integers(box.sizes));
     }
     StateMemory& m = by_rank[lm.pipe.schedule.stage_rank[s]];
-    m.params += elements * param_size / (c.zero >= 3 ? dp : 1.0);
-    m.grads += elements * param_size / (c.zero >= 2 ? dp : 1.0);
-    m.optimizer += elements * state_size * (optimizer_copies + (master ? 1.0 : 0.0)) /
-                   (c.zero >= 1 ? dp : 1.0);
+    for (const auto& [key, count] : elements) {
+      const auto [dp, is_expert] = key;
+      const double grads = count * param_size / (c.zero >= 2 ? dp : 1.0);
+      m.params += count * param_size / (c.zero >= 3 ? dp : 1.0);
+      m.grads += grads;
+      m.optimizer +=
+          count * state_size * (optimizer_copies + (master ? 1.0 : 0.0)) / (c.zero >= 1 ? dp : 1.0);
+      if (is_expert) m.expert_grads += grads;
+      m.updated_elements += count / (c.zero >= 1 ? dp : 1.0);
+    }
   }
   return by_rank;
 }

@@ -5,6 +5,7 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,9 +21,15 @@ namespace vescale::autoplan {
 /// Bytes of an element of `t`.
 double bytes_of(at::ScalarType t);
 
-/// Bytes of training state one rank holds (its pipeline stage, after TP and ZeRO).
+/// Bytes of training state one rank holds (its pipeline stage, after TP, expert parallelism and
+/// ZeRO).
 struct StateMemory {
   double params = 0, grads = 0, optimizer = 0;
+  /// Of `grads`, the experts': reduced over their own replicas, dp / ep x cp (NOTE [Expert
+  /// parallelism]).
+  double expert_grads = 0;
+  /// Parameter elements the optimizer updates here: its ZeRO share of each of them.
+  double updated_elements = 0;
   double total() const { return params + grads + optimizer; }
 };
 
@@ -35,11 +42,14 @@ struct LayoutModel {
   std::vector<Layer> layers;
   PipelinePlan pipe;
   std::string vocab_weight;  ///< the weight a transformer's embedding and head share, if any
+  /// A mixture of experts: each expert's parameters by FQN, with which expert they are.
+  std::map<std::string, ExpertSlot> experts;
 };
 
 LayoutModel layout_model(const JobConfig& c);
 
-/// The state each pp rank holds (rank 0 of its tp and dp groups): every stage placed on it.
+/// The state each pp rank holds (rank 0 of its tp, dp and ep groups): every stage placed on it,
+/// of the experts those of ep rank 0.
 std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm);
 
 /// The state rank 0 of each pipeline stage holds under `config` (its pp, dp, tp, zero, plan,

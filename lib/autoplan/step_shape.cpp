@@ -28,7 +28,9 @@ Shape shape_of(const JobConfig& c, const Layout& layout, const LayoutModel& lm) 
           static_cast<double>(c.cp),
           b * t / static_cast<double>(c.cp),
           layout.sp && c.tp > 1,
-          bytes_of(job_dtype(c))};
+          bytes_of(job_dtype(c)),
+          static_cast<double>(c.ep),
+          static_cast<double>(c.dp / c.ep * c.cp)};
 }
 
 }  // namespace vescale::autoplan

@@ -17,7 +17,9 @@ struct Shape {
   double cp;      ///< context parallel ranks: a rank holds t / cp tokens of each sequence
   double tokens;  ///< per micro-batch on a rank
   bool sp;
-  double size;  ///< bytes of a compute-dtype element
+  double size;       ///< bytes of a compute-dtype element
+  double ep;         ///< expert parallel ranks (NOTE [Expert parallelism])
+  double expert_dp;  ///< an expert's replicas: dp / ep x cp
 };
 
 Shape shape_of(const JobConfig& c, const Layout& layout, const LayoutModel& lm);

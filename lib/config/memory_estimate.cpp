@@ -47,6 +47,19 @@ MemoryEstimate estimate_memory(const JobConfig& c) {
   const double masters = dtypes.mixed() ? state_element : 0.0;
   m.state_bytes = m.parameters * (2.0 * element + masters + optimizer_states * state_element);
   const auto ranks = static_cast<double>(c.world_size());
+  const std::optional<TransformerShape> shape = c.family().transformer_shape(spec);
+  if (shape) m.expert_parameters = static_cast<double>(shape->n_layer) * shape->expert_parameters;
+  // What a rank holds of `params` parameters with `replicas` replicas under the ZeRO stage.
+  auto held = [&](double params, double replicas) {
+    return params *
+           (element / (c.zero >= 3 ? replicas : 1.0) + element / (c.zero >= 2 ? replicas : 1.0) +
+            (masters + optimizer_states * state_element) / (c.zero >= 1 ? replicas : 1.0));
+  };
+  const double pp_tp = static_cast<double>(c.pp * c.tp);
+  const double ep = static_cast<double>(c.ep);
+  const double replicas = static_cast<double>(c.dp * c.cp);
+  m.dense_state_per_rank_bytes = held(m.parameters - m.expert_parameters, replicas) / pp_tp;
+  m.expert_state_per_rank_bytes = held(m.expert_parameters / ep, replicas / ep) / pp_tp;
   const double rows = static_cast<double>(c.global_batch_size) /
                       (static_cast<double>(c.dp) * static_cast<double>(c.microbatches));
   // A sample's outputs on one rank: its part of the sequence under context parallelism.
@@ -55,7 +68,6 @@ MemoryEstimate estimate_memory(const JobConfig& c) {
   // loss]) a chunk of rows at a time (within 512 MiB of float32 logits) and the hidden state's
   // gradient it keeps.
   const double logits = rows * outputs * state_element;
-  const std::optional<TransformerShape> shape = c.family().transformer_shape(spec);
   const bool fused = c.fused_loss && c.family().objective() == Objective::kNextToken && shape;
   double head = 2.0 * logits;
   if (fused) {

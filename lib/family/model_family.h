@@ -88,6 +88,11 @@ struct TransformerShape {
   /// Elements of the parameters one block computes a token with (GPT: 12 C^2 + 13 C; a mixture
   /// of experts: its router and top-k experts only), what its FLOPs are counted from.
   double block_parameters = 0;
+  /// A mixture of experts (every block one MoE layer of ModelFamily::experts_per_layer
+  /// experts): the experts each token goes to (top-k), and the elements of one block's routed
+  /// experts, all of them: what parallel.ep splits (NOTE [Expert parallelism]). 0 when dense.
+  int64_t experts_per_token = 0;
+  double expert_parameters = 0;
 };
 
 struct HFLayout;  // family/hf_layout.h

@@ -1,6 +1,8 @@
-// plan auto (NOTE [Plan auto]): the enumeration is complete and only valid, the memory model
-// matches the trainer's measured tensor bytes, the bubble term is the schedule simulator's, and a
-// layout that does not fit is priced again with activation checkpointing.
+// plan auto (NOTE [Plan auto]): the enumeration is complete and only valid (ep among a mixture
+// of experts' layouts), the memory model matches the trainer's measured tensor bytes (expert
+// parallelism's too), the bubble term is the schedule simulator's, expert parallelism is priced
+// by its all-to-alls, and a layout that does not fit is priced again with activation
+// checkpointing.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +11,8 @@
 
 #include "autoplan/cost_model.h"
 #include "autoplan/layout.h"
+#include "config/expert_volume.h"
+#include "config/memory_estimate.h"
 #include "config/ring_volume.h"
 #include "core/error.h"
 #include "dmodule/parallelize.h"
@@ -27,6 +31,12 @@ JobConfig gpt(std::vector<std::string> overrides = {}) {
   return JobConfig::parse(testing::kGptRun, "plan_auto_test.toml", overrides);
 }
 
+/// A mixture of experts: 4 layers of 4 experts (2 per token), C = 32, I = 24, float64.
+JobConfig mixtral(std::vector<std::string> overrides = {}) {
+  overrides.push_back("job.dump_folder=\"" + testing::fresh_folder("vescale-auto") + "\"");
+  return JobConfig::parse(testing::kMixtralRun, "plan_auto_test.toml", overrides);
+}
+
 TEST(PlanAuto, EnumerationIsCompleteAndOnlyValid) {
   const JobConfig base = gpt({"model.n_layer=8"});
   const Enumeration e = enumerate_layouts(base, 4);
@@ -37,6 +47,7 @@ TEST(PlanAuto, EnumerationIsCompleteAndOnlyValid) {
   for (const Layout& l : e.valid) {
     EXPECT_TRUE(seen.insert(l.str()).second) << "listed twice: " << l.str();
     EXPECT_EQ(l.pp * l.dp * l.cp * l.tp, 4) << l.str();
+    EXPECT_EQ(l.ep, 1) << "a dense model has no experts to split: " << l.str();
     // What `plan lint` does, from the config the layout writes.
     const JobConfig c = layout_config(base, l);
     auto model = build_model(c);
@@ -81,9 +92,35 @@ TEST(PlanAuto, EnumerationIsCompleteAndOnlyValid) {
     }
 }
 
+/// Rank 0's parameters, gradients and optimizer state as the trainer counts them (from its
+/// tensors) against the model's, each within 10%; returns the largest relative error.
+double expect_state_matches_trainer(const JobConfig& c, const std::string& label) {
+  const StateMemory predicted = state_memory_by_stage(c).at(0);
+  std::map<std::string, int64_t> measured;
+  testing::run_ranks(static_cast<int>(c.world_size()), [&](const comm::Group& world) {
+    auto job = build_job(c, world);
+    job->train_step->run([&](int64_t micro) { return job->model->micro_batch(0, micro); }, 1e-3);
+    if (world.rank() != 0) return;
+    for (const auto& [kind, bytes] : job->state_bytes())
+      measured[kind] = bytes;
+  });
+  double worst = 0;
+  for (const auto& [kind, value] :
+       std::vector<std::pair<std::string, double>>{{"params", predicted.params},
+                                                   {"grads", predicted.grads},
+                                                   {"optimizer", predicted.optimizer}}) {
+    const double m = static_cast<double>(measured.at(kind));
+    const double error = std::abs(value - m) / m;
+    worst = std::max(worst, error);
+    std::printf("%-70s %-9s predicted %9.0f measured %9.0f bytes (%.2f%%)\n", label.c_str(),
+                kind.c_str(), value, m, 100 * error);
+    EXPECT_LT(error, 0.10) << label << " " << kind;
+  }
+  return worst;
+}
+
 TEST(PlanAuto, StateMemoryMatchesTheTrainersTensorBytes) {
-  // Rank 0's parameters, gradients and optimizer state as the trainer counts them (from its
-  // tensors) against the model's, over ZeRO stages, tp and pp.
+  // Over ZeRO stages, tp and pp.
   double worst = 0;
   for (const std::vector<std::string>& layout : std::vector<std::vector<std::string>>{
            {"parallel.dp=2"},
@@ -101,28 +138,24 @@ TEST(PlanAuto, StateMemoryMatchesTheTrainersTensorBytes) {
     std::vector<std::string> overrides = {"parallel.microbatches=1"};
     overrides.insert(overrides.end(), layout.begin(), layout.end());
     overrides.insert(overrides.end(), {"model.n_layer=4", "model.n_embd=32"});
-    const JobConfig c = gpt(overrides);
-    const StateMemory predicted = state_memory_by_stage(c).at(0);
-    std::map<std::string, int64_t> measured;
-    testing::run_ranks(static_cast<int>(c.world_size()), [&](const comm::Group& world) {
-      auto job = build_job(c, world);
-      job->train_step->run([&](int64_t micro) { return job->model->micro_batch(0, micro); }, 1e-3);
-      if (world.rank() != 0) return;
-      for (const auto& [kind, bytes] : job->state_bytes())
-        measured[kind] = bytes;
-    });
-    const std::string label = fmt::format("{}", fmt::join(layout, " "));
-    for (const auto& [kind, value] :
-         std::vector<std::pair<std::string, double>>{{"params", predicted.params},
-                                                     {"grads", predicted.grads},
-                                                     {"optimizer", predicted.optimizer}}) {
-      const double m = static_cast<double>(measured.at(kind));
-      const double error = std::abs(value - m) / m;
-      worst = std::max(worst, error);
-      std::printf("%-70s %-9s predicted %9.0f measured %9.0f bytes (%.2f%%)\n", label.c_str(),
-                  kind.c_str(), value, m, 100 * error);
-      EXPECT_LT(error, 0.10) << label << " " << kind;
-    }
+    worst = std::max(worst, expect_state_matches_trainer(
+                                gpt(overrides), fmt::format("{}", fmt::join(layout, " "))));
+  }
+  std::printf("largest error %.2f%%\n", 100 * worst);
+}
+
+TEST(PlanAuto, ExpertStateMemoryMatchesTheTrainersTensorBytes) {
+  // A rank holds 1 / ep of the experts, their ZeRO state split over dp / ep (NOTE [Expert
+  // parallelism]).
+  double worst = 0;
+  for (const std::vector<std::string>& layout : std::vector<std::vector<std::string>>{
+           {"parallel.dp=2", "parallel.ep=2"},
+           {"parallel.dp=4", "parallel.ep=2", "parallel.zero=1"},
+           {"parallel.dp=4", "parallel.ep=2", "parallel.zero=3"}}) {
+    std::vector<std::string> overrides = {"parallel.microbatches=1"};
+    overrides.insert(overrides.end(), layout.begin(), layout.end());
+    worst = std::max(worst, expect_state_matches_trainer(
+                                mixtral(overrides), fmt::format("{}", fmt::join(layout, " "))));
   }
   std::printf("largest error %.2f%%\n", 100 * worst);
 }
@@ -212,6 +245,91 @@ TEST(PlanAuto, ALayoutThatDoesNotFitIsPricedAgainWithRecompute) {
   const Prediction none_fits = predict_fitting(base, l, facts, 1.0);
   EXPECT_FALSE(none_fits.fits);
   EXPECT_EQ(none_fits.layout.recompute, Recompute::kNone);
+}
+
+TEST(PlanAuto, ExpertParallelismIsEnumeratedForAMixtureOfExperts) {
+  // 4 experts on 4 ranks: every ep dividing dp (and the experts) is a layout, ep = 1 included.
+  const JobConfig base = mixtral();
+  const Enumeration e = enumerate_layouts(base, 4);
+  std::map<int64_t, std::set<int64_t>> eps_by_dp;
+  std::set<std::string> seen;
+  for (const Layout& l : e.valid) {
+    EXPECT_EQ(l.dp % l.ep, 0) << l.str();
+    EXPECT_EQ(4 % l.ep, 0) << l.str();
+    EXPECT_EQ(layout_config(base, l).ep, l.ep) << l.str();
+    if (l.pp == 1) eps_by_dp[l.dp].insert(l.ep);
+    seen.insert(l.str());
+  }
+  EXPECT_EQ(eps_by_dp[4], (std::set<int64_t>{1, 2, 4}));
+  for (const char* expected :
+       {"pp=1 dp=4 tp=1 zero=0 mb=1", "pp=1 dp=4 ep=2 tp=1 zero=1 mb=2",
+        "pp=1 dp=4 ep=4 tp=1 zero=3 mb=1", "pp=2 dp=2 ep=2 tp=1 zero=0 mb=2 1f1b"})
+    EXPECT_EQ(seen.count(expected), 1u) << "missing: " << expected;
+  // 3 experts do not split over 2 or 4 ranks.
+  for (const Layout& l : enumerate_layouts(mixtral({"model.num_experts=3"}), 4).valid)
+    EXPECT_EQ(l.ep, 1) << l.str();
+}
+
+/// synthetic_facts over groups of 2 and 4, with all_to_all figures of their own.
+MachineFacts expert_facts() {
+  MachineFacts facts = synthetic_facts();
+  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "send_recv"})
+    facts.comm[op][4] = {2e-5, 5e8};
+  facts.comm["all_to_all"][2] = {3e-5, 2e8};
+  facts.comm["all_to_all"][4] = {4e-5, 1e8};
+  return facts;
+}
+
+TEST(PlanAuto, ExpertParallelismIsPricedByItsAllToAlls) {
+  const JobConfig base = mixtral({"parallel.microbatches=1"});
+  const MachineFacts facts = expert_facts();
+  auto layout = [](int64_t ep) {
+    Layout l;
+    l.dp = 4;
+    l.ep = ep;
+    return l;
+  };
+  const Prediction one = predict(layout_config(base, layout(1)), layout(1), facts);
+  const Prediction two = predict(layout_config(base, layout(2)), layout(2), facts);
+  const Prediction four = predict(layout_config(base, layout(4)), layout(4), facts);
+  std::printf(
+      "ep 1: comm %.3g s (ep %.3g s), state %.0f B; ep 2: comm %.3g s (ep %.3g s), "
+      "state %.0f B; ep 4: comm %.3g s (ep %.3g s), state %.0f B\n",
+      one.comm_s, one.comm.ep, one.state.total(), two.comm_s, two.comm.ep, two.state.total(),
+      four.comm_s, four.comm.ep, four.state.total());
+  EXPECT_EQ(one.comm.ep, 0.0);
+  EXPECT_EQ(one.comm_s, one.comm.total());
+  // Per layer (4) and micro-batch (1): 4 all-to-alls of a rank's 2 x 16 tokens x 2 experts
+  // = 64 rows of 32 float64s, and 1 of the 4 experts' int64 counts, at all_to_all's fit over ep.
+  const CommFit over_two = facts.fit("all_to_all", 2);
+  EXPECT_DOUBLE_EQ(two.comm.ep, 4.0 * (4 * over_two.time(64 * 32 * 8) + over_two.time(4 * 8)));
+  const CommFit over_four = facts.fit("all_to_all", 4);
+  EXPECT_DOUBLE_EQ(four.comm.ep, 4.0 * (4 * over_four.time(64 * 32 * 8) + over_four.time(4 * 8)));
+  // A calibration without all_to_all figures prices them at all_gather's over the same group.
+  MachineFacts older = facts;
+  older.comm.erase("all_to_all");
+  const CommFit gather = older.fit("all_gather", 2);
+  EXPECT_DOUBLE_EQ(predict(layout_config(base, layout(2)), layout(2), older).comm.ep,
+                   4.0 * (4 * gather.time(64 * 32 * 8) + gather.time(4 * 8)));
+
+  // Memory: a rank holds 1 / ep of the experts (float64, no ZeRO: 8 B each for the parameter
+  // and its gradient); the rest as at ep = 1.
+  const double experts = estimate_memory(base).expert_parameters;
+  EXPECT_EQ(experts, 4.0 * 4 * 3 * 32 * 24);
+  EXPECT_DOUBLE_EQ(one.state.params - two.state.params, experts / 2 * 8);
+  EXPECT_DOUBLE_EQ(one.state.params - four.state.params, experts * 3 / 4 * 8);
+  EXPECT_DOUBLE_EQ(one.state.expert_grads, experts * 8);
+  EXPECT_DOUBLE_EQ(two.state.expert_grads, experts / 2 * 8);
+  EXPECT_DOUBLE_EQ(one.state.grads - one.state.expert_grads,
+                   two.state.grads - two.state.expert_grads);
+  // ep = 4 holds each expert once: only the dense gradients are reduced over dp.
+  EXPECT_LT(four.comm.dp, one.comm.dp);
+  // The explanation says how ep is priced, and a dense model's has no ep line.
+  const std::string explained = explain_model(base, facts);
+  EXPECT_NE(explained.find("  ep: "), std::string::npos) << explained;
+  EXPECT_NE(explain_model(base, older).find("this calibration has no all_to_all"),
+            std::string::npos);
+  EXPECT_EQ(explain_model(gpt(), facts).find("  ep: "), std::string::npos);
 }
 
 TEST(PlanAuto, CalibrationRoundTripsAndBadFilesAreNamed) {

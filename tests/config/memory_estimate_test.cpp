@@ -1,5 +1,5 @@
-// The config-only memory estimate: its parameter count is the model's, and absurd sizes are
-// config errors before anything is built.
+// The config-only memory estimate: its parameter count is the model's, a mixture of experts'
+// state splits over ep, and absurd sizes are config errors before anything is built.
 #include "config/memory_estimate.h"
 
 #include <c10/util/accumulate.h>
@@ -96,6 +96,46 @@ TEST(MemoryEstimate, ActivationsFollowTheRecomputeMode) {
     EXPECT_NE(std::string(e.what()).find("activation_checkpoint = \"full\""), std::string::npos)
         << e.what();
   }
+}
+
+// A mixture of experts: 4 layers of 4 experts of C = 32, I = 24.
+const std::string kMixtral =
+    "[model]\nname = \"mixtral\"\nvocab_size = 64\nvocab_multiple = 16\nblock_size = 16\n"
+    "n_layer = 4\nn_head = 4\nn_kv_head = 2\nn_embd = 32\nintermediate_size = 24\n"
+    "num_experts = 4\nexperts_per_token = 2\n[training]\nglobal_batch_size = 8\nseq_len = 16\n";
+
+TEST(MemoryEstimate, ExpertStateIsSplitOverEp) {
+  auto moe = [](const std::vector<std::string>& overrides) {
+    return estimate_memory(JobConfig::parse(kMixtral, "moe.toml", overrides));
+  };
+  // The expert parameters are those of the built model that carry an expert slot.
+  const JobConfig c = JobConfig::parse(kMixtral, "moe.toml");
+  double experts = 0;
+  for (const auto& [fqn, param] : build_model(c)->named_parameters())
+    if (param->expert) experts += static_cast<double>(c10::multiply_integers(param->shape));
+  EXPECT_EQ(experts, 4.0 * 4 * 3 * 32 * 24);  // layers x experts x (w1, w3, w2) x C x I
+  EXPECT_EQ(estimate_memory(c).expert_parameters, experts);
+  EXPECT_EQ(estimate_memory(JobConfig::parse("", "gpt.toml")).expert_parameters, 0.0);
+
+  // Without ZeRO a rank holds the experts' whole state (float32 AdamW: 16 B a parameter) at
+  // ep = 1, half of it at ep = 2; the rest as before, and the least a rank can hold unchanged.
+  const MemoryEstimate one = moe({"parallel.dp=2"});
+  const MemoryEstimate two = moe({"parallel.dp=2", "parallel.ep=2"});
+  EXPECT_EQ(one.expert_state_per_rank_bytes, 16 * experts);
+  EXPECT_EQ(two.expert_state_per_rank_bytes, one.expert_state_per_rank_bytes / 2);
+  EXPECT_EQ(two.dense_state_per_rank_bytes, one.dense_state_per_rank_bytes);
+  EXPECT_EQ(one.dense_state_per_rank_bytes, 16 * (one.parameters - experts));
+  EXPECT_EQ(two.per_rank_floor_bytes, one.per_rank_floor_bytes);
+  // ZeRO-3 over dp = 4 splits each expert 4 ways at ep = 1; at ep = 2 a rank holds half the
+  // experts split 2 ways: the same bytes. ZeRO-1 splits only the optimizer state (8 of the 16 B).
+  const MemoryEstimate z3 = moe({"parallel.dp=4", "parallel.zero=3"});
+  EXPECT_EQ(z3.expert_state_per_rank_bytes, 16 * experts / 4);
+  EXPECT_EQ(moe({"parallel.dp=4", "parallel.ep=2", "parallel.zero=3"}).expert_state_per_rank_bytes,
+            z3.expert_state_per_rank_bytes);
+  EXPECT_EQ(moe({"parallel.dp=4", "parallel.ep=2", "parallel.zero=1"}).expert_state_per_rank_bytes,
+            experts / 2 * (8 + 8.0 / 2));
+  EXPECT_EQ(moe({"parallel.dp=4", "parallel.ep=4", "parallel.zero=1"}).expert_state_per_rank_bytes,
+            experts / 4 * 16);
 }
 
 }  // namespace
