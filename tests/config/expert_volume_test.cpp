@@ -52,7 +52,9 @@ TEST(ExpertVolume, ByHandAndAsDispatchCountsIt) {
   EXPECT_EQ(four.send_bytes_per_step, 4.0 * 0.75 * (4 * 64 * 256 + 32));
 
   // Nothing at ep = 1, nor for a dense model.
-  EXPECT_EQ(expert_volume(mixtral({"parallel.dp=4"})).send_bytes_per_step, 0.0);
+  EXPECT_EQ(
+      expert_volume(mixtral({"parallel.dp=4", "parallel.microbatches=2"})).send_bytes_per_step,
+      0.0);
   EXPECT_EQ(expert_volume(JobConfig::parse(testing::kGptRun, "gpt.toml", {"parallel.dp=2"}))
                 .send_bytes_per_step,
             0.0);
