@@ -108,6 +108,11 @@ TEST(JobMesh, EachRoleIsOneRowOfTheTable) {
   }
   EXPECT_TRUE(role_row(DimRole::kData).splits_batch);
   EXPECT_TRUE(role_row(DimRole::kContext).splits_sequence);
+  // ep does two jobs: part of the data parallelism, and the holders of the experts.
+  const DimRoleRow& ep = role_row(DimRole::kExpert);
+  EXPECT_EQ(ep.role, DimRole::kExpert);
+  EXPECT_TRUE(ep.splits_batch && ep.holds_experts);
+  EXPECT_FALSE(ep.carries_stages || ep.splits_sequence || ep.shards_params);
   // A dim is a name and a row: the outer dims come from the table, cp only when larger than 1.
   const MeshDims dims = job_mesh_dims({{"pp", 2}, {"dp", 3}, {"cp", 1}}, {4});
   ASSERT_EQ(dims.size(), 3u);
@@ -140,6 +145,37 @@ TEST(JobMesh, EachParameterIsAskedOverWhichDims) {
   const JobMesh flat = JobMesh::layout(job_mesh_dims({{"dp", 2}}, {2}), 1);
   EXPECT_TRUE(flat.param_dims({true}).held_along.empty());
   EXPECT_EQ(flat.norm_dims(false), std::vector<int>{2});
+}
+
+TEST(JobMesh, ExpertParallelismIsPartOfDpAndHoldsTheExperts) {
+  // NOTE [Expert parallelism]: parallel.dp = 4 with ep = 2 is dp 2 x ep 2; x cp 2 x tp 1, rank
+  // 13 of pp=2 at (1, 1, 0, 1, 0).
+  const JobMesh mesh =
+      JobMesh::layout(job_mesh_dims({{"pp", 2}, {"dp", 2}, {"ep", 2}, {"cp", 2}}, {1}), 13);
+  EXPECT_EQ(mesh.mesh().dim_names(), (std::vector<std::string>{"pp", "dp", "ep", "cp", "tp"}));
+  EXPECT_EQ(mesh.ep(), 2);
+  EXPECT_EQ(mesh.ep_rank(), 0);
+  EXPECT_EQ(mesh.dp_rank(), 1);
+  // The batch is split over dp x ep, numbered dp-major; the loss averages over dp x ep x cp.
+  EXPECT_EQ(mesh.batch_shards(), 4);
+  EXPECT_EQ(mesh.batch_rank(), 2);
+  EXPECT_EQ(mesh.data_dims(), (std::vector<std::string>{"dp", "ep", "cp"}));
+  // A dense parameter is a replica over every data dim; an expert's ranks along ep hold other
+  // experts: it is averaged over dp x cp and held along the stages and ep.
+  const JobMesh::ParamDims dense = mesh.param_dims({false});
+  EXPECT_EQ(dense.averaged, (std::vector<std::string>{"dp", "ep", "cp"}));
+  EXPECT_EQ(dense.held_along, std::vector<int>{0});
+  const JobMesh::ParamDims expert = mesh.param_dims({false}, /*expert=*/true);
+  EXPECT_EQ(expert.averaged, (std::vector<std::string>{"dp", "cp"}));
+  EXPECT_EQ(expert.averaged_sizes, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(expert.held_along, (std::vector<int>{0, 2}));
+  EXPECT_EQ(expert.norm_split(false), (std::vector<int>{0, 2}));
+  EXPECT_EQ(expert.norm_split(true), (std::vector<int>{0, 1, 2, 3}));
+  // The norm reduces over tp, the stages, the expert holders and (ZeRO) the data dims, once each.
+  EXPECT_EQ(mesh.norm_dims(false), (std::vector<int>{4, 0, 2}));
+  EXPECT_EQ(mesh.norm_dims(true), (std::vector<int>{4, 0, 2, 1, 3}));
+  // ep = 1: no ep dim, nothing changes.
+  EXPECT_EQ(job_mesh_dims({{"dp", 4}, {"ep", 1}}, {1}).size(), 3u);
 }
 
 }  // namespace
