@@ -146,7 +146,7 @@ bool gathers_across_writers(const std::vector<StateTensor>& state) {
   for (const auto& t : state) {
     const std::vector<std::string> own = own_held(t);
     for (int d : t.spec.split_dims()) {
-      const std::string& name = t.spec.mesh.dim_names()[static_cast<size_t>(d)];
+      const std::string name = t.spec.mesh.dim_names()[static_cast<size_t>(d)];
       if (!contains(own, name) && contains(held, name)) return true;
     }
   }
