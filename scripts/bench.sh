@@ -44,8 +44,12 @@
 #  11. fused: gpt-tiny's model at T = 128 on 1 process at vocabularies 256 and 50,304 with the
 #      fused LM loss and the fused projections each on and off: tokens/s (3 alternating rounds),
 #      the activation bytes metrics report, peak resident memory.
+#  12. moe: configs/mixtral-tiny.toml with 8 experts, top-2, against the dense Llama of the same
+#      active parameters (configs/llama-tiny.toml's SwiGLU of 2 x 172, tp = 1), 40 steps, on 1
+#      process, dp = 2 and (MoE) dp = 2 with ep = 2: tokens/s (median after the first step),
+#      rank 0's parameter bytes, the bytes it sent over ep and dp in a step, peak resident memory.
 # Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or peers, comm, train, pipeline,
-# checkpoint, export, recompute, cp, generate, flight, fused, peer-threads; a comma list) runs
+# checkpoint, export, recompute, cp, generate, flight, fused, moe, peer-threads; a comma list) runs
 # only those tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,7 +62,7 @@ BIN="${VESCALE_TRAIN:-${BUILD_DIR:-build}/vescale-train}"
 SIZES=(--sizes 1K,64K,1M,16M)
 [ $# -gt 0 ] && SIZES=("$@")
 
-BENCH=${BENCH:-peers,comm,train,pipeline,zero,checkpoint,export,recompute,cp,generate,flight,fused}
+BENCH=${BENCH:-peers,comm,train,pipeline,zero,checkpoint,export,recompute,cp,generate,flight,fused,moe}
 wanted() { [[ ",$BENCH," == *",$1,"* ]]; }
 
 if wanted comm; then
@@ -484,6 +488,42 @@ big=(--model.n_layer=8 --model.n_embd=256 --model.n_head=8 --model.block_size=51
   --training.steps=1 --training.seq_len=512 --training.global_batch_size=2 \
   --checkpoint.interval=1 >/dev/null 2>&1
 gen_rows "8x256,block 512" "$OUT/gen-big" "${big[@]}"
+fi
+
+# --- moe ---------------------------------------------------------------------------------------
+if wanted moe; then
+echo
+echo "mixture of experts: mixtral-tiny with 8 experts, top-2 (4 layers, C = 128, each expert a"
+echo "SwiGLU of 172) against the dense llama-tiny of the same active parameters (a SwiGLU of 344),"
+echo "tp = 1, float32, 40 steps of 16 x 64 tokens; tokens/s: median over the steps after the first;"
+echo "params: rank 0's parameter bytes; ep and dp bytes: rank 0's in the last step (metrics.jsonl)"
+printf '| model | layout | tokens/s | params | ep bytes/step | dp bytes/step | peak RSS |\n| --- | --- | --- | --- | --- | --- | --- |\n'
+moe_row() {  # label, layout, config, overrides...
+  local label=$1 layout=$2 config=$3 dir log peak
+  shift 3
+  dir="$OUT/moe-$label-${layout// /}"
+  log=$("$BIN" train "$config" --job.dump_folder="$dir" --training.steps=40 --eval.interval=0 \
+    --eval.windows=1 --metrics.log_interval=1 --parallel.tp=1 "$@" 2>&1)
+  peak=$(echo "$log" | grep "done:" | head -1 | sed -n 's/.*peak RSS \(.*\)$/\1/p')
+  python3 - "$dir/metrics.jsonl" "$label" "$layout" "$peak" <<'PY'
+import json, statistics, sys
+path, label, layout, peak = sys.argv[1:]
+lines = [json.loads(l) for l in open(path) if '"step_time_s"' in l]
+tps = statistics.median(l["tokens_per_s"] for l in lines[1:])
+params = lines[-1]["state_bytes"]["params"]
+comm = lines[-1].get("comm_bytes", {})
+print(f"| {label} | {layout} | {tps:,.0f} | {params / 2**20:.2f} MiB | {comm.get('ep', 0):,} "
+      f"| {comm.get('dp', 0):,} | {peak} |")
+PY
+}
+moe8=(--model.num_experts=8 --model.experts_per_token=2)
+dense=(--parallel.plan=llama/dp-only)
+moe_row "dense llama (SwiGLU 344)" "1 process" configs/llama-tiny.toml "${dense[@]}" --parallel.dp=1
+moe_row "MoE 8 x 172, top-2" "1 process" configs/mixtral-tiny.toml "${moe8[@]}" --parallel.dp=1
+moe_row "dense llama (SwiGLU 344)" "dp 2" configs/llama-tiny.toml "${dense[@]}" --parallel.dp=2
+moe_row "MoE 8 x 172, top-2" "dp 2" configs/mixtral-tiny.toml "${moe8[@]}" --parallel.dp=2
+moe_row "MoE 8 x 172, top-2" "dp 2, ep 2" configs/mixtral-tiny.toml "${moe8[@]}" --parallel.dp=2 \
+  --parallel.ep=2
 fi
 
 if wanted flight; then
