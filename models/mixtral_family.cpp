@@ -135,12 +135,6 @@ class MixtralFamily : public ModelFamily {
                   "config {}: model.num_experts = {} does not split over parallel.ep = {}: each ep "
                   "rank holds the same number of experts; use an ep that divides it",
                   spec.source, m.num_experts, spec.ep);
-    VS_USER_CHECK(
-        spec.tp == 1,
-        "config {}: model.name = \"mixtral\" takes parallel.tp = 1 for now (got {}): its "
-        "experts (model.num_experts, model.experts_per_token) are not tensor-parallel yet; "
-        "use parallel.dp, pp or zero",
-        spec.source, spec.tp);
   }
 
   std::shared_ptr<Module> build(const ModelSpec& spec) const override {

@@ -160,23 +160,27 @@ TEST(FlightRecorder, ATimeoutDumpsAndTheDiagnosisNamesTheRankThatNeverCame) {
   fs::remove_all(dir);
 }
 
+/// A recorder of rank `rank` of a world of 4 with tp pairs {0,1} {2,3} and a second dim's pairs
+/// {0,2} {1,3} named `second` (pp, dp), at step `step`.
+std::unique_ptr<FlightRecorder> four_rank_recorder(int rank, const std::string& second,
+                                                   int64_t step) {
+  auto r = std::make_unique<FlightRecorder>(rank, 64);
+  r->add_group("world", {0, 1, 2, 3}, rank);
+  r->add_group("tp", rank < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}, rank % 2);
+  r->add_group(second, rank % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3}, rank / 2);
+  r->set_step(step);
+  return r;
+}
+
 TEST(FlightRecorder, ARankWhoseCallTimedOutIsAVictimNotACause) {
   // World 4: tp pairs {0,1} {2,3}, dp pairs {0,2} {1,3}. Rank 1 hangs in compute after its dp
   // all_reduce #1. Rank 0's tp all_reduce #4 with it timed out (failed); ranks 2 and 3 wait in
   // dp all_reduce #2, for ranks 0 and 1. Only rank 1 is the cause.
   const fs::path dir = fresh_folder("victim");
-  auto recorder = [](int rank, int tp_rank, std::vector<int> tp, std::vector<int> dp) {
-    auto r = std::make_unique<FlightRecorder>(rank, 64);
-    r->add_group("world", {0, 1, 2, 3}, rank);
-    r->add_group("tp", tp, tp_rank);
-    r->add_group("dp", dp, rank / 2);
-    r->set_step(4);
-    return r;
-  };
-  auto r0 = recorder(0, 0, {0, 1}, {0, 2});
-  auto r1 = recorder(1, 1, {0, 1}, {1, 3});
-  auto r2 = recorder(2, 0, {2, 3}, {0, 2});
-  auto r3 = recorder(3, 1, {2, 3}, {1, 3});
+  auto r0 = four_rank_recorder(0, "dp", 4);
+  auto r1 = four_rank_recorder(1, "dp", 4);
+  auto r2 = four_rank_recorder(2, "dp", 4);
+  auto r3 = four_rank_recorder(3, "dp", 4);
   for (FlightRecorder* r : {r0.get(), r1.get(), r2.get(), r3.get()}) {
     for (int i = 0; i < 3; ++i)
       r->end(r->begin(1, false, "all_reduce", 256), FlightState::kDone);
@@ -205,17 +209,9 @@ TEST(FlightRecorder, DiagnosisFollowsAHangAcrossGroupsAndNamesMissingDumps) {
   // World 4: tp pairs {0,1} {2,3}, pp pairs {0,2} {1,3}. Rank 3 sent to pp rank 1 and then
   // stopped; rank 2 waits in tp all_reduce #5; rank 1 wrote no dump.
   const fs::path dir = fresh_folder("hang");
-  auto recorder = [](int rank, int tp_rank, std::vector<int> tp, std::vector<int> pp) {
-    auto r = std::make_unique<FlightRecorder>(rank, 64);
-    r->add_group("world", {0, 1, 2, 3}, rank);
-    r->add_group("tp", tp, tp_rank);
-    r->add_group("pp", pp, rank / 2);
-    r->set_step(57);
-    return r;
-  };
-  auto r0 = recorder(0, 0, {0, 1}, {0, 2});
-  auto r2 = recorder(2, 0, {2, 3}, {0, 2});
-  auto r3 = recorder(3, 1, {2, 3}, {1, 3});
+  auto r0 = four_rank_recorder(0, "pp", 57);
+  auto r2 = four_rank_recorder(2, "pp", 57);
+  auto r3 = four_rank_recorder(3, "pp", 57);
   for (FlightRecorder* r : {r0.get(), r2.get(), r3.get()}) {
     for (int i = 0; i < 4; ++i)
       r->end(r->begin(1, false, "all_reduce", 256), FlightState::kDone);

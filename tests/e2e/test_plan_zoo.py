@@ -17,9 +17,8 @@ seq_len = 16
 """
 LLAMA = GPT.replace('name = "gpt"', 'name = "llama"\nn_kv_head = 2\nintermediate_size = 24')
 MIXTRAL = LLAMA.replace('name = "llama"', 'name = "mixtral"\nnum_experts = 4\nexperts_per_token = 2')
-# A plan's mesh, where it is not tp = 2: mixtral's experts take tp = 1.
-MESH = {"gpt/megatron-tp-2d": ("--parallel.tp=4", "--parallel.tp_shape=[2, 2]"),
-        "mixtral/dp-only": ("--parallel.tp=1",)}
+# A plan's mesh, where it is not tp = 2.
+MESH = {"gpt/megatron-tp-2d": ("--parallel.tp=4", "--parallel.tp_shape=[2, 2]")}
 
 
 class PlanZoo(unittest.TestCase):

@@ -297,6 +297,16 @@ TEST(MixtralEp, Ep2WithCp2MatchesOneProcess) {
                           mixtral_reference(), "mixtral ep2 x cp2");
 }
 
+TEST(MixtralEp, Tp2SequenceParallelAttentionMatchesOneProcess) {
+  // mixtral/megatron-sp: the attention tensor- and sequence-parallel, each mixture of experts on
+  // every token of every tp rank (the experts Replicate), with and without ep.
+  const std::string sp = "parallel.plan=\"mixtral/megatron-sp\"";
+  testing::expect_matches(moe_train({"parallel.tp=2", sp}), mixtral_reference(),
+                          "mixtral tp2 megatron-sp");
+  testing::expect_matches(moe_train({"parallel.dp=2", "parallel.ep=2", "parallel.tp=2", sp}),
+                          mixtral_reference(), "mixtral ep2 x tp2 megatron-sp");
+}
+
 TEST(MixtralEp, ZeroWithEp2MatchesOneProcess) {
   for (const char* stage : {"1", "2", "3"}) {
     testing::expect_matches(moe_train({"parallel.dp=4", "parallel.ep=2", "parallel.microbatches=2",
