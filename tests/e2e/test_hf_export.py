@@ -1,6 +1,6 @@
 """`vescale-train export --format hf` end to end: a GPT and two Llamas train 2 float64 steps on
 dp=2 x tp=2 (a sharded checkpoint), a Mixtral (each expert its own tensors, under Hugging Face's
-names; tp = 1 for now) on dp=2 with ZeRO-3, are exported as Hugging Face folders, and an
+names) on dp=2 with its experts over ep=2 and ZeRO-3, are exported as Hugging Face folders, and an
 independent reader and reference implementation (hf_reference.py: Python over the safetensors
 bytes, not our C++) computes the validation loss that `vescale-train eval` computes on the
 checkpoint: float64 within 1e-10, a float32 export within 1e-5. Sharded exports (an index and
@@ -85,8 +85,9 @@ plan = "mixtral/dp-only"
 }
 # eval on one process, whatever layout trained the checkpoint.
 ONE_PROCESS = ("--parallel.dp=1", "--parallel.tp=1", "--parallel.zero=0", "--parallel.plan=")
-# The mixtral family takes tp = 1: its checkpoint is sharded by ZeRO-3 over dp instead.
-LAYOUT = {"mixtral": "dp = 2\nzero = 3\n"}
+# The mixtral checkpoint: its experts held over ep (NOTE [Expert parallelism]), the rest sharded
+# by ZeRO-3 over dp.
+LAYOUT = {"mixtral": "dp = 2\nep = 2\nzero = 3\n"}
 COMMON = f"""
 [parallel]
 dp = 2
