@@ -26,8 +26,8 @@ namespace vescale::models {
 /// mixture's.
 struct MixtralConfig : LlamaConfig {
   int64_t num_experts = 4;
-  int64_t experts_per_token = 2;  ///< top-k
-  double router_aux_loss_coef = 0.02;    ///< weight of the auxiliary loss in the objective
+  int64_t experts_per_token = 2;       ///< top-k
+  double router_aux_loss_coef = 0.02;  ///< weight of the auxiliary loss in the objective
   bool shared_expert = false;
 };
 

@@ -76,8 +76,7 @@ at::Tensor run_experts(const at::Tensor& h, const std::vector<int64_t>& counts,
     const at::Tensor inner = at::silu(at::matmul(x, w1.t())) * at::matmul(x, w3.t());
     outputs.push_back(at::matmul(inner, w2.t()));
   }
-  VS_CHECK(first == h.size(0), "[dtensor] run_experts: counts of {} rows for {}", first,
-           h.size(0));
+  VS_CHECK(first == h.size(0), "[dtensor] run_experts: counts of {} rows for {}", first, h.size(0));
   return outputs.size() == 1 ? outputs.front() : at::cat(outputs);
 }
 
@@ -86,8 +85,7 @@ at::Tensor dispatch_to_experts(const at::Tensor& h, const std::vector<int64_t>& 
                                const ExpertPlacement& placement) {
   const int64_t ranks = placement.ranks(), per_rank = placement.count();
   VS_CHECK(static_cast<int64_t>(counts.size()) == placement.total &&
-               static_cast<int64_t>(local.size()) == per_rank &&
-               placement.total % ranks == 0,
+               static_cast<int64_t>(local.size()) == per_rank && placement.total % ranks == 0,
            "[dtensor] dispatch_to_experts: {} counts and {} local experts of {} over {} ranks",
            counts.size(), local.size(), placement.total, ranks);
   if (ranks == 1) return run_experts(h, counts, local);

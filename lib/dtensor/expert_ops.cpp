@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "dtensor/op_driver.h"
 #include "dtensor/expert_dispatch.h"
+#include "dtensor/op_driver.h"
 
 namespace vescale {
 namespace {

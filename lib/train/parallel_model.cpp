@@ -44,8 +44,8 @@ ParallelizeOptions init_options(const JobConfig& c, const JobMesh& mesh, Module&
     if (p->expert && p->expert->holder(mesh.ep()) != mesh.ep_rank()) others_experts.insert(fqn);
   }
   if (!pipeline && others_experts.empty()) return options;
-  options.materialize = [mine, others_experts, staged = pipeline.has_value()](
-                            const std::string& fqn) {
+  options.materialize = [mine, others_experts,
+                         staged = pipeline.has_value()](const std::string& fqn) {
     return (!staged || under_modules(fqn, mine)) && !others_experts.count(fqn);
   };
   return options;

@@ -17,8 +17,8 @@ struct TrainSummary {
   /// A mixture of experts: the auxiliary loss of each step the metrics logged (NOTE [MoE
   /// auxiliary loss]).
   std::vector<double> aux_losses;
-  double first_val_loss = 0;   ///< before the first step
-  double final_val_loss = 0;   ///< after the last
+  double first_val_loss = 0;  ///< before the first step
+  double final_val_loss = 0;  ///< after the last
   /// Over all steps after the first, evaluation's time excluded (it trains nothing).
   double tokens_per_s = 0;
   double seconds = 0;

@@ -84,7 +84,8 @@ plan = "mixtral/dp-only"
 """,
 }
 # eval on one process, whatever layout trained the checkpoint.
-ONE_PROCESS = ("--parallel.dp=1", "--parallel.tp=1", "--parallel.zero=0", "--parallel.plan=")
+ONE_PROCESS = ("--parallel.dp=1", "--parallel.ep=1", "--parallel.tp=1", "--parallel.zero=0",
+               "--parallel.plan=")
 # The mixtral checkpoint: its experts held over ep (NOTE [Expert parallelism]), the rest sharded
 # by ZeRO-3 over dp.
 LAYOUT = {"mixtral": "dp = 2\nep = 2\nzero = 3\n"}

@@ -127,15 +127,16 @@ TEST(Generate, MixtureOfExpertsTheSameOnEpLayoutsWithTheCache) {
   o.sampling.greedy = true;
   const auto reference = tokens_of(config_of(testing::kMixtralRun, {}), o);
   ASSERT_EQ(reference[0].size(), 24u);
-  for (const Overrides& layout : std::vector<Overrides>{
-           {"parallel.dp=2", "parallel.ep=2"},
-           {"parallel.dp=4", "parallel.ep=4", "parallel.microbatches=2"},
-           {"parallel.pp=2", "parallel.dp=2", "parallel.ep=2"}}) {
+  for (const Overrides& layout :
+       std::vector<Overrides>{{"parallel.dp=2", "parallel.ep=2"},
+                              {"parallel.dp=4", "parallel.ep=4", "parallel.microbatches=2"},
+                              {"parallel.pp=2", "parallel.dp=2", "parallel.ep=2"}}) {
     EXPECT_EQ(tokens_of(config_of(testing::kMixtralRun, layout), o), reference)
         << layout.front() << " " << layout.at(1);
   }
-  std::printf("mixtral greedy, 24 tokens with the cache: the same on 1 process, ep2, ep4 and "
-              "pp2 x ep2\n");
+  std::printf(
+      "mixtral greedy, 24 tokens with the cache: the same on 1 process, ep2, ep4 and "
+      "pp2 x ep2\n");
 }
 
 TEST(Generate, SeededSamplesRepeatOnEveryLayout) {
