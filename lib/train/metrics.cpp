@@ -7,13 +7,17 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/safe_files.h"
 #include "core/units.h"
 #include "core/write_fully.h"
 
@@ -204,6 +208,44 @@ void MetricsWriter::write(const StepMetrics& m) {
     spdlog::error("metrics: writing {} failed ({}); no more metrics are recorded for this run",
                   path_, std::strerror(errno));
   }
+}
+
+int64_t drop_metrics_after(const std::filesystem::path& path, int64_t step) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return 0;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> lines;
+  for (size_t start = 0; start < text.size();) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  std::string kept;
+  int64_t after = 0, torn = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const nlohmann::json j = nlohmann::json::parse(lines[i], nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() && i + 1 == lines.size()) {
+      ++torn;  // the crash cut its last write short
+    } else if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+               j["step"].get<int64_t>() > step) {
+      ++after;
+    } else {
+      kept += lines[i] + "\n";
+    }
+  }
+  // Rewritten also when only the last line's newline was missing: the next line must not be
+  // glued to it.
+  if (kept == text) return 0;
+  write_text_atomically(path, kept);
+  const int64_t dropped = after + torn;
+  if (dropped > 0) {
+    spdlog::info(
+        "[metrics] {}: dropped {} line{} after step {} (the timeline lost since the "
+        "checkpoint{}); the resumed run writes them again",
+        path.string(), dropped, dropped == 1 ? "" : "s", step,
+        torn > 0 ? ", the last one torn by the crash" : "");
+  }
+  return dropped;
 }
 
 int64_t resident_bytes() {

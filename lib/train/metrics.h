@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -85,6 +86,12 @@ class MetricsWriter {
   int fd_ = -1;
   bool failed_ = false;
 };
+
+/// Drops the lines of the metrics.jsonl at `path` whose "step" is after `step` (a run resumed from
+/// a checkpoint of that step writes them again) and a last line that is not JSON (a write torn by
+/// a crash); other lines are kept as they are. Rewrites the file atomically, and only when that
+/// changes it. Returns the number of lines dropped (NOTE [One run per dump folder]).
+int64_t drop_metrics_after(const std::filesystem::path& path, int64_t step);
 
 /// This process's resident memory in bytes.
 int64_t resident_bytes();

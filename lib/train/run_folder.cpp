@@ -10,6 +10,7 @@
 
 #include "checkpoint/step_folders.h"
 #include "core/error.h"
+#include "train/metrics.h"
 #include "train/run_id.h"
 
 namespace vescale {
@@ -28,16 +29,21 @@ std::string metrics_run_id(const fs::path& path) {
   return j["run_id"].get<std::string>();
 }
 
-/// Makes <dump_folder>/metrics.jsonl run `run_id`'s: refuses a symbolic link, and moves another
-/// run's file aside.
-void claim_metrics_file(const fs::path& path, const std::string& run_id) {
+}  // namespace
+
+void claim_metrics_file(const fs::path& path, const std::string& run_id,
+                        std::optional<int64_t> resumed_from) {
   VS_USER_CHECK(!fs::is_symlink(path),
                 "[metrics] {} is a symbolic link; metrics are never written through one. Remove "
                 "it, or give this job another job.dump_folder",
                 path.string());
   if (!fs::exists(path) || fs::is_empty(path)) return;
   const std::string other = metrics_run_id(path);
-  if (other == run_id) return;  // this run, resumed: its lines go on
+  if (other == run_id) {
+    // This run, resumed: its lines go on from the checkpoint's step.
+    if (resumed_from) drop_metrics_after(path, *resumed_from);
+    return;
+  }
   const std::string stem = "metrics." + (other.empty() ? std::string("earlier") : other);
   fs::path aside = path.parent_path() / (stem + ".jsonl");
   for (int n = 2; fs::exists(fs::symlink_status(aside)); ++n)
@@ -46,8 +52,6 @@ void claim_metrics_file(const fs::path& path, const std::string& run_id) {
   spdlog::info("[metrics] {} held another run's lines ({}): moved to {}", path.string(),
                other.empty() ? "no run id" : "run " + other, aside.filename().string());
 }
-
-}  // namespace
 
 RunFolder::RunFolder(Job& job, const comm::Group& world, bool resumed, int64_t start_step) {
   const JobConfig& c = job.config();
@@ -63,7 +67,8 @@ RunFolder::RunFolder(Job& job, const comm::Group& world, bool resumed, int64_t s
       claim_checkpoints_folder(checkpoints_folder(folder), run_id, resumed, c.checkpoint_overwrite,
                                start_step);
       metrics_path_ = (folder / "metrics.jsonl").string();
-      claim_metrics_file(metrics_path_, run_id);
+      claim_metrics_file(metrics_path_, run_id,
+                         resumed ? std::optional<int64_t>(start_step) : std::nullopt);
     } catch (...) {
       failure = std::current_exception();
     }

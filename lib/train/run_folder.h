@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <string>
 
 #include "checkpoint/folder_lock.h"
@@ -21,6 +23,16 @@ namespace vescale {
 // - metrics.jsonl: a file another run wrote (its first line's run_id differs, or has none) is
 //   moved aside to metrics.<its run id>.jsonl, so a file holds one run's lines, each carrying
 //   that run id; a symbolic link there is refused, and the file is opened without following one.
+//   A run resumed from a checkpoint of step s keeps its file but drops the lines after step s
+//   (and a torn last line), rewritten atomically: the steps after the checkpoint were lost and
+//   run again, so the file ends with one line per logged step, however often the job restarted.
+//   (TensorBoard's event files are left as they are: a resumed run writes a new one beside them.)
+
+/// Makes `path` (<dump_folder>/metrics.jsonl) run `run_id`'s before its first line: refuses a
+/// symbolic link, moves another run's file aside, and for a run resumed from a checkpoint of step
+/// `resumed_from` drops its lines after that step (NOTE [One run per dump folder]). Rank 0 only.
+void claim_metrics_file(const std::filesystem::path& path, const std::string& run_id,
+                        std::optional<int64_t> resumed_from);
 
 /// The dump folder, claimed for this run (NOTE [One run per dump folder]).
 class RunFolder {

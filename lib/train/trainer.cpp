@@ -217,8 +217,9 @@ class TrainingLoop {
       // The next line's GPU peaks are those of its own steps.
       if (device_.is_cuda()) reset_gpu_memory_peaks(device_);
     }
-    // After the step's metrics line: a crash between the two repeats the line on resume rather
-    // than losing it (evaluation reads the state, so the saved state is the same).
+    // After the step's metrics line: a crash between the two loses no line (the resumed run drops
+    // it with the others after its checkpoint and writes it again, NOTE [One run per dump
+    // folder]; evaluation reads the state, so the saved state is the same).
     // With checkpoint.interval > 0 the last step is saved too, whatever the interval.
     if (stop ||
         (c_.checkpoint_interval > 0 && ((step + 1) % c_.checkpoint_interval == 0 || last))) {

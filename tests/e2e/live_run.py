@@ -88,7 +88,8 @@ class LiveRun:
 
 
 def losses_by_step(folder):
-    """Every (step, loss) of FOLDER/metrics.jsonl in file order (a restarted run repeats steps)."""
+    """Every (step, loss) of FOLDER/metrics.jsonl in file order (a resumed run first drops the
+    lines after its checkpoint's step, so each step appears once)."""
     return [(m["step"], m["loss"]) for m in metrics_lines(folder)]
 
 
