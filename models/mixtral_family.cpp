@@ -141,10 +141,6 @@ class MixtralFamily : public ModelFamily {
     return std::make_shared<Mixtral>(mixtral_config(spec), spec.tp);
   }
 
-  int64_t experts_per_layer(const ModelSpec& spec) const override {
-    return mixtral_config(spec).num_experts;
-  }
-
   std::vector<Layer> layers(const ModelSpec& spec, Module& model) const override {
     // 6 FLOPs per parameter a token uses (attention, the router, its top-k experts and the
     // shared one) forward and backward, plus attention's 12 C T per token and layer.
@@ -216,7 +212,7 @@ class MixtralFamily : public ModelFamily {
     return TransformerShape{
         m.n_layer, m.n_embd, m.n_head, m.vocab_size, "model.embed_tokens.weight",
         mixtral_attention_parameters(m) + mixtral_moe_parameters(m, m.experts_per_token),
-        m.experts_per_token,
+        m.num_experts, m.experts_per_token,
         // The routed experts only: the router and the shared expert are every rank's.
         mixtral_expert_parameters(m, static_cast<double>(m.num_experts))};
   }

@@ -59,10 +59,8 @@ std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm
       // Other ep ranks hold the other experts (NOTE [Expert parallelism]).
       if (is_expert && expert->second.holder(lm.job.ep()) != lm.job.ep_rank()) continue;
       const Box box = Box::local(DTensorSpec(lm.job.param_mesh(), p.placements, p.shape));
-      std::vector<bool> sharded;
-      for (const Placement& placement : p.placements)
-        sharded.push_back(placement.is_shard());
-      const std::vector<int64_t> sizes = lm.job.param_dims(sharded, is_expert).averaged_sizes;
+      const std::vector<int64_t> sizes =
+          lm.job.param_dims(shard_flags(p.placements), is_expert).averaged_sizes;
       const auto replicas = static_cast<double>(c10::multiply_integers(sizes));
       elements[{replicas, is_expert}] += static_cast<double>(c10::multiply_integers(box.sizes));
     }

@@ -110,18 +110,19 @@ at::Tensor dispatch_to_experts(const at::Tensor& h, const std::vector<int64_t>& 
   const at::Tensor received = all_to_all_rows(h, send, recv, group);
   // 3. By expert, source by source (as one process orders its rows), through the experts, whose
   // weights take 1 / ep of the gradient (NOTE [Expert parallelism]).
+  // next[r]: where source r's rows for the current expert start in what arrived (each source's
+  // block is ordered by expert).
   std::vector<int64_t> order, local_counts(static_cast<size_t>(per_rank), 0);
-  std::vector<int64_t> source_start(static_cast<size_t>(ranks), 0);
+  std::vector<int64_t> next(static_cast<size_t>(ranks), 0);
   for (int64_t r = 1; r < ranks; ++r)
-    source_start[r] = source_start[r - 1] + recv[r - 1];
+    next[r] = next[r - 1] + recv[r - 1];
   for (int64_t e = 0; e < per_rank; ++e) {
     for (int64_t r = 0; r < ranks; ++r) {
-      int64_t start = source_start[r];
-      for (int64_t before = 0; before < e; ++before)
-        start += from[r * per_rank + before];
-      for (int64_t i = 0; i < from[r * per_rank + e]; ++i)
-        order.push_back(start + i);
-      local_counts[e] += from[r * per_rank + e];
+      const int64_t rows = from[r * per_rank + e];
+      for (int64_t i = 0; i < rows; ++i)
+        order.push_back(next[r] + i);
+      next[r] += rows;
+      local_counts[e] += rows;
     }
   }
   const at::Tensor by_expert = at::tensor(order, at::kLong).to(h.device());

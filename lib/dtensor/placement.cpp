@@ -76,6 +76,13 @@ bool Placement::operator==(const Placement& other) const {
   return true;
 }
 
+std::vector<bool> shard_flags(const Placements& placements) {
+  std::vector<bool> flags;
+  for (const Placement& p : placements)
+    flags.push_back(p.is_shard());
+  return flags;
+}
+
 std::string placements_str(const Placements& placements) {
   std::vector<std::string> parts;
   for (const auto& p : placements)

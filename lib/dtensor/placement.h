@@ -41,6 +41,9 @@ struct Placement {
 
 using Placements = std::vector<Placement>;
 
+/// Whether each placement shards its mesh dim, one flag per dim.
+std::vector<bool> shard_flags(const Placements& placements);
+
 /// "[S(0), R]".
 std::string placements_str(const Placements& placements);
 /// Parses "S(0),R" or "[S(0), R]".

@@ -35,7 +35,7 @@ struct ForwardContext {
   double loss_scale = 1.0;
   /// Expert parallelism: the ep group whose ranks hold the other experts of each MoE layer, and
   /// to which this rank's tokens go and come back (NOTE [Expert parallelism]); null: every
-  /// expert here.
+  /// expert here. The layer runner sets it.
   const comm::Group* ep = nullptr;
 
   /// Evaluation: no dropout.

@@ -60,8 +60,9 @@ std::optional<TransformerShape> ModelFamily::transformer_shape(const ModelSpec&)
   return std::nullopt;
 }
 
-int64_t ModelFamily::experts_per_layer(const ModelSpec&) const {
-  return 0;
+int64_t ModelFamily::experts_per_layer(const ModelSpec& spec) const {
+  const std::optional<TransformerShape> shape = transformer_shape(spec);
+  return shape ? shape->experts : 0;
 }
 
 std::optional<HFLayout> ModelFamily::hf_layout(const ModelSpec&) const {

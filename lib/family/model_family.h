@@ -88,9 +88,10 @@ struct TransformerShape {
   /// Elements of the parameters one block computes a token with (GPT: 12 C^2 + 13 C; a mixture
   /// of experts: its router and top-k experts only), what its FLOPs are counted from.
   double block_parameters = 0;
-  /// A mixture of experts (every block one MoE layer of ModelFamily::experts_per_layer
-  /// experts): the experts each token goes to (top-k), and the elements of one block's routed
-  /// experts, all of them: what parallel.ep splits (NOTE [Expert parallelism]). 0 when dense.
+  /// A mixture of experts (every block one MoE layer): its experts, the experts each token goes
+  /// to (top-k), and the elements of one block's routed experts, all of them: what parallel.ep
+  /// splits (NOTE [Expert parallelism]). 0 when dense.
+  int64_t experts = 0;
   int64_t experts_per_token = 0;
   double expert_parameters = 0;
 };
@@ -130,9 +131,9 @@ class ModelFamily {
   virtual std::pair<int64_t, int64_t> features(const ModelSpec& spec) const;
   /// Transformer families: the sizes plan auto's cost model reads (nullopt: not a transformer).
   virtual std::optional<TransformerShape> transformer_shape(const ModelSpec& spec) const;
-  /// Mixture-of-experts families: the experts of each MoE layer (what parallel.ep splits); 0: a
+  /// The experts of each MoE layer (what parallel.ep splits), from transformer_shape(); 0: a
   /// dense model.
-  virtual int64_t experts_per_layer(const ModelSpec& spec) const;
+  int64_t experts_per_layer(const ModelSpec& spec) const;
   /// Families with a Hugging Face counterpart: how its tensors and config map to ours
   /// (family/hf_layout.h); nullopt: none.
   virtual std::optional<HFLayout> hf_layout(const ModelSpec& spec) const;

@@ -216,7 +216,7 @@ void ParallelModel::move_state(size_t k, ParameterState state) {
 Batch ParallelModel::micro_batch(int64_t step, int64_t micro) const {
   const BatchSlice slice = batch_slice(config_.global_batch_size, mesh_.batch_shards(),
                                        mesh_.batch_rank(), config_.microbatches, micro);
-  Batch batch = on_mesh(task_->train_batch(step, slice));
+  Batch batch = sequence_part(task_->train_batch(step, slice));
   // The schedules backpropagate each micro-batch's loss / micro-batches: a loss term a layer
   // attaches to its own backward is scaled alike (NOTE [MoE auxiliary loss]).
   batch.context.loss_scale = 1.0 / static_cast<double>(config_.microbatches);
@@ -246,11 +246,10 @@ std::optional<RouterFigures> ParallelModel::router_figures(int64_t step) const {
 }
 
 Batch ParallelModel::val_batch(int64_t index) const {
-  return on_mesh(task_->val_batch(index));
+  return sequence_part(task_->val_batch(index));
 }
 
-Batch ParallelModel::on_mesh(Batch batch) const {
-  if (mesh_.ep() > 1) batch.context.ep = &mesh_.group("ep");
+Batch ParallelModel::sequence_part(Batch batch) const {
   if (mesh_.cp() == 1) return batch;
   const comm::Group& ring = mesh_.group("cp");
   batch.inputs = vescale::sequence_part(batch.inputs, 1, ring.rank(), ring.size());
@@ -260,10 +259,7 @@ Batch ParallelModel::on_mesh(Batch batch) const {
 }
 
 JobMesh::ParamDims ParallelModel::param_dims(size_t k) const {
-  std::vector<bool> sharded;
-  for (const Placement& p : params_[k].second->placements())
-    sharded.push_back(p.is_shard());
-  return mesh_.param_dims(sharded, expert_[k]);
+  return mesh_.param_dims(shard_flags(params_[k].second->placements()), expert_[k]);
 }
 
 std::vector<JobMesh::ParamDims> ParallelModel::param_dims() const {
@@ -276,13 +272,18 @@ std::vector<JobMesh::ParamDims> ParallelModel::param_dims() const {
 LayerRunner ParallelModel::layer_runner() {
   return [this](int64_t first, int64_t end, const Tensors& in, const ForwardContext& context) {
     const Task* task = task_.get();
-    LayerRunner run = [task, flight = flight_.get()](int64_t f, int64_t e, const Tensors& i,
-                                                     const ForwardContext& ctx) {
+    // Every forward's layers (training, eval, generate, a pipeline stage's) run with the ep group
+    // (NOTE [Expert parallelism]).
+    const comm::Group* ep = mesh_.ep() > 1 ? &mesh_.group("ep") : nullptr;
+    LayerRunner run = [task, flight = flight_.get(), ep](int64_t f, int64_t e, const Tensors& i,
+                                                         const ForwardContext& ctx) {
       // NOTE [Flight recorder]: the layers' collectives say which layers posted them.
       const comm::FlightSite site(
           *flight, e - f == 1 ? fmt::format("layer {}", f) : fmt::format("layers {}-{}", f, e - 1));
       const ContextParallelScope cp(ctx.cp);
-      return task->run_layers(f, e, i, ctx);
+      ForwardContext with_ep = ctx;
+      with_ep.ep = ep;
+      return task->run_layers(f, e, i, with_ep);
     };
     if (recompute_) {
       run = [checkpoint = recompute_.get(), run](int64_t f, int64_t e, const Tensors& i,
@@ -300,16 +301,12 @@ void ParallelModel::wrap_layers(LayerWrapper wrapper, bool collective_over_dp) {
   collective_over_dp_ = collective_over_dp;
 }
 
-std::optional<DTensor> ParallelModel::forward_outputs(const Batch& whole) {
-  Batch batch = whole;
-  if (mesh_.ep() > 1) batch.context.ep = &mesh_.group("ep");
+std::optional<DTensor> ParallelModel::forward_outputs(const Batch& batch) {
   if (pipeline_) return pipeline_->forward_outputs(batch);
   return task_->forward_outputs(batch, mesh_.param_mesh(), layer_runner()).at(0);
 }
 
-double ParallelModel::forward_loss(const Batch& given) {
-  Batch batch = given;
-  if (mesh_.ep() > 1) batch.context.ep = &mesh_.group("ep");
+double ParallelModel::forward_loss(const Batch& batch) {
   if (pipeline_) return pipeline_->forward_loss(batch);
   return task_->forward_loss(batch, mesh_.param_mesh(), layer_runner()).to_local().item<double>();
 }

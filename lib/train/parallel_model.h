@@ -147,9 +147,8 @@ class ParallelModel {
   std::map<const Parameter*, size_t> param_index() const;
   void find_tied(const PipelinePlan& plan);
   void make_pipeline(const PipelinePlan& plan);
-  /// `batch` cut to this rank's part of each sequence, its context on the cp ring (cp > 1) and
-  /// on the ep group (ep > 1).
-  Batch on_mesh(Batch batch) const;
+  /// `batch` cut to this rank's part of each sequence, its context on the cp ring (cp > 1).
+  Batch sequence_part(Batch batch) const;
 
   JobConfig config_;
   JobMesh mesh_;
