@@ -105,11 +105,11 @@ std::string expert_parallel_line(const JobConfig& config) {
   std::string out = fmt::format(
       "experts: a rank holds {} of the {} experts of each MoE layer (parallel.ep = {}): {:.0f} of "
       "the model's {:.0f} expert parameters; state per rank (the model even over pp x tp, "
-      "parallel.zero = {}): {} of the experts' over their dp / ep x cp = {} replicas, {} of the "
+      "parallel.zero = {}): {} of the experts' over their dp x cp / ep = {} replicas, {} of the "
       "rest over dp x cp = {}\n",
       experts / config.ep, experts, config.ep, m.expert_parameters / static_cast<double>(config.ep),
       m.expert_parameters, config.zero, format_bytes(m.expert_state_per_rank_bytes),
-      config.dp / config.ep * config.cp, format_bytes(m.dense_state_per_rank_bytes),
+      config.dp * config.cp / config.ep, format_bytes(m.dense_state_per_rank_bytes),
       config.dp * config.cp);
   if (config.ep == 1) return out;
   const ExpertVolume v = expert_volume(config);

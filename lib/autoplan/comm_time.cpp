@@ -39,7 +39,7 @@ double dp_comm_time(const Shape& s, double grad_bytes, int64_t replicas, double 
 }
 
 /// The replicas' gradient reduction: the dense parameters' over dp x cp, the experts' over
-/// their own replicas, dp / ep x cp; one reduction where those are the same ranks (ep = 1).
+/// their own replicas, dp x cp / ep; one reduction where those are the same ranks (ep = 1).
 double replicas_comm_time(const Shape& s, const StateMemory& mine, double blocks,
                           const MachineFacts& facts) {
   // The whole stages' gradients: ZeRO 2-3 hold 1 / replicas of them.

@@ -10,7 +10,7 @@ namespace vescale::autoplan {
 /// Communication on the busiest rank per step, by what sends it, in seconds.
 struct CommTimes {
   double tp = 0;     ///< tp's activations around attention and MLP
-  double dp = 0;     ///< the replicas' gradients (dp x cp; an expert's dp / ep x cp) under ZeRO
+  double dp = 0;     ///< the replicas' gradients (dp x cp; an expert's dp x cp / ep) under ZeRO
   double cp = 0;     ///< cp's ring of keys and values
   double pp = 0;     ///< pp's activations and their gradients
   double ep = 0;     ///< ep's all-to-alls of routed tokens (NOTE [Expert parallelism])

@@ -91,7 +91,7 @@ StageTimes stage_times(const Shape& s, const MachineFacts& facts) {
 /// gradient and two moments and writes three: 7 passes, plus the clip's one over the gradients).
 double optimizer_time(const Shape& s, const StateMemory& mine, const ComputeFacts& f) {
   const JobConfig& c = s.c;
-  // ZeRO 1-3 update each parameter's share over its replicas (dp x cp; an expert's dp / ep x cp).
+  // ZeRO 1-3 update each parameter's share over its replicas (dp x cp; an expert's dp x cp / ep).
   const double update_elems = mine.updated_elements;
   const double n_tensors = 12.0 * static_cast<double>(s.model.n_layer) / c.pp + 4.0;
   return 8.0 * update_elems * bytes_of(state_dtype(c)) / f.stream_bytes_per_s +

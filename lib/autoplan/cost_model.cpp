@@ -33,7 +33,7 @@ namespace vescale::autoplan {
 // at one chunk's size, plus the ring's own ops; its activations keep no T x T probabilities.
 // Expert parallelism (a mixture of experts, ep carved from dp): a rank holds 1 / ep of each MoE
 // block's experts, whose gradients reduce and whose ZeRO state splits over their own replicas,
-// dp / ep x cp; per MoE block and micro-batch its T x k routed rows go to their experts' ranks
+// dp x cp / ep; per MoE block and micro-batch its T x k routed rows go to their experts' ranks
 // and back by all-to-all (config/expert_volume.h: 2 forward, 2 backward, with one of the counts
 // before them), at the all_to_all fit over ep; with balanced routing its expert compute is the
 // same as on one rank.

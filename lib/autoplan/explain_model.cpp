@@ -58,7 +58,7 @@ std::string explain_model(const JobConfig& base, const MachineFacts& facts) {
         "  ep: per MoE block and micro-batch, an all-to-all of the layer's expert counts "
         "(int64) and 4 of its T x k routed rows of C (2 forward, 2 backward; full recompute "
         "reruns the forward's 3), each priced for its whole buffer at the {} fit over ep; the "
-        "experts' gradients reduced, and their ZeRO state split, over dp / ep x cp; a rank holds "
+        "experts' gradients reduced, and their ZeRO state split, over dp x cp / ep; a rank holds "
         "1 / ep of each MoE block's experts\n",
         facts.comm.count("all_to_all") ? "all_to_all"
                                        : "all_gather (this calibration has no all_to_all)");

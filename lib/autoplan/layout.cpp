@@ -92,12 +92,12 @@ std::vector<std::array<int64_t, 3>> meshes(const JobConfig& base, int64_t nproc)
   return out;
 }
 
-/// The ep degrees of `dp` data-parallel ranks for `base`'s model: the divisors of dp that divide
-/// a mixture of experts' experts per layer (1 included); 1 alone for a dense model.
-std::vector<int64_t> expert_degrees(const JobConfig& base, int64_t dp) {
+/// The ep degrees of `data_ranks` (dp x cp) for `base`'s model: their divisors that divide a
+/// mixture of experts' experts per layer (1 included); 1 alone for a dense model.
+std::vector<int64_t> expert_degrees(const JobConfig& base, int64_t data_ranks) {
   const int64_t experts = base.family().experts_per_layer(base.model_spec());
   std::vector<int64_t> out;
-  for (int64_t ep : divisors(dp))
+  for (int64_t ep : divisors(data_ranks))
     if (ep == 1 || (experts > 0 && experts % ep == 0)) out.push_back(ep);
   return out;
 }
@@ -112,7 +112,7 @@ Enumeration enumerate_layouts(const JobConfig& base, int64_t nproc) {
     const int64_t dp = nproc / pp / cp / tp;
     std::vector<std::pair<std::string, bool>> layout_plans = {{"", false}};
     if (tp > 1) layout_plans = plans;
-    for (const int64_t ep : expert_degrees(base, dp)) {
+    for (const int64_t ep : expert_degrees(base, dp * cp)) {
       for (const auto& [plan, sp] : layout_plans) {
         // ZeRO shards over the replicas, dp x cp.
         for (int64_t zero = 0; zero <= (dp * cp > 1 ? 3 : 0); ++zero) {

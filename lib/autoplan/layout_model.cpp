@@ -49,7 +49,7 @@ std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm
       has_embedding = has_embedding || lm.layers[i].kind == LayerKind::kEmbedding;
       has_head = has_head || lm.layers[i].kind == LayerKind::kHead;
     }
-    // Elements by their replicas (ZeRO divides over them): dp x cp, an expert's dp / ep x cp.
+    // Elements by their replicas (ZeRO divides over them): dp x cp, an expert's dp x cp / ep.
     std::map<std::pair<double, bool>, double> elements;
     for (const auto& p : lm.plan.parameters) {
       const bool tied_head = has_head && !has_embedding && p.fqn == lm.vocab_weight;

@@ -25,7 +25,7 @@ double bytes_of(at::ScalarType t);
 /// ZeRO).
 struct StateMemory {
   double params = 0, grads = 0, optimizer = 0;
-  /// Of `grads`, the experts': reduced over their own replicas, dp / ep x cp (NOTE [Expert
+  /// Of `grads`, the experts': reduced over their own replicas, dp x cp / ep (NOTE [Expert
   /// parallelism]).
   double expert_grads = 0;
   /// Parameter elements the optimizer updates here: its ZeRO share of each of them.

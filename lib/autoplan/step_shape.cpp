@@ -30,7 +30,7 @@ Shape shape_of(const JobConfig& c, const Layout& layout, const LayoutModel& lm) 
           layout.sp && c.tp > 1,
           bytes_of(job_dtype(c)),
           static_cast<double>(c.ep),
-          static_cast<double>(c.dp / c.ep * c.cp)};
+          static_cast<double>(c.dp * c.cp / c.ep)};
 }
 
 }  // namespace vescale::autoplan

@@ -19,7 +19,7 @@ struct Shape {
   bool sp;
   double size;       ///< bytes of a compute-dtype element
   double ep;         ///< expert parallel ranks (NOTE [Expert parallelism])
-  double expert_dp;  ///< an expert's replicas: dp / ep x cp
+  double expert_dp;  ///< an expert's replicas: dp x cp / ep
 };
 
 Shape shape_of(const JobConfig& c, const Layout& layout, const LayoutModel& lm);

@@ -37,11 +37,10 @@ void check_combinations(const JobConfig& c) {
                   c.source, fmt::join(c.tp_shape, ", "), c.tp_shape[0] * c.tp_shape[1], c.tp,
                   c.tp_shape[0] * c.tp_shape[1]);
   }
-  VS_USER_CHECK(
-      c.dp % c.ep == 0,
-      "config {}: parallel.ep = {} is carved from the data-parallel ranks and must divide "
-      "parallel.dp = {}",
-      c.source, c.ep, c.dp);
+  VS_USER_CHECK(c.dp * c.cp % c.ep == 0,
+                "config {}: parallel.ep = {} is carved from the data ranks and must divide "
+                "parallel.dp x parallel.cp = {} x {}",
+                c.source, c.ep, c.dp, c.cp);
   VS_USER_CHECK(c.ep == 1 || c.family().experts_per_layer(c.model_spec()) > 0,
                 "config {}: parallel.ep = {} shards the experts of a mixture of experts, and "
                 "model.name = \"{}\" has none; set parallel.ep = 1",

@@ -49,9 +49,9 @@ std::vector<ConfigKey> parallel_keys() {
           within(1, kMaxMeshDim)),
       key("parallel.dp", &C::dp, 1, "Data-parallel replicas", within(1, kMaxMeshDim)),
       key("parallel.ep", &C::ep, 1,
-          "Expert-parallel ranks, carved from parallel.dp (which it divides): each holds "
-          "model.num_experts / ep experts of every MoE layer, and tokens reach their experts by "
-          "all-to-all (mixture-of-experts families)",
+          "Expert-parallel ranks, carved from the data ranks, parallel.dp x parallel.cp (which "
+          "it divides), dp first: each holds model.num_experts / ep experts of every MoE layer, "
+          "and tokens reach their experts by all-to-all (mixture-of-experts families)",
           within(1, kMaxMeshDim)),
       key("parallel.cp", &C::cp, 1,
           "Context-parallel ranks: each holds 2 of 2 x cp chunks of every sequence, attention runs "

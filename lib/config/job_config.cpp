@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -210,6 +211,16 @@ std::string JobConfig::mesh_text() const {
   const MeshDims dims = parallel_dims();
   return fmt::format("parallel.{} = {}{}", dim_names_text(dims), dim_sizes_text(dims),
                      ep > 1 ? fmt::format(", ep = {}", ep) : "");
+}
+
+MeshDims JobConfig::mesh_dims() const {
+  const int64_t from_dp = std::gcd(ep, dp);
+  return job_mesh_dims({{"pp", pp},
+                        {"dp", dp / from_dp},
+                        {"ep", from_dp},
+                        {"cp", cp / (ep / from_dp)},
+                        {"cp_ep", ep / from_dp}},
+                       tp_dims());
 }
 
 ModelSpec JobConfig::model_spec() const {

@@ -92,10 +92,9 @@ struct JobConfig {
     return job_mesh_dims({{"pp", pp}, {"dp", dp}, {"cp", cp}}, {tp});
   }
   /// The job mesh's dims: parallel_dims() with tp as the tp mesh (tp_a, tp_b under tp_shape),
-  /// and the dp ranks as dp / ep x ep under expert parallelism.
-  MeshDims mesh_dims() const {
-    return job_mesh_dims({{"pp", pp}, {"dp", dp / ep}, {"ep", ep}, {"cp", cp}}, tp_dims());
-  }
+  /// and under expert parallelism the ep ranks carved from dp, then from cp: dp / g x ep = g and
+  /// cp / (ep / g) x cp_ep = ep / g, g = gcd(ep, dp) (NOTE [Expert parallelism]).
+  MeshDims mesh_dims() const;
   /// "parallel.pp x dp x tp = 1 x 2 x 2" (pp x dp x cp x tp with cp; ", ep = 2" after it with
   /// expert parallelism): the mesh as messages name it.
   std::string mesh_text() const;

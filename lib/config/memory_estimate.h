@@ -18,11 +18,11 @@ struct MemoryEstimate {
   /// The state one rank holds under the config's layout, the model spread evenly over pp x tp:
   /// the dense parameters' split over their dp x cp replicas as parallel.zero says (1: the
   /// optimizer state, 2: and the gradients, 3: and the parameters), the experts' 1 / ep of them
-  /// split over their dp / ep x cp replicas.
+  /// split over their dp x cp / ep replicas.
   double dense_state_per_rank_bytes = 0;
   double expert_state_per_rank_bytes = 0;
   /// The least any rank can hold: the state split over every rank (as ZeRO-3 would; the
-  /// experts' too, ep x dp / ep x cp ranks for dp x cp) plus one micro-batch's logits and their
+  /// experts' too, ep x dp x cp / ep ranks for dp x cp) plus one micro-batch's logits and their
   /// gradient on its tp shard.
   double per_rank_floor_bytes = 0;
   /// What one micro-batch's forward keeps for its backward on a rank of n_layer / pp blocks

@@ -2,9 +2,13 @@
 // experts and come back, by all-to-all of variable sizes.
 //
 // NOTE [Expert parallelism]
-// parallel.ep carves the data-parallel ranks into dp / ep x ep (mesh/mesh_dims.h: ep splits the
-// batch like dp and holds experts). Each ep rank holds num_experts / ep consecutive experts of
-// every MoE layer (ExpertSlot::holder); every other parameter is replicated over ep as over dp.
+// parallel.ep carves its ranks from the data ranks, parallel.dp x parallel.cp, dp first: with
+// g = gcd(ep, dp), the mesh has dp / g x ep = g (splits the batch like dp, holds experts) and
+// cp / (ep / g) x cp_ep = ep / g (splits the sequence like cp, holds experts): mesh/mesh_dims.h.
+// The ep group is the ranks along ep x cp_ep, row-major (JobMesh::expert_group). Each ep rank
+// holds num_experts / ep consecutive experts of every MoE layer (ExpertSlot::holder); every other
+// parameter is replicated over ep and cp_ep as over dp and cp. Tokens are routed one by one, so a
+// rank's tokens may be rows of the batch or positions of a sequence alike.
 // A layer's forward on one rank:
 //   1. routes its own rows (route_top_k) and orders the routed slots by expert (stable: by row
 //      within an expert), so the slots bound for each ep rank are contiguous;

@@ -31,10 +31,36 @@ JobMesh::JobMesh(DeviceMesh mesh, MeshDims dims)
 
 JobMesh::JobMesh(const comm::Group& world, const MeshDims& dims)
     : JobMesh(DeviceMesh(world, spec_of(dims)), dims) {
-  build_replica_groups(world);
+  build_groups(world);
 }
 
-void JobMesh::build_replica_groups(const comm::Group& world) {
+std::vector<std::vector<int>> JobMesh::lines_along(const std::vector<std::string>& names) const {
+  std::vector<int> along;
+  std::vector<int64_t> sizes;
+  for (const auto& name : names) {
+    along.push_back(mesh_.dim_index(name));
+    sizes.push_back(mesh_.size(name));
+  }
+  const int64_t count = c10::multiply_integers(sizes);
+  std::vector<std::vector<int>> lines;
+  for (int r = 0; r < static_cast<int>(mesh_.numel()); ++r) {
+    std::vector<int64_t> coord = mesh_.coordinate_of(r);
+    if (std::any_of(along.begin(), along.end(), [&](int d) { return coord[d] != 0; })) continue;
+    std::vector<int> line;
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t rest = i;
+      for (size_t k = along.size(); k-- > 0;) {
+        coord[along[k]] = rest % sizes[k];
+        rest /= sizes[k];
+      }
+      line.push_back(mesh_.rank_at(coord));
+    }
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+void JobMesh::build_groups(const comm::Group& world) {
   // Every set of two or more data dims, each in the order of the mesh: a parameter sharded over
   // some data dim averages over the rest (NOTE [Dims by role]).
   const std::vector<std::string> data = data_dims();
@@ -43,30 +69,15 @@ void JobMesh::build_replica_groups(const comm::Group& world) {
     for (size_t i = 0; i < data.size(); ++i)
       if (mask & (size_t{1} << i)) names.push_back(data[i]);
     if (names.size() < 2) continue;
-    // One line per coordinate on the other dims, walking `names` row-major (outer first).
-    std::vector<int> along;
-    std::vector<int64_t> sizes;
-    for (const auto& name : names) {
-      along.push_back(mesh_.dim_index(name));
-      sizes.push_back(mesh_.size(name));
-    }
-    const int64_t count = c10::multiply_integers(sizes);
-    std::vector<std::vector<int>> lines;
-    for (int r = 0; r < world.size(); ++r) {
-      std::vector<int64_t> coord = mesh_.coordinate_of(r);
-      if (std::any_of(along.begin(), along.end(), [&](int d) { return coord[d] != 0; })) continue;
-      std::vector<int> line;
-      for (int64_t i = 0; i < count; ++i) {
-        int64_t rest = i;
-        for (size_t k = along.size(); k-- > 0;) {
-          coord[along[k]] = rest % sizes[k];
-          rest /= sizes[k];
-        }
-        line.push_back(mesh_.rank_at(coord));
-      }
-      lines.push_back(std::move(line));
-    }
-    replica_groups_.emplace(names, world.split(lines, "dp"));
+    replica_groups_.emplace(names, world.split(lines_along(names), "dp"));
+  }
+  // The ep and cp groups when their ranks span more dims than the one of their name (ep carved
+  // from dp and cp: NOTE [Expert parallelism]).
+  for (const auto& [what, label] : {std::pair{&DimRoleRow::holds_experts, "ep"},
+                                    std::pair{&DimRoleRow::splits_sequence, "cp"}}) {
+    const std::vector<std::string> names = role_dims(what);
+    if (size_along(names) == 1 || names == std::vector<std::string>{label}) continue;
+    role_groups_.emplace(label, world.split(lines_along(names), label));
   }
 }
 
@@ -98,17 +109,11 @@ std::vector<std::string> JobMesh::data_dims() const {
 }
 
 int64_t JobMesh::batch_shards() const {
-  int64_t n = 1;
-  for (const MeshDim& d : dims_)
-    if (d.row().splits_batch) n *= d.size;
-  return n;
+  return size_along(role_dims(&DimRoleRow::splits_batch));
 }
 
 int64_t JobMesh::batch_rank() const {
-  int64_t index = 0;
-  for (const MeshDim& d : dims_)
-    if (d.row().splits_batch) index = index * d.size + coordinate(d.name);
-  return index;
+  return index_along(role_dims(&DimRoleRow::splits_batch));
 }
 
 const comm::Group& JobMesh::replicas_of(const std::vector<std::string>& dims) const {
@@ -118,6 +123,42 @@ const comm::Group& JobMesh::replicas_of(const std::vector<std::string>& dims) co
   VS_CHECK(it != replica_groups_.end(), "[mesh] no replica group over {} on {}",
            fmt::join(dims, " x "), str());
   return it->second;
+}
+
+std::vector<std::string> JobMesh::role_dims(bool DimRoleRow::*what) const {
+  std::vector<std::string> names;
+  for (const MeshDim& d : dims_)
+    if (d.row().*what) names.push_back(d.name);
+  return names;
+}
+
+int64_t JobMesh::size_along(const std::vector<std::string>& names) const {
+  int64_t n = 1;
+  for (const auto& name : names)
+    n *= mesh_.size(name);
+  return n;
+}
+
+int64_t JobMesh::index_along(const std::vector<std::string>& names) const {
+  int64_t index = 0;
+  for (const auto& name : names)
+    index = index * mesh_.size(name) + coordinate(name);
+  return index;
+}
+
+const comm::Group& JobMesh::group_along(bool DimRoleRow::*what, const std::string& label) const {
+  const std::vector<std::string> names = role_dims(what);
+  VS_CHECK(size_along(names) > 1, "[mesh] no {} group on {}", label, str());
+  if (names == std::vector<std::string>{label}) return group(label);
+  return role_groups_.at(label);
+}
+
+const comm::Group& JobMesh::expert_group() const {
+  return group_along(&DimRoleRow::holds_experts, "ep");
+}
+
+const comm::Group& JobMesh::sequence_group() const {
+  return group_along(&DimRoleRow::splits_sequence, "cp");
 }
 
 std::vector<int> JobMesh::stage_dims() const {

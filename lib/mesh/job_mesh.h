@@ -40,18 +40,26 @@ class JobMesh {
   const DeviceMesh& param_mesh() const { return param_mesh_; }
 
   int64_t pp() const { return mesh_.size("pp"); }
-  /// The outer data-parallel degree: parallel.dp / ep.
+  /// The outer data-parallel degree: parallel.dp over its part in ep.
   int64_t dp() const { return mesh_.size("dp"); }
-  /// The expert-parallel degree: 1 on a mesh without an ep dim.
-  int64_t ep() const { return mesh_.has_dim("ep") ? mesh_.size("ep") : 1; }
-  int64_t ep_rank() const { return mesh_.has_dim("ep") ? coordinate("ep") : 0; }
-  /// The cp degree: 1 on a mesh without a cp dim.
-  int64_t cp() const { return mesh_.has_dim("cp") ? mesh_.size("cp") : 1; }
+  /// The expert-parallel degree (parallel.ep): the ranks along the dims that hold experts, 1
+  /// without them; and this rank's index among them, row-major (its rank in expert_group()).
+  int64_t ep() const { return size_along(role_dims(&DimRoleRow::holds_experts)); }
+  int64_t ep_rank() const { return index_along(role_dims(&DimRoleRow::holds_experts)); }
+  /// The cp degree (parallel.cp): the ranks along the dims that split the sequence, 1 without
+  /// them; and this rank's index among them, row-major (its rank in sequence_group()).
+  int64_t cp() const { return size_along(role_dims(&DimRoleRow::splits_sequence)); }
+  int64_t cp_rank() const { return index_along(role_dims(&DimRoleRow::splits_sequence)); }
+  /// The group along the dims that hold experts, labelled "ep": the all-to-alls of expert
+  /// parallelism (NOTE [Expert parallelism]). Needs groups and ep() > 1.
+  const comm::Group& expert_group() const;
+  /// The group along the dims that split the sequence, labelled "cp": context parallelism's
+  /// ring, numbered by the sequence's parts. Needs groups and cp() > 1.
+  const comm::Group& sequence_group() const;
   /// The tp degree: the tp mesh's ranks, over all its dims.
   int64_t tp() const { return param_mesh_.numel(); }
   int64_t pp_rank() const { return coordinate("pp"); }
   int64_t dp_rank() const { return coordinate("dp"); }
-  int64_t cp_rank() const { return mesh_.has_dim("cp") ? coordinate("cp") : 0; }
   /// This rank's index in its tp mesh (row-major over a 2-D one).
   int64_t tp_rank() const;
   /// This rank's group along a dim ("dp": data parallel peers). Needs groups.
@@ -130,10 +138,20 @@ class JobMesh {
   std::vector<int> stage_dims() const;
   /// Dims of more than one rank that hold experts (mesh() indices).
   std::vector<int> expert_dims() const;
-  /// Builds a group for each set of two or more data dims. *Collective* over `world`.
-  void build_replica_groups(const comm::Group& world);
+  /// The names of the dims whose role row has `what`, outer first.
+  std::vector<std::string> role_dims(bool DimRoleRow::*what) const;
+  /// The ranks along `names`, and this rank's index among them (row-major).
+  int64_t size_along(const std::vector<std::string>& names) const;
+  int64_t index_along(const std::vector<std::string>& names) const;
+  /// The ranks along `names` (row-major), one list per coordinate on the other dims.
+  std::vector<std::vector<int>> lines_along(const std::vector<std::string>& names) const;
+  /// Builds a group for each set of two or more data dims, and the ep and cp groups where their
+  /// dims are not one dim of that name. *Collective* over `world`.
+  void build_groups(const comm::Group& world);
+  const comm::Group& group_along(bool DimRoleRow::*what, const std::string& label) const;
 
   std::map<std::vector<std::string>, comm::Group> replica_groups_;  // over 2+ data dims
+  std::map<std::string, comm::Group> role_groups_;                  // "ep", "cp" over 2+ dims
 };
 
 }  // namespace vescale

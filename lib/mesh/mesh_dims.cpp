@@ -15,6 +15,7 @@ const DimRoleRow& role_row(DimRole role) {
       {DimRole::kData, false, true, false, false, false},
       {DimRole::kExpert, false, true, false, false, true},
       {DimRole::kContext, false, false, true, false, false},
+      {DimRole::kContextExpert, false, false, true, false, true},
       {DimRole::kTensor, false, false, false, true, false},
   };
   const DimRoleRow& row = kRows[static_cast<int>(role)];
@@ -24,10 +25,9 @@ const DimRoleRow& role_row(DimRole role) {
 
 const std::vector<JobDimRow>& job_dim_rows() {
   static const std::vector<JobDimRow> kRows = {
-      {"pp", DimRole::kPipeline, true},
-      {"dp", DimRole::kData, true},
-      {"ep", DimRole::kExpert, false},
-      {"cp", DimRole::kContext, false},
+      {"pp", DimRole::kPipeline, true},          {"dp", DimRole::kData, true},
+      {"ep", DimRole::kExpert, false},           {"cp", DimRole::kContext, false},
+      {"cp_ep", DimRole::kContextExpert, false},
   };
   return kRows;
 }

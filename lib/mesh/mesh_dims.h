@@ -11,6 +11,8 @@
 //   data      |                |     yes      |                 |                   |
 //   expert    |                |     yes      |                 |                   |     yes
 //   context   |                |              |       yes       |                   |
+//   context   |                |              |       yes       |                   |     yes
+//    expert   |                |              |                 |                   |
 //   tensor    |                |              |                 | by the placements |
 //
 // From the rows the job mesh answers every "over which dims?" question (mesh/job_mesh.h):
@@ -38,11 +40,13 @@
 namespace vescale {
 
 enum class DimRole {
-  kPipeline,  ///< pp: stages of the model's layers
-  kData,      ///< dp: replicas of the parameters on other rows of the batch
-  kExpert,    ///< ep: part of dp whose ranks hold different experts (and other rows)
-  kContext,   ///< cp: replicas of the parameters on other parts of each sequence
-  kTensor,    ///< tp: the plan's placements shard parameters and activations over it
+  kPipeline,       ///< pp: stages of the model's layers
+  kData,           ///< dp: replicas of the parameters on other rows of the batch
+  kExpert,         ///< ep: part of dp whose ranks hold different experts (and other rows)
+  kContext,        ///< cp: replicas of the parameters on other parts of each sequence
+  kContextExpert,  ///< cp_ep: the part of cp whose ranks hold different experts, when ep does
+                   ///< not divide dp (ep = ep x cp_ep; NOTE [Expert parallelism])
+  kTensor,         ///< tp: the plan's placements shard parameters and activations over it
 };
 
 /// What the dims of one role do: a row of the table of NOTE [Dims by role].
@@ -59,7 +63,7 @@ struct DimRoleRow {
 const DimRoleRow& role_row(DimRole role);
 
 struct MeshDim {
-  std::string name;  ///< "pp", "dp", "ep", "cp", "tp", "tp_a"
+  std::string name;  ///< "pp", "dp", "ep", "cp", "cp_ep", "tp", "tp_a"
   int64_t size = 1;
   DimRole role = DimRole::kData;
 
@@ -78,8 +82,10 @@ struct JobDimRow {
   bool kept_at_one;  ///< in the mesh even at size 1 (pp, dp), else only when larger (cp)
 };
 
-/// The outer dims, outer to inner: pp, dp, ep, cp. With expert parallelism the data-parallel
-/// ranks (parallel.dp) are dp x ep: "dp" is then their outer part.
+/// The outer dims, outer to inner: pp, dp, ep, cp, cp_ep. With expert parallelism the
+/// parallel.ep ranks that hold different experts are carved from the data ranks, dp first: the
+/// data-parallel ranks (parallel.dp) are dp x ep and the context-parallel ranks (parallel.cp) are
+/// cp x cp_ep, with ep x cp_ep = parallel.ep ("dp" and "cp" are then their outer parts).
 const std::vector<JobDimRow>& job_dim_rows();
 
 /// The job mesh's dims, outer to inner: the rows of job_dim_rows() with their `sizes` by name (a

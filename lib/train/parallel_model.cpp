@@ -251,7 +251,7 @@ Batch ParallelModel::val_batch(int64_t index) const {
 
 Batch ParallelModel::sequence_part(Batch batch) const {
   if (mesh_.cp() == 1) return batch;
-  const comm::Group& ring = mesh_.group("cp");
+  const comm::Group& ring = mesh_.sequence_group();
   batch.inputs = vescale::sequence_part(batch.inputs, 1, ring.rank(), ring.size());
   batch.targets = vescale::sequence_part(batch.targets, 1, ring.rank(), ring.size());
   batch.context.cp = &ring;
@@ -274,7 +274,7 @@ LayerRunner ParallelModel::layer_runner() {
     const Task* task = task_.get();
     // Every forward's layers (training, eval, generate, a pipeline stage's) run with the ep group
     // (NOTE [Expert parallelism]).
-    const comm::Group* ep = mesh_.ep() > 1 ? &mesh_.group("ep") : nullptr;
+    const comm::Group* ep = mesh_.ep() > 1 ? &mesh_.expert_group() : nullptr;
     LayerRunner run = [task, flight = flight_.get(), ep](int64_t f, int64_t e, const Tensors& i,
                                                          const ForwardContext& ctx) {
       // NOTE [Flight recorder]: the layers' collectives say which layers posted them.

@@ -248,19 +248,23 @@ TEST(PlanAuto, ALayoutThatDoesNotFitIsPricedAgainWithRecompute) {
 }
 
 TEST(PlanAuto, ExpertParallelismIsEnumeratedForAMixtureOfExperts) {
-  // 4 experts on 4 ranks: every ep dividing dp (and the experts) is a layout, ep = 1 included.
+  // 4 experts on 4 ranks: every ep dividing dp x cp (and the experts) is a layout, ep = 1
+  // included.
   const JobConfig base = mixtral();
   const Enumeration e = enumerate_layouts(base, 4);
   std::map<int64_t, std::set<int64_t>> eps_by_dp;
   std::set<std::string> seen;
   for (const Layout& l : e.valid) {
-    EXPECT_EQ(l.dp % l.ep, 0) << l.str();
+    EXPECT_EQ(l.dp * l.cp % l.ep, 0) << l.str();
     EXPECT_EQ(4 % l.ep, 0) << l.str();
     EXPECT_EQ(layout_config(base, l).ep, l.ep) << l.str();
     if (l.pp == 1) eps_by_dp[l.dp].insert(l.ep);
     seen.insert(l.str());
   }
   EXPECT_EQ(eps_by_dp[4], (std::set<int64_t>{1, 2, 4}));
+  // ep's ranks carved from cp where dp has too few.
+  EXPECT_EQ(seen.count("pp=1 dp=1 ep=2 cp=2 tp=2 sp zero=0 mb=1"), 1u);
+  EXPECT_EQ(seen.count("pp=1 dp=2 ep=4 cp=2 tp=1 zero=3 mb=1"), 1u);
   for (const char* expected :
        {"pp=1 dp=4 tp=1 zero=0 mb=1", "pp=1 dp=4 ep=2 tp=1 zero=1 mb=2",
         "pp=1 dp=4 ep=4 tp=1 zero=3 mb=1", "pp=2 dp=2 ep=2 tp=1 zero=0 mb=2 1f1b"})

@@ -71,6 +71,25 @@ TEST(JobConfig, ErrorsNameFileLineAndKey) {
             std::string::npos);
 }
 
+TEST(JobConfig, ExpertRanksAreCarvedFromDpThenCp) {
+  // NOTE [Expert parallelism]: gcd(ep, dp) of ep's ranks from dp, the rest from cp.
+  const std::string moe = "[model]\nname = \"mixtral\"\n[training]\nglobal_batch_size = 12\n";
+  auto mesh = [&](std::vector<std::string> overrides) {
+    const MeshDims dims = JobConfig::parse(moe, "job.toml", std::move(overrides)).mesh_dims();
+    return dim_names_text(dims) + " = " + dim_sizes_text(dims);
+  };
+  EXPECT_EQ(mesh({"parallel.dp=4", "parallel.ep=2"}), "pp x dp x ep x tp = 1 x 2 x 2 x 1");
+  EXPECT_EQ(mesh({"parallel.cp=2", "parallel.ep=2"}), "pp x dp x cp_ep x tp = 1 x 1 x 2 x 1");
+  EXPECT_EQ(mesh({"parallel.dp=2", "parallel.cp=4", "parallel.ep=4"}),
+            "pp x dp x ep x cp x cp_ep x tp = 1 x 1 x 2 x 2 x 2 x 1");
+  EXPECT_EQ(mesh({"parallel.dp=3", "parallel.cp=2", "parallel.ep=2"}),
+            "pp x dp x cp_ep x tp = 1 x 3 x 2 x 1");
+  EXPECT_NE(error_of(moe, {"parallel.dp=3", "parallel.cp=2", "parallel.ep=4"})
+                .find("config job.toml: parallel.ep = 4 is carved from the data ranks and must "
+                      "divide parallel.dp x parallel.cp = 3 x 2"),
+            std::string::npos);
+}
+
 TEST(JobConfig, PipelineKeysAndStringLists) {
   // The config reads pp > 1 (train refuses it until the executor lands; plan schedule reads it).
   const JobConfig defaults = JobConfig::parse("[parallel]\npp = 2\n", "job.toml");

@@ -101,7 +101,8 @@ TEST(JobMesh, ReplicasAreDpByCpNumberedDpMajor) {
 
 TEST(JobMesh, EachRoleIsOneRowOfTheTable) {
   // NOTE [Dims by role]: every role has its row, in the enum's order, and exactly one job.
-  for (DimRole role : {DimRole::kPipeline, DimRole::kData, DimRole::kContext, DimRole::kTensor}) {
+  for (DimRole role : {DimRole::kPipeline, DimRole::kData, DimRole::kContext,
+                       DimRole::kContextExpert, DimRole::kTensor}) {
     const DimRoleRow& row = role_row(role);
     EXPECT_EQ(row.role, role);
     EXPECT_EQ(row.carries_stages + row.splits_batch + row.splits_sequence + row.shards_params, 1);
@@ -176,6 +177,62 @@ TEST(JobMesh, ExpertParallelismIsPartOfDpAndHoldsTheExperts) {
   EXPECT_EQ(mesh.norm_dims(true), (std::vector<int>{4, 0, 2, 1, 3}));
   // ep = 1: no ep dim, nothing changes.
   EXPECT_EQ(job_mesh_dims({{"dp", 4}, {"ep", 1}}, {1}).size(), 3u);
+}
+
+TEST(JobMesh, ExpertParallelismCarvedFromDpAndCp) {
+  // NOTE [Expert parallelism]: parallel.dp = 2, cp = 4, ep = 4 is dp 1 x ep 2 x cp 2 x cp_ep 2;
+  // rank r = 4 ep + 2 cp + cp_ep. The ep group is ep x cp_ep, the ring cp x cp_ep.
+  const MeshDims dims = job_mesh_dims({{"dp", 1}, {"ep", 2}, {"cp", 2}, {"cp_ep", 2}}, {1});
+  const DimRoleRow& cp_ep = role_row(DimRole::kContextExpert);
+  EXPECT_TRUE(cp_ep.splits_sequence && cp_ep.holds_experts);
+  EXPECT_FALSE(cp_ep.carries_stages || cp_ep.splits_batch || cp_ep.shards_params);
+  const JobMesh layout = JobMesh::layout(dims, 5);
+  EXPECT_EQ(layout.mesh().dim_names(),
+            (std::vector<std::string>{"pp", "dp", "ep", "cp", "cp_ep", "tp"}));
+  EXPECT_EQ(layout.ep(), 4);
+  EXPECT_EQ(layout.ep_rank(), 3);
+  EXPECT_EQ(layout.cp(), 4);
+  EXPECT_EQ(layout.cp_rank(), 1);
+  EXPECT_EQ(layout.batch_shards(), 2);
+  EXPECT_EQ(layout.batch_rank(), 1);
+  // An expert's replicas are the data dims that hold no experts; it is held along ep and cp_ep.
+  const JobMesh::ParamDims expert = layout.param_dims({false}, /*expert=*/true);
+  EXPECT_EQ(expert.averaged, (std::vector<std::string>{"dp", "cp"}));
+  EXPECT_EQ(expert.held_along, (std::vector<int>{2, 4}));
+  EXPECT_EQ(layout.param_dims({false}).averaged,
+            (std::vector<std::string>{"dp", "ep", "cp", "cp_ep"}));
+  EXPECT_EQ(layout.norm_dims(false), (std::vector<int>{5, 2, 4}));
+
+  std::mutex mu;
+  std::vector<std::vector<int>> ep_members(8), ring_members(8), expert_replicas(8);
+  testing::run_ranks(8, [&](const comm::Group& world) {
+    const JobMesh mesh(world, dims);
+    const comm::Group& ep = mesh.expert_group();
+    const comm::Group& ring = mesh.sequence_group();
+    EXPECT_EQ(ep.rank(), mesh.ep_rank());
+    EXPECT_EQ(ring.rank(), mesh.cp_rank());
+    EXPECT_EQ(ep.label(), "ep");
+    EXPECT_EQ(ring.label(), "cp");
+    const comm::Group& replicas = mesh.replicas_of(mesh.param_dims({false}, true).averaged);
+    std::lock_guard<std::mutex> lock(mu);
+    ep_members[world.rank()] = ep.root_ranks();
+    ring_members[world.rank()] = ring.root_ranks();
+    expert_replicas[world.rank()] = replicas.root_ranks();
+  });
+  EXPECT_EQ(ep_members[0], (std::vector<int>{0, 1, 4, 5}));
+  EXPECT_EQ(ep_members[6], (std::vector<int>{2, 3, 6, 7}));
+  EXPECT_EQ(ring_members[5], (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(expert_replicas[1], (std::vector<int>{1, 3}));
+  // ep over cp alone (parallel.dp = 1, cp = ep = 2): one dim, cp_ep, is both groups' ranks.
+  testing::run_ranks(2, [&](const comm::Group& world) {
+    const JobMesh mesh(world, job_mesh_dims({{"cp_ep", 2}}, {1}));
+    EXPECT_EQ(mesh.ep(), 2);
+    EXPECT_EQ(mesh.cp(), 2);
+    EXPECT_EQ(mesh.expert_group().label(), "ep");
+    EXPECT_EQ(mesh.sequence_group().label(), "cp");
+    EXPECT_EQ(mesh.expert_group().rank(), world.rank());
+    EXPECT_EQ(mesh.sequence_group().rank(), world.rank());
+  });
 }
 
 }  // namespace

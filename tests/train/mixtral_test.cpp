@@ -297,6 +297,17 @@ TEST(MixtralEp, Ep2WithCp2MatchesOneProcess) {
                           mixtral_reference(), "mixtral ep2 x cp2");
 }
 
+TEST(MixtralEp, EpCarvedFromCpMatchesOneProcess) {
+  // ep's ranks taken from cp where dp has too few (mesh/mesh_dims.h: cp_ep holds experts and
+  // splits the sequence): ep over cp alone, over dp x cp, inside cp; ZeRO-3 over its replicas.
+  testing::expect_matches(moe_train({"parallel.cp=2", "parallel.ep=2"}), mixtral_reference(),
+                          "mixtral ep2 over cp2 (dp1)");
+  testing::expect_matches(moe_train({"parallel.dp=2", "parallel.cp=2", "parallel.ep=4"}),
+                          mixtral_reference(), "mixtral ep4 over dp2 x cp2");
+  testing::expect_matches(moe_train({"parallel.cp=4", "parallel.ep=2", "parallel.zero=3"}),
+                          mixtral_reference(), "mixtral ep2 inside cp4, zero 3");
+}
+
 TEST(MixtralEp, Tp2SequenceParallelAttentionMatchesOneProcess) {
   // mixtral/megatron-sp: the attention tensor- and sequence-parallel, each mixture of experts on
   // every token of every tp rank (the experts Replicate), with and without ep.
@@ -345,6 +356,11 @@ TEST(MixtralEp, CheckpointsMoveEp2ToOneToEp4) {
   testing::expect_matches(
       testing::resume_across(testing::kMixtralRun, ep2_zero3, "sharded", ep4, {constant, every}),
       ref, "mixtral ep2 zero 3 -> ep4 (sharded)");
+  // ep carved from cp: its experts held along cp_ep, saved and loaded on another mesh.
+  testing::expect_matches(
+      testing::resume_across(testing::kMixtralRun, {"parallel.cp=2", "parallel.ep=2"}, "sharded",
+                             ep2, {constant, every}),
+      ref, "mixtral ep2 over cp2 -> ep2 over dp2 (sharded)");
 }
 
 TEST(Mixtral, AuxLossTrains) {
