@@ -200,7 +200,8 @@ void add_generate_command(CLI::App& app, const Invocation& invocation) {
     o->prompt_given = cmd->count("--prompt") > 0;
     o->prompt_file_given = cmd->count("--prompt-file") > 0;
     o->prompt_ids_given = cmd->count("--prompt-ids") > 0;
-    const JobConfig config = JobConfig::load(o->config, collect_overrides(cmd->remaining()));
+    const JobConfig config =
+        JobConfig::load(o->config, collect_overrides(cmd->remaining()), launched_world());
     check_generates(config, o->run);
     precheck(config);
     const std::string path = open_model_checkpoint(config, o->checkpoint, "generate");

@@ -41,6 +41,11 @@ comm::GroupOptions world_options(const JobConfig& config, Device device) {
 
 }  // namespace
 
+int64_t launched_world() {
+  const std::optional<LaunchEnv> env = detect_launch_env();
+  return env ? env->world : 0;
+}
+
 std::string mesh_of(const JobConfig& c) {
   return fmt::format("the mesh of {} ({})", c.source, c.mesh_text());
 }

@@ -11,6 +11,10 @@
 
 namespace vescale::app {
 
+/// The ranks a launcher (torchrun, Slurm, Open MPI, the local one) started this process among,
+/// which parallel.dp = "auto" divides; 0 without one.
+int64_t launched_world();
+
 /// "the mesh of job.toml (parallel.pp x dp x tp = 1 x 2 x 2)", for run_on_ranks.
 std::string mesh_of(const JobConfig& c);
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "checkpoint/step_folders.h"
 #include "comm/flight_diagnosis.h"
@@ -31,6 +32,8 @@ struct TrainOptions {
   std::string config;
   int nproc = 0;
   int max_restarts = 0;
+  bool elastic = false;
+  int min_ranks = 1;
   bool print_config = false;
   std::string profile;
 };
@@ -40,6 +43,7 @@ struct TrainOptions {
 /// of the job's dump folder (NOTE [Preemption]).
 LocalLaunchOptions train_launch_options(const JobConfig& config, int max_restarts) {
   LocalLaunchOptions launch;
+  launch.nproc = static_cast<int>(config.world_size());
   launch.stop_grace =
       std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, config.timeout_s) * 1000));
   launch.preempted_exit_code = kPreemptedExitCode;
@@ -60,6 +64,25 @@ LocalLaunchOptions train_launch_options(const JobConfig& config, int max_restart
   return launch;
 }
 
+/// NOTE [Elastic training]: the local launcher drops a slot that fails more than its restarts
+/// and restarts the job on the most slots left that form a valid mesh of the config (dp =
+/// "auto"), at least `min_ranks`.
+void make_elastic(LocalLaunchOptions& launch, const std::string& path,
+                  const std::vector<std::string>& overrides, int min_ranks) {
+  launch.elastic = true;
+  launch.min_ranks = min_ranks;
+  launch.world_for = [path, overrides](int slots) {
+    for (int world = slots; world >= 1; --world) {
+      try {
+        JobConfig::load(path, overrides, world);
+        return world;
+      } catch (const UserError&) {  // no valid mesh on `world` ranks: one fewer
+      }
+    }
+    return 0;
+  };
+}
+
 }  // namespace
 
 void add_train_command(CLI::App& app, const Invocation& invocation) {
@@ -76,6 +99,15 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
   train->add_option("--max-restarts", options->max_restarts,
                     "Local launcher: when a worker crashes or is killed, restart all workers from "
                     "the newest committed checkpoint (checkpoint.load=latest), at most N times");
+  train->add_flag("--elastic", options->elastic,
+                  "Local launcher, elastic: a worker slot that fails more than --max-restarts "
+                  "times is dropped and the job restarts from the newest committed checkpoint on "
+                  "the slots left (needs parallel.dp = \"auto\"; the curve is the same)");
+  train
+      ->add_option("--min-ranks", options->min_ranks,
+                   "With --elastic: stop, naming the slots lost, rather than go on with fewer "
+                   "ranks than this")
+      ->check(CLI::PositiveNumber);
   train->add_option("--profile", options->profile,
                     "Write a Chrome trace of steps FIRST-LAST (e.g. 2-3, counted from 1 as the "
                     "metrics lines do) to <dump_folder>/trace.json: each rank's phases (forward, "
@@ -87,15 +119,29 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
       "Print the effective config (every key, with overrides applied, help as comments) and exit");
   train->allow_extras();
   train->callback([options, train, &invocation] {
+    // parallel.dp = "auto" divides the ranks a launcher started, else --nproc's.
+    const std::optional<LaunchEnv> launched = detect_launch_env();
+    const std::vector<std::string> overrides = collect_overrides(train->remaining());
     const JobConfig config =
-        JobConfig::load(options->config, collect_overrides(train->remaining()));
+        JobConfig::load(options->config, overrides, launched ? launched->world : options->nproc);
     if (options->print_config) {
       std::fwrite(config.annotated_text.data(), 1, config.annotated_text.size(), stdout);
       return;
     }
-    VS_USER_CHECK(options->nproc == 0 || options->nproc == config.world_size(),
+    // (A local worker of an elastic job may run on fewer ranks than --nproc.)
+    VS_USER_CHECK(launched || options->nproc == 0 || options->nproc == config.world_size(),
                   "--nproc {} does not match the mesh of {}: {} = {}", options->nproc,
                   options->config, config.mesh_text(), config.world_size());
+    VS_USER_CHECK(!options->elastic || config.dp_auto,
+                  "train --elastic: set parallel.dp = \"auto\" (config {} has parallel.dp = {}), "
+                  "so that dp follows the ranks left",
+                  options->config, config.dp);
+    VS_USER_CHECK(options->min_ranks <= config.world_size() || !options->elastic,
+                  "train --min-ranks {}: the job starts on {} ranks only", options->min_ranks,
+                  config.world_size());
+    if (config.dp_auto && !launched)
+      log_rank0("parallel.dp = \"auto\": dp = {} on {} ranks ({})", config.dp, config.world_size(),
+                config.mesh_text());
     const StepRange profile =
         options->profile.empty() ? StepRange{} : StepRange::parse(options->profile, "--profile");
     VS_USER_CHECK(profile.empty() || profile.last <= config.steps,
@@ -118,15 +164,21 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
           "--max-restarts is for the local launcher; under {} use its own restarts "
           "(torchrun --max-restarts, Slurm --requeue) with --checkpoint.load=latest",
           env.source);
+      VS_USER_CHECK(!options->elastic || env.source == "local" || env.source == "single process",
+                    "--elastic is the local launcher's; under {} use its own (torchrun --nnodes "
+                    "MIN:MAX) with parallel.dp = \"auto\" and --checkpoint.load=latest "
+                    "(docs/operations.md, Elastic)",
+                    env.source);
       install_memory_meter();  // for the activation bytes of the metrics
       const comm::Group world = connect_job(config, env);
       hang_at_collective_for_test(world);
       const TrainSummary summary = run_training(config, world, test_fault_hooks(), profile);
       return summary.preempted ? kPreemptedExitCode : 0;
     };
-    const int code =
-        run_on_ranks(static_cast<int>(config.world_size()), mesh_of(config), invocation, body,
-                     train_launch_options(config, options->max_restarts));
+    LocalLaunchOptions launch = train_launch_options(config, options->max_restarts);
+    if (options->elastic) make_elastic(launch, options->config, overrides, options->min_ranks);
+    const int code = run_on_ranks(static_cast<int>(config.world_size()), mesh_of(config),
+                                  invocation, body, launch);
     if (code != 0) throw CLI::RuntimeError(code);
   });
 }
@@ -145,7 +197,8 @@ void add_eval_command(CLI::App& app, const Invocation& invocation) {
       ->required();
   eval->allow_extras();
   eval->callback([options, checkpoint, eval, &invocation] {
-    const JobConfig config = JobConfig::load(options->config, collect_overrides(eval->remaining()));
+    const JobConfig config =
+        JobConfig::load(options->config, collect_overrides(eval->remaining()), launched_world());
     precheck(config);
     const std::string path = open_model_checkpoint(config, *checkpoint, "eval");
     const int code = run_on_ranks(static_cast<int>(config.world_size()), mesh_of(config),

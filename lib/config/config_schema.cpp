@@ -47,7 +47,11 @@ std::vector<ConfigKey> parallel_keys() {
       key("parallel.pp", &C::pp, 1,
           "Pipeline-parallel ranks (stages are cut from the model's layers)",
           within(1, kMaxMeshDim)),
-      key("parallel.dp", &C::dp, 1, "Data-parallel replicas", within(1, kMaxMeshDim)),
+      key("parallel.dp", &C::dp, 1,
+          "Data-parallel replicas, or \"auto\": the ranks the job is started on over pp x cp x "
+          "tp, so that a job restarted on fewer or more ranks resumes on them (elastic training; "
+          "the global batch stays, each rank's rows change)",
+          within(1, kMaxMeshDim)),
       key("parallel.ep", &C::ep, 1,
           "Expert-parallel ranks, carved from the data ranks, parallel.dp x parallel.cp (which "
           "it divides), dp first: each holds model.num_experts / ep experts of every MoE layer, "

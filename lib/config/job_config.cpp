@@ -28,7 +28,37 @@ namespace {
 struct Values {
   std::map<std::string, ConfigValue> by_name;
   std::set<std::string> given;
+  std::string dp_auto_at;  ///< where parallel.dp = "auto" was set ("" when it was not)
 };
+
+/// The key whose value may be "auto", and its one such value (NOTE [Elastic training]).
+constexpr const char* kAutoDp = "parallel.dp";
+
+/// Takes parallel.dp = "auto" (which the key's integer type cannot hold): true when it was.
+bool take_auto(Values& values, const std::string& name, const std::string& at, bool is_auto) {
+  if (name != kAutoDp) return false;
+  values.dp_auto_at = is_auto ? at : "";
+  if (is_auto) values.given.insert(name);
+  return is_auto;
+}
+
+/// parallel.dp = "auto": dp = world / (pp x cp x tp), on `world` ranks.
+void resolve_auto_dp(Values& values, int64_t world) {
+  if (values.dp_auto_at.empty()) return;
+  const std::string& at = values.dp_auto_at;
+  VS_USER_CHECK(world > 0,
+                "{}: parallel.dp = \"auto\" takes dp from the number of ranks: start the job "
+                "under a launcher (torchrun, srun, mpirun) or with train --nproc N",
+                at);
+  const int64_t pp = std::get<int64_t>(values.by_name.at("parallel.pp"));
+  const int64_t cp = std::get<int64_t>(values.by_name.at("parallel.cp"));
+  const int64_t tp = std::get<int64_t>(values.by_name.at("parallel.tp"));
+  VS_USER_CHECK(world % (pp * cp * tp) == 0,
+                "{}: parallel.dp = \"auto\" on {} ranks: {} is not a multiple of parallel.pp x "
+                "cp x tp = {} x {} x {}",
+                at, world, world, pp, cp, tp);
+  values.by_name[kAutoDp] = world / (pp * cp * tp);
+}
 
 const ConfigKey* find_key(const std::string& name) {
   for (const auto& k : config_schema()) {
@@ -153,8 +183,10 @@ void read_document(const toml::table& doc, const std::string& source, Values& va
                   section.str());
     for (const auto& [key, value] : *table) {
       const toml::node& entry = value;  // (a lambda cannot capture a structured binding)
-      set_value(values, fmt::format("{}.{}", section.str(), key.str()),
-                fmt::format("config {}:{}", source, entry.source().begin.line),
+      const std::string name = fmt::format("{}.{}", section.str(), key.str());
+      const std::string at = fmt::format("config {}:{}", source, entry.source().begin.line);
+      if (take_auto(values, name, at, entry.value<std::string>() == "auto")) continue;
+      set_value(values, name, at,
                 [&entry](const ConfigValue& like) { return from_node(entry, like); });
     }
   }
@@ -165,8 +197,11 @@ void apply_overrides(const std::vector<std::string>& overrides, Values& values) 
   for (const auto& item : overrides) {
     const size_t eq = item.find('=');
     VS_USER_CHECK(eq != std::string::npos, "override --{}: expected --section.key=value", item);
-    set_value(values, item.substr(0, eq), fmt::format("override --{}", item),
-              [&](const ConfigValue& like) { return from_text(item.substr(eq + 1), like); });
+    const std::string text = item.substr(eq + 1);
+    const std::string at = fmt::format("override --{}", item);
+    if (take_auto(values, item.substr(0, eq), at, text == "auto" || text == "\"auto\"")) continue;
+    set_value(values, item.substr(0, eq), at,
+              [&](const ConfigValue& like) { return from_text(text, like); });
   }
 }
 
@@ -274,23 +309,26 @@ double JobConfig::recomputed_share() const {
              : 1.0 / static_cast<double>(activation_checkpoint_every);
 }
 
-JobConfig JobConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
+JobConfig JobConfig::load(const std::string& path, const std::vector<std::string>& overrides,
+                          int64_t world) {
   const std::string text = read_input_file(path, "config");
   // An empty file is more likely a truncated copy or the wrong path than a wish for defaults.
   VS_USER_CHECK(!text.empty(),
                 "config {} is empty: write the keys that differ from the defaults (see `train "
                 "CONFIG --print-config` and configs/ for examples)",
                 path);
-  return parse(text, path, overrides);
+  return parse(text, path, overrides, world);
 }
 
 JobConfig JobConfig::parse(const std::string& toml_text, const std::string& source,
-                           const std::vector<std::string>& overrides) {
+                           const std::vector<std::string>& overrides, int64_t world) {
   Values values = default_values();
   read_document(parse_document(toml_text, source), source, values);
   apply_overrides(overrides, values);
   apply_family(values, source);
+  resolve_auto_dp(values, world);
   JobConfig c = bind_fields(values, source);
+  c.dp_auto = !values.dp_auto_at.empty();
   c.source = source;
   c.text = effective_text(values, false);
   c.annotated_text = effective_text(values, true);

@@ -27,6 +27,8 @@ struct JobConfig {
   ModelKeys model_keys;  ///< every family's [model] keys, by name without "model."
   // [parallel]
   int64_t pp, dp, ep, cp, tp, microbatches, pp_virtual;
+  /// parallel.dp = "auto": dp is the world's ranks over pp x cp x tp (NOTE [Elastic training]).
+  bool dp_auto = false;
   std::vector<int64_t> tp_shape;  ///< {} (a 1-D tp mesh) or {tp_a, tp_b}, tp_a x tp_b = tp
   int64_t zero;                   ///< ZeRO stage over dp x cp: 0 (none) to 3 (parameters too)
   std::string plan;
@@ -81,10 +83,13 @@ struct JobConfig {
 
   /// Loads `path` and applies overrides ("--training.steps=20", or "--training.steps", "20"
   /// pairs already joined). Throws UserError naming file:line and key, or the override.
-  static JobConfig load(const std::string& path, const std::vector<std::string>& overrides = {});
+  /// `world`: the ranks the job runs on, which parallel.dp = "auto" divides (0: not known, and
+  /// "auto" is an error).
+  static JobConfig load(const std::string& path, const std::vector<std::string>& overrides = {},
+                        int64_t world = 0);
   /// The same from TOML text (for tests).
   static JobConfig parse(const std::string& toml_text, const std::string& source,
-                         const std::vector<std::string>& overrides = {});
+                         const std::vector<std::string>& overrides = {}, int64_t world = 0);
 
   /// The parallel degrees as the [parallel] keys name them, outer to inner: pp, dp, cp (when
   /// more than 1), tp.

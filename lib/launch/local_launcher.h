@@ -1,6 +1,23 @@
 // The local launcher: runs N workers of this program on loopback and supervises them. Its parts,
 // internal to launch/: worker_process (spawning, signals), worker_output (forwarding their lines),
 // rendezvous_folder (NOTE [Local rendezvous]) and supervisor (one attempt, until all have ended).
+//
+// NOTE [Elastic training]
+// A job whose parallel.dp is "auto" takes dp = world / (pp x cp x tp) from the ranks it is
+// started on; the global batch stays, each rank's rows change. Checkpoints load under any layout
+// and the data, the init and the dropout masks are functions of (seed, step), never of the
+// layout, so such a job restarted on another world from its newest committed checkpoint draws the
+// curve the first world would have drawn, up to summation order: what a failure costs is the
+// steps since that checkpoint, recomputed (metrics.jsonl drops their first lines: one line a
+// step). Who restarts it:
+//   - `train --elastic` (here): each worker slot has --max-restarts restarts of its own; a slot
+//     that fails once more is dropped, and every worker restarts on the most slots left whose
+//     count gives the config a valid mesh (world_for), or the job stops, naming the lost slots,
+//     when that is fewer than --min-ranks. Of workers that died together, the one a signal
+//     killed is the failure (the others' collectives broke on its end).
+//   - torchrun --nnodes MIN:MAX: its agents re-rendezvous when a node leaves or joins and start
+//     every worker again with the new WORLD_SIZE; --checkpoint.load=latest resumes.
+// The resumed run logs the layout before and after ("[resume] step N on a new layout: ...").
 #pragma once
 
 #include <chrono>
@@ -23,8 +40,15 @@ struct LocalLaunchOptions {
   /// The exit code of a worker that saved and stopped on a signal (0: none). Such a worker is
   /// no failure: the others stop on their own, and the launcher exits with this code.
   int preempted_exit_code = 0;
-  /// Restarts of all workers after one failed (exited non-zero, or killed by a signal), at most.
+  /// Restarts of all workers after one failed (exited non-zero, or killed by a signal), at most;
+  /// elastic, per worker slot.
   int max_restarts = 0;
+  /// NOTE [Elastic training]: a worker slot that fails more than max_restarts times is dropped,
+  /// and the job restarts on `world_for(slots left)` of the slots left (the most ranks that form
+  /// a valid mesh; 0: none), as long as that is at least min_ranks.
+  bool elastic = false;
+  int min_ranks = 1;
+  std::function<int(int slots)> world_for;
   /// Exit codes of a failed worker that end the job without a restart (config errors, ...).
   std::vector<int> final_exit_codes;
   /// How to restart: arguments appended to `argv` and where the run goes on from ("from step
@@ -43,6 +67,7 @@ struct LaunchOutcome {
   int exit_code = 0;  ///< 0, the failed worker's code, 128 + its signal, or preempted_exit_code
   int failed_rank = -1;
   int restarts = 0;        ///< how many times the workers were restarted
+  int world = 0;           ///< the workers of the last attempt (elastic: after slots dropped)
   bool preempted = false;  ///< every worker saved and stopped on a signal
   /// "rank 2 (pid 4242) was killed by signal 9 (Killed); last line: ...". Empty on success.
   std::string failure;

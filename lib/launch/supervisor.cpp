@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include <filesystem>
@@ -94,8 +95,11 @@ void pass_on_dump_requests(Supervision& s) {
   }
 }
 
-/// Reaps workers that ended; the first failure is the outcome and stops the rest.
+/// Reaps workers that ended; the first failure is the outcome and stops the rest. Of failures
+/// reaped together, a worker killed by a signal is the cause (the others' collectives broke on
+/// its end), so a SIGKILLed rank is named, not a peer that saw its socket close.
 void reap_ended(Supervision& s, const LocalLaunchOptions& options) {
+  std::vector<const Worker*> failures;
   for (auto& w : s.workers) {
     if (!w.running) continue;
     int status = 0;
@@ -109,16 +113,20 @@ void reap_ended(Supervision& s, const LocalLaunchOptions& options) {
       // only a deadline in case one hangs.
       ++s.preempted;
       if (!s.kill_deadline) s.kill_deadline = Clock::now() + options.stop_grace;
-    } else if (failed(status) && s.outcome.failed_rank < 0) {
-      s.outcome.failed_rank = w.rank;
-      s.outcome.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-      s.outcome.failure =
-          fmt::format("rank {} (pid {}) {}", w.rank, w.pid, describe_status(status));
-      blame_who_it_waited_for(s, w);
-      signal_all(s.workers, SIGTERM);
-      s.kill_deadline = Clock::now() + options.grace;
+    } else if (failed(status)) {
+      failures.push_back(&w);
     }
   }
+  if (failures.empty() || s.outcome.failed_rank >= 0) return;
+  const auto signalled = std::find_if(failures.begin(), failures.end(),
+                                      [](const Worker* w) { return WIFSIGNALED(w->status); });
+  const Worker& w = signalled != failures.end() ? **signalled : *failures.front();
+  s.outcome.failed_rank = w.rank;
+  s.outcome.exit_code = WIFSIGNALED(w.status) ? 128 + WTERMSIG(w.status) : WEXITSTATUS(w.status);
+  s.outcome.failure = fmt::format("rank {} (pid {}) {}", w.rank, w.pid, describe_status(w.status));
+  blame_who_it_waited_for(s, w);
+  signal_all(s.workers, SIGTERM);
+  s.kill_deadline = Clock::now() + options.grace;
 }
 
 /// Passes a signal the launcher got on to the workers, and SIGKILLs those still running once
@@ -206,8 +214,11 @@ Supervision supervise(const LocalLaunchOptions& options, const std::vector<std::
 }
 
 bool restartable(const Supervision& s, const LocalLaunchOptions& options, int attempt) {
-  if (s.outcome.failed_rank < 0 || g_signals.load() > 0 || attempt >= options.max_restarts)
-    return false;
+  return attempt < options.max_restarts && restartable_failure(s, options);
+}
+
+bool restartable_failure(const Supervision& s, const LocalLaunchOptions& options) {
+  if (s.outcome.failed_rank < 0 || g_signals.load() > 0) return false;
   const int status = s.workers[s.outcome.failed_rank].status;
   if (WIFSIGNALED(status)) return true;
   for (int code : options.final_exit_codes)

@@ -58,5 +58,7 @@ Supervision supervise(const LocalLaunchOptions& options, const std::vector<std::
 /// Whether a failed attempt is one to restart: not asked to stop, a crash rather than an exit
 /// code that says the job cannot go on, and restarts left.
 bool restartable(const Supervision& s, const LocalLaunchOptions& options, int attempt);
+/// The same but for the restarts left (an elastic launch counts them per worker slot).
+bool restartable_failure(const Supervision& s, const LocalLaunchOptions& options);
 
 }  // namespace vescale::detail

@@ -221,6 +221,34 @@ void log_loaded(const CheckpointReader& reader, LoadParts parts, double seconds)
             parts == LoadParts::kModel ? "; model only" : "", format_duration(seconds));
 }
 
+/// NOTE [Elastic training]: a run resumed on another layout says what changed: the mesh, the
+/// micro-batches and each rank's rows (the global batch, and so the curve, are the same).
+void log_layout_change(const JobConfig& c, const CheckpointMeta& meta) {
+  std::map<std::string, std::string> was = recorded_values(meta.config);
+  if (was.empty()) return;
+  const std::string now_mesh = c.mesh_text();
+  const std::string now_mb = std::to_string(c.microbatches);
+  const bool was_cp = was["parallel.cp"] != "1";
+  const std::string was_mesh = fmt::format(
+      "parallel.pp x dp x {}tp = {} x {} x {}{}{}", was_cp ? "cp x " : "", was["parallel.pp"],
+      was["parallel.dp"], was_cp ? was["parallel.cp"] + " x " : "", was["parallel.tp"],
+      was["parallel.ep"] == "1" ? "" : fmt::format(", ep = {}", was["parallel.ep"]));
+  if (meta.world_size == c.world_size() && was["parallel.dp"] == std::to_string(c.dp) &&
+      was["parallel.microbatches"] == now_mb)
+    return;
+  const auto rows = [&](const std::string& dp, const std::string& mb) {
+    const int64_t d = std::max<int64_t>(1, std::stoll(dp)),
+                  m = std::max<int64_t>(1, std::stoll(mb));
+    return fmt::format("{} rows a rank, {} micro-batch{} of {}", c.global_batch_size / d, m,
+                       m == 1 ? "" : "es", c.global_batch_size / d / m);
+  };
+  log_rank0(
+      "[resume] step {} on a new layout: {} ({} ranks; {}), saved on {} ({} ranks; {}); "
+      "the global batch of {} is the same, and so is the curve",
+      meta.step, now_mesh, c.world_size(), rows(std::to_string(c.dp), now_mb), was_mesh,
+      meta.world_size, rows(was["parallel.dp"], was["parallel.microbatches"]), c.global_batch_size);
+}
+
 /// Rank 0's line for a committed save: the step folder's bytes over the time from the first
 /// file opened to COMMIT written (files synced to disk included), and the training thread's stall.
 void log_saved(const std::string& folder, const std::string& how, double write_s, double stall_s) {
@@ -317,6 +345,7 @@ int64_t load_job(Job& job, const CheckpointReader& reader) {
   job.optimizer->set_steps(reader.meta().optimizer_steps);
   job.run_id = reader.meta().run_id;  // a resumed run is the same run
   log_loaded(reader, LoadParts::kModelAndOptimizer, seconds_since(start));
+  log_layout_change(job.config(), reader.meta());
   return reader.meta().step;
 }
 

@@ -90,6 +90,45 @@ TEST(JobConfig, ExpertRanksAreCarvedFromDpThenCp) {
             std::string::npos);
 }
 
+TEST(JobConfig, DpAutoIsTheWorldOverTheOtherDims) {
+  // NOTE [Elastic training]: dp = world / (pp x cp x tp); the global batch stays.
+  const std::string text = "[parallel]\ndp = \"auto\"\ntp = 2\n";
+  const JobConfig c = JobConfig::parse(text, "job.toml", {}, 8);
+  EXPECT_TRUE(c.dp_auto);
+  EXPECT_EQ(c.dp, 4);
+  EXPECT_EQ(c.world_size(), 8);
+  EXPECT_EQ(c.micro_batch_size(), 2);
+  const JobConfig two = JobConfig::parse("", "job.toml", {"parallel.dp=auto", "parallel.tp=2"}, 4);
+  EXPECT_EQ(two.dp, 2);
+  EXPECT_TRUE(two.dp_auto);
+  EXPECT_FALSE(JobConfig::parse("", "job.toml", {"parallel.dp=2"}, 4).dp_auto);
+  // A later value replaces "auto", and "auto" a number.
+  EXPECT_EQ(JobConfig::parse(text, "job.toml", {"parallel.dp=1"}, 8).dp, 1);
+  EXPECT_EQ(JobConfig::parse("[parallel]\ndp = 3\n", "j", {"parallel.dp=\"auto\""}, 2).dp, 2);
+  auto error = [](const std::string& t, std::vector<std::string> o, int64_t world) {
+    try {
+      JobConfig::parse(t, "job.toml", std::move(o), world);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(error(text, {}, 0)
+                .find("config job.toml:2: parallel.dp = \"auto\" takes dp from the "
+                      "number of ranks: start the job under a launcher"),
+            std::string::npos);
+  EXPECT_NE(error(text, {}, 5)
+                .find("config job.toml:2: parallel.dp = \"auto\" on 5 ranks: 5 is "
+                      "not a multiple of parallel.pp x cp x tp = 1 x 1 x 2"),
+            std::string::npos);
+  EXPECT_NE(error("", {"parallel.dp=auto"}, 3)
+                .find("training.global_batch_size = 8 is not divisible by parallel.dp x "
+                      "parallel.microbatches = 3 x 1"),
+            std::string::npos);
+  EXPECT_NE(error("", {"parallel.tp=auto"}, 3).find("key 'parallel.tp' must be an integer"),
+            std::string::npos);
+}
+
 TEST(JobConfig, PipelineKeysAndStringLists) {
   // The config reads pp > 1 (train refuses it until the executor lands; plan schedule reads it).
   const JobConfig defaults = JobConfig::parse("[parallel]\npp = 2\n", "job.toml");

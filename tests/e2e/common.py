@@ -1,6 +1,7 @@
 """Helpers for end-to-end tests: the real vescale-train binary on real processes."""
 import json
 import os
+import socket
 import subprocess
 
 BINARY = os.environ.get("VESCALE_TRAIN", "vescale-train")
@@ -88,3 +89,30 @@ def system_python_value(script):
     if result.returncode != 0:
         raise AssertionError(result.stderr)
     return float(result.stdout)
+
+
+# The system's Python, whose Debian python3-torch brings torchrun.
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def free_port():
+    """A TCP port free on loopback now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_missing():
+    """Why torchrun cannot run here, or None when it can."""
+    probe = subprocess.run([SYSTEM_PYTHON, "-c", "import torch.distributed.run"], capture_output=True)
+    if probe.returncode != 0:
+        return "Debian's python3-torch (torch.distributed.run) is not installed"
+    # torch >= 2.4 asks for a libuv TCPStore, and torchrun's static rendezvous offers no way
+    # around it: a torch built without libuv (Debian 13's) cannot run torchrun at all.
+    probe = subprocess.run([SYSTEM_PYTHON, "-c", "import torch.distributed as d; "
+                            "d.TCPStore('127.0.0.1', 0, 1, True, wait_for_workers=False)"],
+                           capture_output=True, text=True, timeout=60)
+    if "without libuv" in probe.stderr:
+        return ("this system's torch was built without libuv, so its torchrun cannot create its "
+                "TCPStore (" + probe.stderr.strip().splitlines()[-1] + ")")
+    return None

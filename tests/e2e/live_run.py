@@ -28,6 +28,7 @@ class LiveRun:
         self.attempt_pids = []  # one {rank: pid} per attempt
         self.steps = []  # (time, step) of each step line of rank 0
         self.restarts = []  # (time, restart number, "from step 20" / "from scratch")
+        self.kills = []  # times a worker said it kills itself (VESCALE_TEST_DIE_AT_STEP)
         self.changed = threading.Condition()
         full_env = dict(os.environ)
         full_env.update(env or {})
@@ -55,7 +56,10 @@ class LiveRun:
                 m = re.search(r"step (\d+)/\d+ \| loss", line)  # rank 0 logs them
                 if m:
                     self.steps.append((now, int(m.group(1))))
-                m = re.search(r"\[launch\] .*; restart (\d+) of \d+ (from .*)$", line)
+                if "kills itself" in line:  # VESCALE_TEST_DIE_AT_STEP
+                    self.kills.append(now)
+                m = re.search(r"\[launch\] .*; restart (\d+) (?:of \d+|on \d+ ranks?(?: \(was \d+\))?) "
+                              r"(from .*)$", line)
                 if m:
                     self.restarts.append((now, int(m.group(1)), m.group(2)))
                 self.changed.notify_all()

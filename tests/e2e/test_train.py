@@ -3,30 +3,21 @@ the 1-process run (docs/design.md §12), gradient accumulation equals one big ba
 bad configs fail with one line that names the file and key, writing nothing."""
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 import unittest
 
-from common import BINARY, max_relative, metrics_lines, run, train_losses
+from common import (BINARY, SYSTEM_PYTHON, free_port, max_relative, metrics_lines, run,
+                    torchrun_missing, train_losses)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(ROOT, "configs", "gpt-dp2-tp2.toml")
-SYSTEM_PYTHON = "/usr/bin/python3"
-
-
 def train(tmp, name, *overrides, config=CONFIG, steps=5, dtype="float64", nproc=None):
     """Runs a training job; returns the per-step losses from its metrics.jsonl."""
     args = [f"--training.steps={steps}", f"--training.dtype={dtype}", "--metrics.log_interval=1",
             "--eval.interval=0", *overrides] + (["--nproc", str(nproc)] if nproc else [])
     return train_losses(config, os.path.join(tmp, name), *args)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LayoutParity(unittest.TestCase):
@@ -124,17 +115,9 @@ class LayoutParity(unittest.TestCase):
 
 class Launchers(unittest.TestCase):
     def test_torchrun_two_processes(self):
-        probe = subprocess.run([SYSTEM_PYTHON, "-c", "import torch.distributed.run"], capture_output=True)
-        if probe.returncode != 0:
-            self.skipTest("Debian's python3-torch (torch.distributed.run) is not installed")
-        # torch >= 2.4 asks for a libuv TCPStore, and torchrun's static rendezvous offers no way
-        # around it: a torch built without libuv (Debian 13's) cannot run torchrun at all.
-        probe = subprocess.run([SYSTEM_PYTHON, "-c", "import torch.distributed as d; "
-                                "d.TCPStore('127.0.0.1', 0, 1, True, wait_for_workers=False)"],
-                               capture_output=True, text=True, timeout=60)
-        if "without libuv" in probe.stderr:
-            self.skipTest("this system's torch was built without libuv, so its torchrun cannot "
-                          "create its TCPStore (" + probe.stderr.strip().splitlines()[-1] + ")")
+        missing = torchrun_missing()
+        if missing:
+            self.skipTest(missing)
         tmp = tempfile.mkdtemp(prefix="vescale-torchrun-")
         try:
             cmd = [SYSTEM_PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--no_python",
