@@ -22,7 +22,7 @@ const CommandEntry kCommands[] = {
     {vescale::app::add_generate_command}, {vescale::app::add_checkpoint_commands},
     {vescale::app::add_export_command},   {vescale::app::add_plan_command},
     {vescale::app::add_config_command},   {vescale::app::add_comm_command},
-    {vescale::app::add_diagnose_command},
+    {vescale::app::add_diagnose_command}, {vescale::app::add_tokenizer_command},
 };
 
 }  // namespace

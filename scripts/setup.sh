@@ -15,13 +15,15 @@ RUN_PACKAGES=(
   libopenblas0-pthread
   # libraries
   libcli11-dev libtomlplusplus-dev libhdf5-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  # SentencePiece tokenizers (a plugin: NOTE [SentencePiece plugin])
+  libsentencepiece-dev
   # the demo corpus
   fortunes
 )
 TEST_PACKAGES=(
   clang-format libgtest-dev libgmock-dev
   # test cross-checks
-  python3 python3-torch python3-h5py python3-numpy
+  python3 python3-torch python3-h5py python3-numpy python3-sentencepiece
   # scripts/plot_metrics.py
   python3-matplotlib
 )

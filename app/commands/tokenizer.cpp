@@ -1,0 +1,85 @@
+// `vescale-train tokenizer train | encode | decode` (NOTE [Tokenizers]).
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/input_file.h"
+#include "tokenize/tokenizer.h"
+
+namespace vescale::app {
+namespace {
+
+struct TokenizerOptions {
+  TokenizerTrainOptions train;
+  std::string tokenizer;
+  std::string file;
+  std::string text;
+  std::vector<int64_t> ids;
+};
+
+/// The text `encode` reads: --text, or the whole file.
+std::string input_text(const TokenizerOptions& o) {
+  VS_USER_CHECK(o.file.empty() != o.text.empty(),
+                "tokenizer encode: give either a FILE or --text TEXT");
+  if (!o.text.empty()) return o.text;
+  return read_input_file(o.file, "text file", int64_t{1} << 30);
+}
+
+}  // namespace
+
+void add_tokenizer_command(CLI::App& app, const Invocation& /*invocation*/) {
+  auto o = std::make_shared<TokenizerOptions>();
+  CLI::App* tokenizer =
+      app.add_subcommand("tokenizer", "Train SentencePiece tokenizers, and encode or decode text");
+  tokenizer->require_subcommand(1);
+
+  CLI::App* train = tokenizer->add_subcommand(
+      "train",
+      "Train a SentencePiece model on text files (one sentence a line) with the library's own "
+      "trainer: no normalisation, whitespace kept, byte fallback, so decoding gives the text back "
+      "byte for byte");
+  train->add_option("files", o->train.files, "Text files")->required();
+  train->add_option("--vocab-size", o->train.vocab_size, "Pieces in the vocabulary")
+      ->default_val(8000);
+  train->add_option("--type", o->train.type, "bpe or unigram")->default_val("bpe");
+  train->add_option("--special", o->train.special_tokens,
+                    "A token kept whole (e.g. <|endoftext|>); repeat for more");
+  train->add_option("-o,--output", o->train.output, "The model file to write")->required();
+  train->add_option("--threads", o->train.threads, "Trainer threads (default: the cores)");
+  train->callback([o] {
+    if (o->train.threads <= 0)
+      o->train.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    std::printf("%s\n", train_sentencepiece(o->train).c_str());
+  });
+
+  CLI::App* encode = tokenizer->add_subcommand(
+      "encode", "Print the token ids of a text file (or --text) on one line, space-separated");
+  encode->add_option("--tokenizer", o->tokenizer, "\"bytes\" or a SentencePiece model file")
+      ->required();
+  encode->add_option("file", o->file, "Text file (its whole contents)");
+  encode->add_option("--text", o->text, "The text itself");
+  encode->callback([o] {
+    const auto t = open_tokenizer(o->tokenizer);
+    const std::vector<int64_t> ids = t->encode(input_text(*o));
+    std::printf("%s\n", fmt::format("{}", fmt::join(ids, " ")).c_str());
+  });
+
+  CLI::App* decode =
+      tokenizer->add_subcommand("decode", "Print the text of token ids (written as it decodes)");
+  decode->add_option("--tokenizer", o->tokenizer, "\"bytes\" or a SentencePiece model file")
+      ->required();
+  decode->add_option("ids", o->ids, "Token ids")->required();
+  decode->callback([o] {
+    const std::string text = open_tokenizer(o->tokenizer)->decode(o->ids);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  });
+}
+
+}  // namespace vescale::app

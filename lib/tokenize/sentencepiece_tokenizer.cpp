@@ -1,0 +1,201 @@
+#include "tokenize/sentencepiece_tokenizer.h"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <unordered_map>
+
+#include "checkpoint/crc32c.h"
+#include "core/error.h"
+#include "core/input_file.h"
+#include "tokenize/sentencepiece_api.h"
+
+namespace vescale {
+
+namespace {
+
+constexpr const char* kPlugin = "libvescale_sentencepiece.so";
+
+/// Where the plugin is: $VESCALE_SENTENCEPIECE_PLUGIN, else beside the executable.
+std::string plugin_path() {
+  if (const char* env = std::getenv("VESCALE_SENTENCEPIECE_PLUGIN")) return env;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? kPlugin : (exe.parent_path() / kPlugin).string();
+}
+
+/// NOTE [SentencePiece plugin]: the table, loaded once; null with `error` set when the plugin
+/// is missing (a build without libsentencepiece-dev) or not ours.
+const SentencePieceApi* plugin(std::string* error) {
+  static std::string load_error;
+  static const SentencePieceApi* api = []() -> const SentencePieceApi* {
+    const std::string path = plugin_path();
+    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (handle == nullptr) {
+      const char* why = ::dlerror();
+      load_error = fmt::format(
+          "this vescale-train has no SentencePiece plugin ({}); build it with "
+          "libsentencepiece-dev installed (scripts/setup.sh)",
+          why ? why : path);
+      return nullptr;
+    }
+    using Entry = const SentencePieceApi* (*)();
+    const auto entry = reinterpret_cast<Entry>(::dlsym(handle, "vescale_sentencepiece_api"));
+    const SentencePieceApi* table = entry ? entry() : nullptr;
+    if (table == nullptr || table->version != SentencePieceApi::kVersion) {
+      load_error = fmt::format("{} is not this vescale-train's SentencePiece plugin", path);
+      return nullptr;
+    }
+    return table;
+  }();
+  if (api == nullptr) *error = load_error;
+  return api;
+}
+
+const SentencePieceApi& require_plugin(const std::string& what) {
+  std::string error;
+  const SentencePieceApi* api = plugin(&error);
+  VS_USER_CHECK(api != nullptr, "{}: {}", what, error);
+  return *api;
+}
+
+/// Text a lossless tokenizer gives back byte for byte: leading, repeated and trailing
+/// whitespace, a newline, a byte that is not UTF-8, CJK and an emoji.
+constexpr std::string_view kLosslessProbe =
+    "  two  spaces\n\ttab \xff\xfe caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80 ";
+
+class SentencePieceTokenizer final : public Tokenizer {
+ public:
+  explicit SentencePieceTokenizer(const std::string& path)
+      : path_(path), api_(require_plugin(fmt::format("tokenizer {}", path))) {
+    const std::string bytes = read_input_file(path, "tokenizer", int64_t{1} << 30);
+    std::string error;
+    processor_ = api_.load(bytes, &error);
+    VS_USER_CHECK(processor_ != nullptr,
+                  "tokenizer {}: not a SentencePiece model ({}); a tokenizer is \"bytes\" or a "
+                  "SentencePiece model file such as tokenizer.model",
+                  path, error);
+    identity_ = fmt::format("sentencepiece crc32c:{:08x}", crc32c(bytes.data(), bytes.size()));
+    const std::string probe(kLosslessProbe);
+    lossless_ = decode(encode(probe)) == probe;
+  }
+  ~SentencePieceTokenizer() override { api_.release(processor_); }
+  SentencePieceTokenizer(const SentencePieceTokenizer&) = delete;
+  SentencePieceTokenizer& operator=(const SentencePieceTokenizer&) = delete;
+
+  std::vector<int64_t> encode(std::string_view text) const override {
+    std::vector<int> ids;
+    std::string error;
+    VS_USER_CHECK(api_.encode(processor_, text, &ids, &error), "tokenizer {}: cannot encode: {}",
+                  path_, error);
+    return {ids.begin(), ids.end()};
+  }
+
+  std::string decode(const std::vector<int64_t>& ids) const override {
+    std::vector<int> pieces;
+    pieces.reserve(ids.size());
+    for (int64_t id : ids) {
+      VS_USER_CHECK(id >= 0 && id < vocab_size(),
+                    "tokenizer {}: id {} is outside its vocabulary of {}", path_, id, vocab_size());
+      pieces.push_back(static_cast<int>(id));
+    }
+    std::string text, error;
+    VS_USER_CHECK(api_.decode(processor_, pieces, &text, &error), "tokenizer {}: cannot decode: {}",
+                  path_, error);
+    return text;
+  }
+
+  int64_t vocab_size() const override { return api_.piece_size(processor_); }
+  std::optional<int64_t> end_of_text() const override {
+    const int eos = api_.eos_id(processor_);
+    return eos >= 0 ? std::optional<int64_t>(eos) : std::nullopt;
+  }
+  std::string identity() const override { return identity_; }
+  bool lossless() const override { return lossless_; }
+
+ private:
+  std::string path_;
+  const SentencePieceApi& api_;
+  void* processor_ = nullptr;
+  std::string identity_;
+  bool lossless_ = false;
+};
+
+}  // namespace
+
+bool has_sentencepiece() {
+  std::string error;
+  return plugin(&error) != nullptr;
+}
+
+std::unique_ptr<Tokenizer> open_sentencepiece(const std::string& path) {
+  return std::make_unique<SentencePieceTokenizer>(path);
+}
+
+std::string train_sentencepiece(const TokenizerTrainOptions& o) {
+  VS_USER_CHECK(!o.files.empty(), "tokenizer train: name at least one text file");
+  VS_USER_CHECK(o.type == "bpe" || o.type == "unigram",
+                "tokenizer train: --type {} is not one of bpe, unigram", o.type);
+  VS_USER_CHECK(o.vocab_size >= 260 && o.vocab_size <= (int64_t{1} << 31) - 1,
+                "tokenizer train: --vocab-size {} must be at least 260 (the 256 byte pieces of "
+                "byte fallback, the unknown, begin and end pieces, and the text's characters)",
+                o.vocab_size);
+  uintmax_t bytes = 0;
+  for (const auto& f : o.files) {
+    require_regular_file(f, "tokenizer train: text file");
+    VS_USER_CHECK(f.find(',') == std::string::npos,
+                  "tokenizer train: {}: SentencePiece's trainer takes no file name with a comma "
+                  "(rename or link it)",
+                  f);
+    bytes += std::filesystem::file_size(f);
+  }
+  VS_USER_CHECK(bytes > 0, "tokenizer train: {} hold no text", fmt::join(o.files, ", "));
+  for (const auto& t : o.special_tokens)
+    VS_USER_CHECK(!t.empty() && t.find(',') == std::string::npos,
+                  "tokenizer train: --special '{}' must be non-empty and hold no comma", t);
+  VS_USER_CHECK(!o.output.empty(), "tokenizer train: -o MODEL names the model file to write");
+  // Lossless: no normalisation, whitespace as it is, bytes for what the pieces do not cover.
+  const std::unordered_map<std::string, std::string> args = {
+      {"input", fmt::format("{}", fmt::join(o.files, ","))},
+      {"model_type", o.type},
+      {"vocab_size", std::to_string(o.vocab_size)},
+      {"normalization_rule_name", "identity"},
+      {"remove_extra_whitespaces", "false"},
+      {"add_dummy_prefix", "false"},
+      {"byte_fallback", "true"},
+      {"allow_whitespace_only_pieces", "true"},
+      {"character_coverage", "1.0"},
+      {"num_threads", std::to_string(std::max(1, o.threads))},
+      {"user_defined_symbols", fmt::format("{}", fmt::join(o.special_tokens, ","))},
+      {"minloglevel", "1"},
+  };
+  const SentencePieceApi& api = require_plugin("tokenizer train");
+  const auto start = std::chrono::steady_clock::now();
+  std::string model, error;
+  VS_USER_CHECK(api.train(args, &model, &error),
+                "tokenizer train: SentencePiece's trainer failed: {}", error);
+  // Written whole or not at all.
+  const std::string tmp = o.output + ".partial";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    VS_USER_CHECK(out.good(), "tokenizer train: cannot write {}", tmp);
+    out.write(model.data(), static_cast<std::streamsize>(model.size()));
+    out.close();
+    VS_USER_CHECK(out.good(), "tokenizer train: writing {} failed", tmp);
+  }
+  std::filesystem::rename(tmp, o.output);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto tokenizer = open_sentencepiece(o.output);
+  return fmt::format(
+      "wrote {}: SentencePiece {} model, {} pieces, trained on {} bytes of {} file{} "
+      "in {:.1f}s; {}",
+      o.output, o.type, tokenizer->vocab_size(), bytes, o.files.size(),
+      o.files.size() == 1 ? "" : "s", seconds, tokenizer->identity());
+}
+
+}  // namespace vescale

@@ -1,0 +1,55 @@
+// Tokenizers: text to token ids and back, behind one small interface (NOTE [Tokenizers]).
+//
+// NOTE [Tokenizers]
+// A tokenizer is named by a path (data.tokenizer, --tokenizer): "bytes" (each byte its id, the
+// default text source's), or a SentencePiece model file (`tokenizer.model`, as Llama 1/2 ship and
+// as `tokenizer train` writes). Each gives encode, decode, its vocabulary size, its end-of-text
+// id (where it has one) and an identity: its kind and the CRC-32C of its file, which token files
+// record (meta.json) so that a job can tell tokens of another tokenizer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace vescale {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  /// The ids of `text`, as the tokenizer's own library encodes it.
+  virtual std::vector<int64_t> encode(std::string_view text) const = 0;
+  /// The text of `ids`; throws UserError naming an id outside the vocabulary.
+  virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
+  virtual int64_t vocab_size() const = 0;
+  /// The id that ends a document, where the tokenizer has one.
+  virtual std::optional<int64_t> end_of_text() const = 0;
+  /// "bytes", or "sentencepiece crc32c:<hex of the model file>".
+  virtual std::string identity() const = 0;
+  /// decode(encode(x)) == x for every byte string x.
+  virtual bool lossless() const = 0;
+};
+
+/// The tokenizer `path` names: "bytes", or a SentencePiece model file. Throws UserError naming
+/// the path and what would be valid.
+std::unique_ptr<Tokenizer> open_tokenizer(const std::string& path);
+
+/// How `tokenizer train` trains a SentencePiece model.
+struct TokenizerTrainOptions {
+  std::vector<std::string> files;  ///< text, one sentence a line
+  int64_t vocab_size = 8000;
+  std::string type = "bpe";                 ///< "bpe" or "unigram"
+  std::vector<std::string> special_tokens;  ///< whole pieces, never split
+  std::string output;                       ///< the model file written
+  int threads = 1;
+};
+
+/// Trains a SentencePiece model on the files and writes it to options.output (the library's own
+/// trainer; identity normalization, whitespace kept, byte fallback: lossless). Returns a one-line
+/// summary. Throws UserError on bad input.
+std::string train_sentencepiece(const TokenizerTrainOptions& options);
+
+}  // namespace vescale

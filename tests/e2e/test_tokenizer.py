@@ -1,0 +1,130 @@
+"""Tokenizers end to end (NOTE [Tokenizers]): `tokenizer train` writes a SentencePiece model with
+the library's trainer, and `tokenizer encode` gives the ids Debian's python3-sentencepiece gives on
+the same model, token for token, on the fortunes corpus and on a hostile text; decode(encode(x))
+== x wherever the model is lossless. Bad input is one line, exit 2."""
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from common import BINARY, SYSTEM_PYTHON, run
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Every byte value, bytes that are not UTF-8, long runs of whitespace, emoji and CJK.
+HOSTILE = (bytes(range(256)) + b"\xff\xfe\xc3(\xa0\xa1 \xe2\x82 \xf0\x28\x8c\xbc" + b" " * 300 +
+           b"\t\t\n\n\n\r\n" + "😀👩‍👩‍👧‍👦 🇯🇵 中文分词测试 日本語のテキスト 한국어 "
+           "café naïve ﬁ Ω".encode() + b"\n" * 50 + b"end")
+
+class Tokenizer(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        probe = subprocess.run([SYSTEM_PYTHON, "-c", "import sentencepiece"], capture_output=True)
+        if probe.returncode != 0:
+            raise unittest.SkipTest("Debian's python3-sentencepiece is not installed")
+        cls.tmp = tempfile.mkdtemp(prefix="vescale-tokenizer-")
+        cls.corpus = os.path.join(cls.tmp, "fortunes.txt")
+        subprocess.run([os.path.join(ROOT, "scripts", "prepare_fortunes.sh"), cls.corpus],
+                       check=True, capture_output=True)
+        cls.hostile = os.path.join(cls.tmp, "hostile.txt")
+        with open(cls.hostile, "wb") as f:
+            f.write(HOSTILE)
+        cls.model = os.path.join(cls.tmp, "bpe.model")
+        result = run("tokenizer", "train", cls.corpus, "--vocab-size", "2000", "--special",
+                     "<|endoftext|>", "-o", cls.model, timeout=600)
+        if "has no SentencePiece" in result.stderr:
+            raise unittest.SkipTest(result.stderr.strip())
+        assert result.returncode == 0, result.stderr[-3000:]
+        print(result.stdout.strip())
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def ids(self, model, path):
+        result = run("tokenizer", "encode", "--tokenizer", model, path)
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        return [int(t) for t in result.stdout.split()]
+
+    def python_ids(self, model, path):
+        script = ("import sys, sentencepiece as spm\n"
+                  "sp = spm.SentencePieceProcessor(model_file=sys.argv[1])\n"
+                  "data = open(sys.argv[2], 'rb').read()\n"
+                  "print(' '.join(map(str, sp.encode(data))))\n")
+        result = subprocess.run([SYSTEM_PYTHON, "-c", script, model, path], capture_output=True,
+                                text=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        return [int(t) for t in result.stdout.split()]
+
+    def decoded(self, model, ids):
+        result = subprocess.run([BINARY, "tokenizer",
+                                 "decode", "--tokenizer", model, *map(str, ids)],
+                                capture_output=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        return result.stdout
+
+    def test_token_for_token_with_python_sentencepiece(self):
+        for name, path in (("fortunes", self.corpus), ("hostile", self.hostile)):
+            ours, theirs = self.ids(self.model, path), self.python_ids(self.model, path)
+            size = os.path.getsize(path)
+            print(f"{name}: {size} bytes -> {len(ours)} tokens ({size / max(1, len(ours)):.2f} "
+                  f"bytes a token), python3-sentencepiece {len(theirs)} tokens, equal: "
+                  f"{ours == theirs}")
+            self.assertEqual(ours, theirs)
+
+    def test_decode_gives_the_text_back(self):
+        # SentencePiece's normaliser reads UTF-8: each byte that is not becomes U+FFFD, so the
+        # round trip holds on UTF-8 text (every other byte of the hostile text included).
+        valid = os.path.join(self.tmp, "hostile-utf8.txt")
+        with open(valid, "wb") as f:
+            f.write(HOSTILE.decode("utf-8", "ignore").encode("utf-8"))
+        for path in (self.corpus, valid):
+            with open(path, "rb") as f:
+                text = f.read()
+            ids = self.ids(self.model, path)
+            if path == self.corpus:  # too long for a command line: its first 20,000 tokens
+                part = self.decoded(self.model, ids[:20000])
+                self.assertGreater(len(part), 40000)
+                self.assertTrue(text.startswith(part))
+            else:
+                self.assertEqual(self.decoded(self.model, ids), text)
+        ids = self.ids(self.model, self.hostile)
+        self.assertIn("\ufffd".encode(), self.decoded(self.model, ids))
+
+    def test_unigram_and_the_special_token(self):
+        model = os.path.join(self.tmp, "unigram.model")
+        result = run("tokenizer", "train", self.corpus, "--type", "unigram", "--vocab-size", "1000",
+                     "--special", "<|endoftext|>", "-o", model, timeout=600)
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        self.assertEqual(self.ids(model, self.hostile), self.python_ids(model, self.hostile))
+        result = run("tokenizer", "encode", "--tokenizer", model, "--text", "a<|endoftext|>b")
+        self.assertEqual(len(result.stdout.split()), 3, result.stdout)
+
+    def test_bad_input_is_one_line(self):
+        cases = [
+            (("tokenizer", "encode", "--tokenizer", os.path.join(self.tmp, "missing.model"),
+              "--text", "x"), "no such file"),
+            (("tokenizer", "encode", "--tokenizer", self.hostile, "--text", "x"),
+             "not a SentencePiece model"),
+            (("tokenizer", "train", self.hostile, "--type", "wordpiece", "-o",
+              os.path.join(self.tmp, "x.model")), "--type wordpiece is not one of bpe, unigram"),
+            (("tokenizer", "train", os.path.join(self.tmp, "none.txt"), "-o",
+              os.path.join(self.tmp, "x.model")), "none.txt"),
+            (("tokenizer", "decode", "--tokenizer", self.model, "999999"),
+             "id 999999 is outside its vocabulary of 2000"),
+        ]
+        empty = os.path.join(self.tmp, "empty.txt")
+        open(empty, "w").close()
+        cases.append((("tokenizer", "train", empty, "-o", os.path.join(self.tmp, "x.model")),
+                      "hold no text"))
+        for args, needle in cases:
+            result = run(*args)
+            self.assertEqual(result.returncode, 2, (args, result.stderr))
+            self.assertIn(needle, result.stderr)
+            self.assertEqual(len([l for l in result.stderr.splitlines() if "error" in l]), 1,
+                             result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
