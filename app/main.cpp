@@ -23,6 +23,7 @@ const CommandEntry kCommands[] = {
     {vescale::app::add_export_command},   {vescale::app::add_plan_command},
     {vescale::app::add_config_command},   {vescale::app::add_comm_command},
     {vescale::app::add_diagnose_command}, {vescale::app::add_tokenizer_command},
+    {vescale::app::add_data_command},
 };
 
 }  // namespace

@@ -27,6 +27,8 @@ void add_config_command(CLI::App& app, const Invocation& invocation);
 void add_comm_command(CLI::App& app, const Invocation& invocation);
 /// `vescale-train diagnose FOLDER`: the flight recorder dumps of a job, diagnosed.
 void add_diagnose_command(CLI::App& app, const Invocation& invocation);
+/// `vescale-train data prepare FILES... -o DIR`: token files (NOTE [Token files]).
+void add_data_command(CLI::App& app, const Invocation& invocation);
 /// `vescale-train tokenizer train | encode | decode`: tokenizers (NOTE [Tokenizers]).
 void add_tokenizer_command(CLI::App& app, const Invocation& invocation);
 

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -15,7 +17,9 @@
 #include "core/logging.h"
 #include "core/units.h"
 #include "generate/generator.h"
+#include "hf/import.h"
 #include "runtime.h"
+#include "tokenize/tokenizer.h"
 #include "train/checkpointing.h"
 
 namespace vescale::app {
@@ -29,10 +33,28 @@ struct GenerateCommandOptions {
   bool no_cache = false;
 };
 
-/// Text models (data.source = "text") read and write bytes, as the data pipeline does; the others
-/// token ids.
-bool byte_tokens(const JobConfig& c) {
-  return c.data_source == DataSource::kText;
+/// The tokenizer of the model's tokens (NOTE [Tokenizers]): data.tokenizer; else bytes for a
+/// text model (data.source = "text"), as the data pipeline reads them; else the tokenizer.model a
+/// Hugging Face folder `checkpoint` carries; else none (ids in, ids out).
+std::unique_ptr<Tokenizer> tokenizer_of(const JobConfig& c, const std::string& checkpoint) {
+  std::unique_ptr<Tokenizer> t;
+  if (!c.data_tokenizer.empty()) {
+    t = open_tokenizer(c.data_tokenizer);
+  } else if (c.data_source == DataSource::kText) {
+    t = open_tokenizer("bytes");
+  } else if (hf::is_hf_path(checkpoint)) {
+    const std::filesystem::path model =
+        std::filesystem::path(checkpoint.substr(checkpoint.find(':') + 1)) / "tokenizer.model";
+    if (std::filesystem::exists(model)) t = open_tokenizer(model.string());
+  }
+  if (t) {
+    const int64_t vocab = c.family().vocab_size(c.model_spec());
+    VS_USER_CHECK(t->vocab_size() <= vocab,
+                  "generate: tokenizer {} has {} tokens, more than the model's vocabulary of {} "
+                  "({})",
+                  t->identity(), t->vocab_size(), vocab, c.source);
+  }
+  return t;
 }
 
 std::vector<int64_t> parse_ids(const std::string& text, int64_t vocab_size) {
@@ -56,7 +78,8 @@ std::vector<int64_t> parse_ids(const std::string& text, int64_t vocab_size) {
 }
 
 /// The prompt's token ids from whichever of --prompt, --prompt-file, --prompt-ids was given.
-std::vector<int64_t> prompt_tokens(const GenerateCommandOptions& o, const JobConfig& c) {
+std::vector<int64_t> prompt_tokens(const GenerateCommandOptions& o, const JobConfig& c,
+                                   const Tokenizer* tokenizer) {
   const int given = o.prompt_given + o.prompt_file_given + o.prompt_ids_given;
   VS_USER_CHECK(given <= 1, "generate: give one of --prompt, --prompt-file, --prompt-ids");
   VS_USER_CHECK(!o.prompt_given || !o.prompt.empty(),
@@ -65,10 +88,10 @@ std::vector<int64_t> prompt_tokens(const GenerateCommandOptions& o, const JobCon
                 "generate --prompt-ids: no token ids (e.g. 1,2,3)");
   const int64_t vocab = c.family().vocab_size(c.model_spec());
   if (o.prompt_ids_given) return parse_ids(o.prompt_ids, vocab);
-  if (!byte_tokens(c)) {
+  if (tokenizer == nullptr) {
     VS_USER_CHECK(given == 0,
-                  "generate: {} trains on data.source = \"{}\", whose tokens are ids: "
-                  "give the prompt as --prompt-ids 1,2,3",
+                  "generate: {} trains on data.source = \"{}\", whose tokens are ids: give the "
+                  "prompt as --prompt-ids 1,2,3, or name their tokenizer in data.tokenizer",
                   c.source, config_name(c.data_source));
     return {0};
   }
@@ -76,11 +99,43 @@ std::vector<int64_t> prompt_tokens(const GenerateCommandOptions& o, const JobCon
                            : o.prompt_given    ? o.prompt
                                                : std::string("\n");
   VS_USER_CHECK(!text.empty(), "generate --prompt-file {}: the file is empty", o.prompt_file);
-  std::vector<int64_t> ids;
-  for (unsigned char ch : text)
-    ids.push_back(ch);
+  std::vector<int64_t> ids = tokenizer->encode(text);
+  VS_USER_CHECK(!ids.empty(), "generate: the prompt encodes to no tokens");
   return ids;
 }
+
+/// Prints a sample's text as its tokens come: the decoding of all of them so far, less what is
+/// printed already (a piece may end inside a character: its U+FFFD waits for the rest).
+class TextStream {
+ public:
+  explicit TextStream(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
+  /// The new text after `tokens` more.
+  std::string add(const std::vector<int64_t>& tokens) {
+    if (tokenizer_ == nullptr) {
+      std::string out;
+      for (int64_t t : tokens)
+        out += fmt::format("{} ", t);
+      return out;
+    }
+    ids_.insert(ids_.end(), tokens.begin(), tokens.end());
+    std::string text = tokenizer_->decode(ids_);
+    static const std::string kReplacement = "\xef\xbf\xbd";
+    if (!tokenizer_->lossless() && text.size() >= kReplacement.size() &&
+        text.compare(text.size() - kReplacement.size(), kReplacement.size(), kReplacement) == 0)
+      text.resize(text.size() - kReplacement.size());
+    if (text.size() <= printed_ || text.compare(0, printed_, printed_text_) != 0) return "";
+    std::string out = text.substr(printed_);
+    printed_ = text.size();
+    printed_text_ = std::move(text);
+    return out;
+  }
+
+ private:
+  const Tokenizer* tokenizer_;
+  std::vector<int64_t> ids_;
+  std::string printed_text_;
+  size_t printed_ = 0;
+};
 
 /// Refuses a model that makes no tokens, and samples whose KV cache and logits could not fit this
 /// machine's memory (before any process starts, not as an allocation failure in one).
@@ -103,12 +158,9 @@ void check_generates(const JobConfig& c, const GenerateOptions& run) {
                 run.num_samples, format_bytes(rows * per_sample), format_bytes(memory));
 }
 
-/// Tokens as the user reads them: bytes for a text model, else ids separated by spaces.
-std::string render(const std::vector<int64_t>& tokens, bool bytes) {
-  std::string out;
-  for (int64_t t : tokens)
-    out += bytes ? std::string(1, static_cast<char>(t)) : fmt::format("{} ", t);
-  return out;
+/// Tokens as the user reads them: their text, or ids separated by spaces without a tokenizer.
+std::string render(const std::vector<int64_t>& tokens, const Tokenizer* tokenizer) {
+  return TextStream(tokenizer).add(tokens);
 }
 
 void print_now(const std::string& text) {
@@ -138,21 +190,25 @@ int run_generate(const GenerateCommandOptions& o, const JobConfig& config, const
   ParallelModel model(config, connect_job(config, env), JobPurpose::kEvaluate);
   log_rank0("{}; generating (no optimizer)", model.description());
   load_model(model, path);
-  const std::vector<int64_t> prompt = prompt_tokens(o, config);
-  const bool bytes = byte_tokens(config);
+  const std::unique_ptr<Tokenizer> tokenizer = tokenizer_of(config, path);
+  const std::vector<int64_t> prompt = prompt_tokens(o, config, tokenizer.get());
   const bool rank0 = env.rank == 0;
   const bool stream = o.run.num_samples == 1;
-  if (rank0 && stream) print_now(render(prompt, bytes));
+  TextStream text(tokenizer.get());
+  if (rank0 && stream) print_now(text.add(prompt));
   GenerateOptions run = o.run;
   run.use_cache = !o.no_cache;
   const Generation g = generate(model, prompt, run, [&](int64_t, const std::vector<int64_t>& t) {
-    if (rank0 && stream) print_now(render({t[0]}, bytes));
+    if (rank0 && stream) print_now(text.add({t[0]}));
   });
   if (!rank0) return 0;
   if (stream) print_now("\n");
-  for (size_t k = 0; !stream && k < g.tokens.size(); ++k)
-    print_now(fmt::format("---------- sample {} ----------\n{}{}\n", k + 1, render(prompt, bytes),
-                          render(g.tokens[k], bytes)));
+  for (size_t k = 0; !stream && k < g.tokens.size(); ++k) {
+    std::vector<int64_t> all = prompt;
+    all.insert(all.end(), g.tokens[k].begin(), g.tokens[k].end());
+    print_now(
+        fmt::format("---------- sample {} ----------\n{}\n", k + 1, render(all, tokenizer.get())));
+  }
   const auto [early, late] = g.early_late_step_s();
   std::fprintf(stderr, "%s\n", summary_line(prompt.size(), run, g, early, late).c_str());
   return 0;
@@ -205,7 +261,8 @@ void add_generate_command(CLI::App& app, const Invocation& invocation) {
     check_generates(config, o->run);
     precheck(config);
     const std::string path = open_model_checkpoint(config, o->checkpoint, "generate");
-    prompt_tokens(*o, config);  // a bad prompt is one error line before any process starts
+    // A bad prompt or tokenizer is one error line before any process starts.
+    prompt_tokens(*o, config, tokenizer_of(config, path).get());
     const int code =
         run_on_ranks(static_cast<int>(config.world_size()), mesh_of(config), invocation,
                      [&](const LaunchEnv& env) { return run_generate(*o, config, path, env); });

@@ -90,9 +90,13 @@ std::vector<ConfigKey> data_and_training_keys() {
   using C = JobConfig;
   return {
       key("data.source", &C::data_source, DataSource::kSynthetic,
-          "synthetic, text (UTF-8 bytes) or tokens (nanoGPT uint16 .bin)"),
+          "synthetic, text (UTF-8 bytes) or tokens (nanoGPT uint16 .bin, or data prepare's)"),
       key("data.path", &C::data_path, "",
           "text: a file; tokens: a folder with train.bin and val.bin"),
+      key("data.tokenizer", &C::data_tokenizer, "",
+          "The tokenizer of the tokens: \"bytes\" or a SentencePiece model file (the one data "
+          "prepare used); generate encodes --prompt with it and prints text (empty: bytes for "
+          "data.source = \"text\", else a Hugging Face folder's tokenizer.model, else ids)"),
       key("data.val_fraction", &C::val_fraction, 0.1,
           "text: the last fraction of the file is the validation split", open_unit()),
       key("training.steps", &C::steps, 100, "Optimizer steps", within(1, 1e12)),

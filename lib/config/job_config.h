@@ -37,6 +37,7 @@ struct JobConfig {
   // [data]
   DataSource data_source;
   std::string data_path;
+  std::string data_tokenizer;  ///< tokenize/tokenizer.h path; "" for the source's own
   double val_fraction;
   // [training]
   int64_t steps, global_batch_size, seq_len, seed;

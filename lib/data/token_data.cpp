@@ -83,10 +83,9 @@ class MappedTokens : public TokenArray {
   int64_t first_, count_, vocab_;
 };
 
-using BinTokens = MappedTokens<uint16_t>;
-
 /// NOTE [Vocabulary check]: the head of the file and chunks spread evenly over the rest.
-void scan_vocab(const BinTokens& tokens) {
+template <typename T>
+void scan_vocab(const MappedTokens<T>& tokens) {
   const int64_t n = tokens.size();
   const int64_t head = std::min(n, kScanHeadTokens);
   tokens.check_vocab(0, head);
@@ -99,24 +98,45 @@ void scan_vocab(const BinTokens& tokens) {
   }
 }
 
-/// The vocabulary `meta.json` declares, or 0 if the folder has none.
-int64_t meta_vocab_size(const std::filesystem::path& folder) {
+/// What `meta.json` declares: its vocabulary (0 if the folder has none) and the token width,
+/// "uint16" (nanoGPT's, the default) or "uint32" (`data prepare` for vocabularies over 65,536).
+struct TokenMeta {
+  int64_t vocab_size = 0;
+  std::string dtype = "uint16";
+};
+
+TokenMeta read_token_meta(const std::filesystem::path& folder) {
   const std::filesystem::path path = folder / "meta.json";
-  if (!std::filesystem::exists(path)) return 0;
+  TokenMeta m;
+  if (!std::filesystem::exists(path)) return m;
   const nlohmann::json meta = nlohmann::json::parse(read_input_file(path.string(), "data"), nullptr,
                                                     /*allow_exceptions=*/false);
   VS_USER_CHECK(meta.is_object() && meta.contains("vocab_size") &&
                     meta["vocab_size"].is_number_integer() && meta["vocab_size"] > 0,
                 "data {}: expected a JSON object with a positive integer \"vocab_size\"",
                 path.string());
-  return meta["vocab_size"].get<int64_t>();
+  m.vocab_size = meta["vocab_size"].get<int64_t>();
+  if (meta.contains("dtype")) {
+    VS_USER_CHECK(meta["dtype"] == "uint16" || meta["dtype"] == "uint32",
+                  "data {}: \"dtype\" is {}, not \"uint16\" or \"uint32\"", path.string(),
+                  meta["dtype"].dump());
+    m.dtype = meta["dtype"].get<std::string>();
+  }
+  return m;
 }
 
-std::shared_ptr<BinTokens> map_bin_tokens(const std::filesystem::path& path, int64_t vocab) {
+/// train.bin or val.bin of `T` tokens, checked by a scan when there is no meta.json.
+template <typename T>
+std::shared_ptr<TokenArray> map_bin_tokens(const std::filesystem::path& path, int64_t vocab,
+                                           bool scan) {
   auto map = std::make_shared<const FileMap>(path.string());
-  VS_USER_CHECK(map->bytes() % 2 == 0 && map->bytes() >= 4,
-                "data {}: {} bytes is not a uint16 token file", path.string(), map->bytes());
-  return std::make_shared<BinTokens>(map, 0, static_cast<int64_t>(map->bytes() / 2), vocab);
+  VS_USER_CHECK(map->bytes() % sizeof(T) == 0 && map->bytes() >= 2 * sizeof(T),
+                "data {}: {} bytes is not a uint{} token file", path.string(), map->bytes(),
+                8 * sizeof(T));
+  auto tokens = std::make_shared<MappedTokens<T>>(
+      map, 0, static_cast<int64_t>(map->bytes() / sizeof(T)), vocab);
+  if (scan) scan_vocab(*tokens);
+  return tokens;
 }
 
 }  // namespace
@@ -148,24 +168,25 @@ TokenData load_bin_tokens(const std::string& folder, int64_t vocab_size) {
     VS_USER_CHECK(fs::exists(fs::path(folder) / name),
                   "data.path {}: missing {} (nanoGPT uint16 tokens)", folder, name);
   }
-  const int64_t meta_vocab = meta_vocab_size(folder);
-  VS_USER_CHECK(meta_vocab <= vocab_size,
+  const TokenMeta meta = read_token_meta(folder);
+  VS_USER_CHECK(meta.vocab_size <= vocab_size,
                 "data {}: vocab_size {} is more than model.vocab_size = {}; set model.vocab_size "
                 ">= {}",
-                (fs::path(folder) / "meta.json").string(), meta_vocab, vocab_size, meta_vocab);
-  auto train = map_bin_tokens(fs::path(folder) / "train.bin", vocab_size);
-  auto val = map_bin_tokens(fs::path(folder) / "val.bin", vocab_size);
-  if (meta_vocab == 0) {
-    scan_vocab(*train);
-    scan_vocab(*val);
-  }
+                (fs::path(folder) / "meta.json").string(), meta.vocab_size, vocab_size,
+                meta.vocab_size);
+  const bool scan = meta.vocab_size == 0;
+  auto map = [&](const char* name) {
+    const fs::path path = fs::path(folder) / name;
+    return meta.dtype == "uint32" ? map_bin_tokens<uint32_t>(path, vocab_size, scan)
+                                  : map_bin_tokens<uint16_t>(path, vocab_size, scan);
+  };
   TokenData d;
-  d.train = train;
-  d.val = val;
+  d.train = map("train.bin");
+  d.val = map("val.bin");
   d.vocab_size = vocab_size;
-  d.description =
-      fmt::format("tokens {} ({} train / {} val tokens, vocab {} checked by {})", folder,
-                  train->size(), val->size(), vocab_size, meta_vocab ? "meta.json" : "a scan");
+  d.description = fmt::format("tokens {} ({} train / {} val {} tokens, vocab {} checked by {})",
+                              folder, d.train->size(), d.val->size(), meta.dtype, vocab_size,
+                              scan ? "a scan" : "meta.json");
   return d;
 }
 

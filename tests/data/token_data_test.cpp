@@ -140,6 +140,29 @@ TEST(TokenData, MetaJsonDeclaresTheVocabulary) {
   EXPECT_THROW(load_bin_tokens(dir, 50304), UserError);
 }
 
+TEST(TokenData, MetaJsonDeclaresUint32Tokens) {
+  // NOTE [Token files]: data prepare writes uint32 where the vocabulary needs more than 16 bits.
+  const std::string dir = temp_folder("uint32");
+  for (const char* name : {"/train.bin", "/val.bin"}) {
+    std::vector<uint32_t> tokens(4096);
+    for (size_t i = 0; i < tokens.size(); ++i)
+      tokens[i] = static_cast<uint32_t>(70000 + i % 100);
+    std::ofstream(dir + name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(tokens.data()),
+               static_cast<std::streamsize>(tokens.size() * sizeof(uint32_t)));
+  }
+  std::ofstream(dir + "/meta.json") << R"({"vocab_size": 70100, "dtype": "uint32"})";
+  const TokenData d = load_bin_tokens(dir, 70100);
+  EXPECT_EQ(d.train->size(), 4096);
+  EXPECT_EQ(d.val->slice(101, 2)[0].item<int64_t>(), 70001);
+  EXPECT_EQ(d.val->slice(101, 2)[1].item<int64_t>(), 70002);
+  std::ofstream(dir + "/meta.json") << R"({"vocab_size": 70100, "dtype": "int8"})";
+  const std::string message = error_of([&] { load_bin_tokens(dir, 70100); });
+  EXPECT_NE(message.find("\"dtype\" is \"int8\", not \"uint16\" or \"uint32\""), std::string::npos)
+      << message;
+  fs::remove_all(dir);
+}
+
 TEST(TokenData, HugeSparseFileStartsWithLittleMemoryAndFast) {
   // 4 GiB each (2^31 zero tokens): widening one whole to int64 would take 16 GiB.
   const std::string dir = temp_folder("huge");

@@ -2,8 +2,10 @@
 the library's trainer, and `tokenizer encode` gives the ids Debian's python3-sentencepiece gives on
 the same model, token for token, on the fortunes corpus and on a hostile text; decode(encode(x))
 == x wherever the model is lossless. Bad input is one line, exit 2."""
+import json
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
 import unittest
@@ -101,6 +103,47 @@ class Tokenizer(unittest.TestCase):
         result = run("tokenizer", "encode", "--tokenizer", model, "--text", "a<|endoftext|>b")
         self.assertEqual(len(result.stdout.split()), 3, result.stdout)
 
+    def test_data_prepare_trains_and_generates_text(self):
+        # NOTE [Token files]: 4 documents in order, each its encoding and the end-of-text id.
+        with open(self.corpus, "rb") as f:
+            lines = f.read().splitlines(keepends=True)
+        parts = []
+        for k in range(4):
+            parts.append(os.path.join(self.tmp, f"part{k}.txt"))
+            with open(parts[-1], "wb") as f:
+                f.write(b"".join(lines[k * len(lines) // 4:(k + 1) * len(lines) // 4]))
+        folder = os.path.join(self.tmp, "tokens")
+        result = run("data", "prepare", *parts, "--tokenizer", self.model, "-o", folder,
+                     "--val-fraction", "0.1", "--threads", "2")
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        print(result.stdout.strip())
+        with open(os.path.join(folder, "meta.json")) as f:
+            meta = json.load(f)
+        self.assertEqual((meta["vocab_size"], meta["dtype"], meta["documents"]), (2000, "uint16", 4))
+        self.assertTrue(meta["tokenizer"].startswith("sentencepiece crc32c:"))
+        stream = []
+        for name in ("train.bin", "val.bin"):
+            with open(os.path.join(folder, name), "rb") as f:
+                data = f.read()
+            stream += list(struct.unpack(f"<{len(data) // 2}H", data))
+        expected = []
+        for part in parts:
+            expected += self.python_ids(self.model, part) + [meta["end_of_text"]]
+        self.assertEqual(stream, expected)
+        self.assertEqual(meta["val_tokens"], int(len(expected) * 0.1))
+        # Trained on the tokens, prompted with text, answering in text.
+        job = os.path.join(self.tmp, "job")
+        args = (os.path.join(ROOT, "configs", "gpt-tiny.toml"), f"--job.dump_folder={job}",
+                "--data.source=tokens", f"--data.path={folder}", f"--data.tokenizer={self.model}",
+                "--model.vocab_size=2000", "--training.steps=5", "--checkpoint.interval=5")
+        result = run("train", *args, "--parallel.dp=1", "--parallel.tp=1")
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        result = run("generate", *args, "--parallel.dp=1", "--parallel.tp=1", "--checkpoint",
+                     "latest", "--prompt", "Your fortune: ", "--max-new-tokens", "8")
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        self.assertTrue(result.stdout.startswith("Your fortune: "), result.stdout)
+        self.assertGreater(len(result.stdout), len("Your fortune: \n"))
+
     def test_bad_input_is_one_line(self):
         cases = [
             (("tokenizer", "encode", "--tokenizer", os.path.join(self.tmp, "missing.model"),
@@ -118,6 +161,16 @@ class Tokenizer(unittest.TestCase):
         open(empty, "w").close()
         cases.append((("tokenizer", "train", empty, "-o", os.path.join(self.tmp, "x.model")),
                       "hold no text"))
+        bad = os.path.join(self.tmp, "latin1.txt")
+        with open(bad, "wb") as f:
+            f.write("caf\u00e9".encode("latin-1"))
+        cases += [
+            (("data", "prepare", bad, "--tokenizer", self.model, "-o", os.path.join(self.tmp, "x")),
+             "is not UTF-8 (byte 233 at offset 3)"),
+            (("data", "prepare", empty, "-o", os.path.join(self.tmp, "x")), "holds no text"),
+            (("data", "prepare", self.hostile, "--tokenizer", self.hostile, "-o",
+              os.path.join(self.tmp, "x")), "not a SentencePiece model"),
+        ]
         for args, needle in cases:
             result = run(*args)
             self.assertEqual(result.returncode, 2, (args, result.stderr))

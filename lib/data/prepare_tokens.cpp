@@ -1,0 +1,229 @@
+#include "data/prepare_tokens.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+#include "core/input_file.h"
+#include "core/units.h"
+#include "tokenize/tokenizer.h"
+
+namespace vescale {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+/// The offset of the first byte of `text` that does not start or continue a UTF-8 character,
+/// or -1 when it is all UTF-8.
+int64_t first_non_utf8(const std::string& text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = s[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (len == 0 || i + len > n || (len == 2 && c < 0xC2) || (len == 4 && c > 0xF4))
+      return static_cast<int64_t>(i);
+    for (size_t k = 1; k < len; ++k)
+      if ((s[i + k] & 0xC0) != 0x80) return static_cast<int64_t>(i);
+    if (len == 3 && ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] >= 0xA0)))
+      return static_cast<int64_t>(i);
+    if (len == 4 && ((c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] >= 0x90)))
+      return static_cast<int64_t>(i);
+    i += len;
+  }
+  return -1;
+}
+
+std::string read_whole(const std::string& path) {
+  require_regular_file(path, "data prepare: text file");
+  std::ifstream in(path, std::ios::binary);
+  VS_USER_CHECK(in.good(), "data prepare: cannot read {}", path);
+  std::string text(static_cast<size_t>(fs::file_size(path)), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  VS_USER_CHECK(in.gcount() == static_cast<std::streamsize>(text.size()),
+                "data prepare: {} changed while it was read", path);
+  return text;
+}
+
+/// Appends `tokens` to `out` in the file's width.
+template <typename T>
+void write_tokens(std::ofstream& out, const std::vector<int64_t>& tokens) {
+  std::vector<T> narrow(tokens.begin(), tokens.end());
+  out.write(reinterpret_cast<const char*>(narrow.data()),
+            static_cast<std::streamsize>(narrow.size() * sizeof(T)));
+}
+
+/// Moves the last `count` tokens (of `width` bytes) of `from` into the new file `to`, and cuts
+/// them off `from`.
+void split_tail(const fs::path& from, const fs::path& to, int64_t count, size_t width) {
+  const auto total = static_cast<int64_t>(fs::file_size(from));
+  const int64_t keep = total - count * static_cast<int64_t>(width);
+  std::ifstream in(from, std::ios::binary);
+  std::ofstream out(to, std::ios::binary | std::ios::trunc);
+  in.seekg(keep);
+  std::vector<char> buffer(std::size_t{1} << 22);
+  for (int64_t left = total - keep; left > 0;) {
+    const auto chunk =
+        static_cast<std::streamsize>(std::min<int64_t>(left, static_cast<int64_t>(buffer.size())));
+    in.read(buffer.data(), chunk);
+    out.write(buffer.data(), chunk);
+    left -= chunk;
+  }
+  out.close();
+  VS_USER_CHECK(in.good() && out.good(), "data prepare: writing {} failed", to.string());
+  fs::resize_file(from, static_cast<uintmax_t>(keep));
+}
+
+}  // namespace
+
+PrepareSummary prepare_tokens(const PrepareOptions& o,
+                              const std::function<void(const std::string&)>& progress) {
+  VS_USER_CHECK(!o.files.empty(), "data prepare: name at least one text file");
+  VS_USER_CHECK(o.val_fraction > 0 && o.val_fraction < 1,
+                "data prepare: --val-fraction {} must be in (0, 1)", o.val_fraction);
+  VS_USER_CHECK(!o.output.empty(), "data prepare: -o DIR names the folder to write");
+  int64_t corpus = 0;
+  for (const auto& f : o.files) {
+    require_regular_file(f, "data prepare: text file");
+    corpus += static_cast<int64_t>(fs::file_size(f));
+  }
+  VS_USER_CHECK(corpus > 0, "data prepare: {} hold{} no text", fmt::join(o.files, ", "),
+                o.files.size() == 1 ? "s" : "");
+  const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(o.tokenizer);
+  const bool utf8 = o.tokenizer != "bytes";
+  const bool wide = tokenizer->vocab_size() > 65536;
+  const size_t width = wide ? 4 : 2;
+  fs::create_directories(o.output);
+  const fs::path train = fs::path(o.output) / "train.bin.partial";
+  std::ofstream out(train, std::ios::binary | std::ios::trunc);
+  VS_USER_CHECK(out.good(), "data prepare: cannot write {}", train.string());
+
+  // Workers encode files; this thread writes them in order (NOTE [Token files]).
+  const auto start = Clock::now();
+  const int threads = std::max(1, o.threads);
+  const size_t n = o.files.size();
+  std::mutex mu;
+  std::condition_variable changed;
+  std::map<size_t, std::vector<int64_t>> done;  // encoded, not yet written
+  size_t next_file = 0, written = 0;
+  std::exception_ptr failure;
+  auto worker = [&] {
+    for (;;) {
+      size_t index;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        changed.wait(
+            lock, [&] { return failure || next_file >= n || next_file < written + 2 * threads; });
+        if (failure || next_file >= n) return;
+        index = next_file++;
+      }
+      try {
+        const std::string text = read_whole(o.files[index]);
+        if (utf8) {
+          const int64_t bad = first_non_utf8(text);
+          VS_USER_CHECK(bad < 0,
+                        "data prepare: {} is not UTF-8 (byte {} at offset {}), which tokenizer {} "
+                        "reads; convert it (iconv) or use --tokenizer bytes",
+                        o.files[index], static_cast<int>(static_cast<unsigned char>(text[bad])),
+                        bad, o.tokenizer);
+        }
+        std::vector<int64_t> tokens = tokenizer->encode(text);
+        if (const auto eot = tokenizer->end_of_text()) tokens.push_back(*eot);
+        std::lock_guard<std::mutex> lock(mu);
+        done.emplace(index, std::move(tokens));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failure) failure = std::current_exception();
+      }
+      changed.notify_all();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back(worker);
+  int64_t tokens_written = 0, bytes_done = 0;
+  auto last_report = start;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    while (written < n && !failure) {
+      changed.wait_for(lock, std::chrono::seconds(1),
+                       [&] { return failure || done.count(written) > 0; });
+      while (!failure && done.count(written) > 0) {
+        std::vector<int64_t> tokens = std::move(done.at(written));
+        done.erase(written);
+        lock.unlock();
+        wide ? write_tokens<uint32_t>(out, tokens) : write_tokens<uint16_t>(out, tokens);
+        tokens_written += static_cast<int64_t>(tokens.size());
+        bytes_done += static_cast<int64_t>(fs::file_size(o.files[written]));
+        lock.lock();
+        ++written;
+        changed.notify_all();
+      }
+      const auto now = Clock::now();
+      if (now - last_report >= std::chrono::seconds(2) && written < n) {
+        last_report = now;
+        const double s = std::chrono::duration<double>(now - start).count();
+        progress(fmt::format("[prepare] {}/{} files, {} of {} read, {} tokens, {:.1f} MB/s",
+                             written, n, format_bytes(static_cast<double>(bytes_done)),
+                             format_bytes(static_cast<double>(corpus)), tokens_written,
+                             static_cast<double>(bytes_done) / 1e6 / s));
+      }
+    }
+  }
+  for (auto& t : pool)
+    t.join();
+  if (failure) {
+    out.close();
+    std::error_code ec;
+    fs::remove(train, ec);
+    std::rethrow_exception(failure);
+  }
+  out.close();
+  VS_USER_CHECK(out.good(), "data prepare: writing {} failed", train.string());
+
+  PrepareSummary sum;
+  sum.documents = static_cast<int64_t>(n);
+  sum.bytes = corpus;
+  sum.val_tokens = static_cast<int64_t>(static_cast<double>(tokens_written) * o.val_fraction);
+  sum.train_tokens = tokens_written - sum.val_tokens;
+  VS_USER_CHECK(sum.val_tokens >= 2 && sum.train_tokens >= 2,
+                "data prepare: {} tokens are too few to split {:g} of them off as val.bin",
+                tokens_written, o.val_fraction);
+  const fs::path val = fs::path(o.output) / "val.bin.partial";
+  split_tail(train, val, sum.val_tokens, width);
+  fs::rename(train, fs::path(o.output) / "train.bin");
+  fs::rename(val, fs::path(o.output) / "val.bin");
+  sum.vocab_size = tokenizer->vocab_size();
+  sum.dtype = wide ? "uint32" : "uint16";
+  sum.tokenizer = tokenizer->identity();
+  nlohmann::json meta = {{"vocab_size", sum.vocab_size}, {"dtype", sum.dtype},
+                         {"tokenizer", sum.tokenizer},   {"tokenizer_path", o.tokenizer},
+                         {"documents", sum.documents},   {"train_tokens", sum.train_tokens},
+                         {"val_tokens", sum.val_tokens}};
+  const auto eot = tokenizer->end_of_text();
+  meta["end_of_text"] = eot ? nlohmann::json(*eot) : nlohmann::json(nullptr);
+  const fs::path meta_tmp = fs::path(o.output) / "meta.json.partial";
+  {
+    std::ofstream m(meta_tmp, std::ios::trunc);
+    m << meta.dump(2) << "\n";
+    VS_USER_CHECK(m.good(), "data prepare: writing {} failed", meta_tmp.string());
+  }
+  fs::rename(meta_tmp, fs::path(o.output) / "meta.json");
+  sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return sum;
+}
+
+}  // namespace vescale

@@ -1,0 +1,41 @@
+// `data prepare`: text files to token files the "tokens" source reads (NOTE [Token files]).
+//
+// NOTE [Token files]
+// Each input file is one document: its tokens are the tokenizer's encoding of the whole file,
+// then the end-of-text token where the tokenizer has one; documents follow in the order given.
+// The stream's last `val_fraction` is val.bin, the rest train.bin, flat little-endian uint16
+// (nanoGPT's) or uint32 where the vocabulary needs more than 16 bits. meta.json declares the
+// vocabulary, the width and the tokenizer's identity (tokenize/tokenizer.h); the "tokens" source
+// reads the first two. Files are encoded in parallel, written in order as they finish, at most
+// 2 x threads of them in memory at once: the corpus may be any size, a single file must fit.
+// Everything is written under .partial names and renamed at the end, meta.json last.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace vescale {
+
+struct PrepareOptions {
+  std::vector<std::string> files;
+  std::string tokenizer = "bytes";  ///< tokenize/tokenizer.h: "bytes" or a model file
+  std::string output;               ///< the folder written
+  double val_fraction = 0.05;
+  int threads = 1;
+};
+
+struct PrepareSummary {
+  int64_t documents = 0, bytes = 0, train_tokens = 0, val_tokens = 0, vocab_size = 0;
+  std::string dtype, tokenizer;
+  double seconds = 0;
+};
+
+/// Writes output/train.bin, val.bin and meta.json; `progress` gets a line every few seconds.
+/// Throws UserError on bad input (a missing file, a file that is not UTF-8 where the tokenizer
+/// reads UTF-8, an empty corpus, too few tokens to split).
+PrepareSummary prepare_tokens(const PrepareOptions& options,
+                              const std::function<void(const std::string&)>& progress);
+
+}  // namespace vescale
