@@ -56,11 +56,13 @@ const SentencePieceApi* plugin(std::string* error) {
   return api;
 }
 
-const SentencePieceApi& require_plugin(const std::string& what) {
+/// The table, never null (a pointer: GCC 14 takes a reference returned beside a temporary
+/// argument for a dangling one).
+const SentencePieceApi* require_plugin(const std::string& what) {
   std::string error;
   const SentencePieceApi* api = plugin(&error);
   VS_USER_CHECK(api != nullptr, "{}: {}", what, error);
-  return *api;
+  return api;
 }
 
 /// Text a lossless tokenizer gives back byte for byte: leading, repeated and trailing
@@ -74,7 +76,7 @@ class SentencePieceTokenizer final : public Tokenizer {
       : path_(path), api_(require_plugin(fmt::format("tokenizer {}", path))) {
     const std::string bytes = read_input_file(path, "tokenizer", int64_t{1} << 30);
     std::string error;
-    processor_ = api_.load(bytes, &error);
+    processor_ = api_->load(bytes, &error);
     VS_USER_CHECK(processor_ != nullptr,
                   "tokenizer {}: not a SentencePiece model ({}); a tokenizer is \"bytes\" or a "
                   "SentencePiece model file such as tokenizer.model",
@@ -83,14 +85,14 @@ class SentencePieceTokenizer final : public Tokenizer {
     const std::string probe(kLosslessProbe);
     lossless_ = decode(encode(probe)) == probe;
   }
-  ~SentencePieceTokenizer() override { api_.release(processor_); }
+  ~SentencePieceTokenizer() override { api_->release(processor_); }
   SentencePieceTokenizer(const SentencePieceTokenizer&) = delete;
   SentencePieceTokenizer& operator=(const SentencePieceTokenizer&) = delete;
 
   std::vector<int64_t> encode(std::string_view text) const override {
     std::vector<int> ids;
     std::string error;
-    VS_USER_CHECK(api_.encode(processor_, text, &ids, &error), "tokenizer {}: cannot encode: {}",
+    VS_USER_CHECK(api_->encode(processor_, text, &ids, &error), "tokenizer {}: cannot encode: {}",
                   path_, error);
     return {ids.begin(), ids.end()};
   }
@@ -104,14 +106,14 @@ class SentencePieceTokenizer final : public Tokenizer {
       pieces.push_back(static_cast<int>(id));
     }
     std::string text, error;
-    VS_USER_CHECK(api_.decode(processor_, pieces, &text, &error), "tokenizer {}: cannot decode: {}",
-                  path_, error);
+    VS_USER_CHECK(api_->decode(processor_, pieces, &text, &error),
+                  "tokenizer {}: cannot decode: {}", path_, error);
     return text;
   }
 
-  int64_t vocab_size() const override { return api_.piece_size(processor_); }
+  int64_t vocab_size() const override { return api_->piece_size(processor_); }
   std::optional<int64_t> end_of_text() const override {
-    const int eos = api_.eos_id(processor_);
+    const int eos = api_->eos_id(processor_);
     return eos >= 0 ? std::optional<int64_t>(eos) : std::nullopt;
   }
   std::string identity() const override { return identity_; }
@@ -119,7 +121,7 @@ class SentencePieceTokenizer final : public Tokenizer {
 
  private:
   std::string path_;
-  const SentencePieceApi& api_;
+  const SentencePieceApi* api_;
   void* processor_ = nullptr;
   std::string identity_;
   bool lossless_ = false;
@@ -173,10 +175,10 @@ std::string train_sentencepiece(const TokenizerTrainOptions& o) {
       {"user_defined_symbols", fmt::format("{}", fmt::join(o.special_tokens, ","))},
       {"minloglevel", "1"},
   };
-  const SentencePieceApi& api = require_plugin("tokenizer train");
+  const SentencePieceApi* api = require_plugin("tokenizer train");
   const auto start = std::chrono::steady_clock::now();
   std::string model, error;
-  VS_USER_CHECK(api.train(args, &model, &error),
+  VS_USER_CHECK(api->train(args, &model, &error),
                 "tokenizer train: SentencePiece's trainer failed: {}", error);
   // Written whole or not at all.
   const std::string tmp = o.output + ".partial";
