@@ -49,8 +49,9 @@
 #      process, dp = 2 and (MoE) dp = 2 with ep = 2: tokens/s (median after the first step),
 #      rank 0's parameter bytes, the bytes it sent over ep and dp in a step, peak resident memory.
 # Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or peers, comm, train, pipeline,
-# checkpoint, export, recompute, cp, generate, flight, fused, moe, peer-threads; a comma list) runs
-# only those tables.
+# checkpoint, export, recompute, cp, generate, flight, fused, moe, peer-threads, prepare; a comma
+# list) runs only those tables. BENCH=prepare (data prepare of a 537 MB corpus, ~16 minutes here)
+# is not in the default set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -613,4 +614,34 @@ for v in variants:
           f"{act / 2**20:.1f} MiB | {act / base[3]:.2f} | {peak} |")
 PY
 done
+fi
+
+if wanted prepare; then
+echo
+echo "data prepare: 110 files of the fortunes corpus twice over (537 MB), a 2,000-piece SentencePiece"
+echo "BPE model trained on the corpus (tokenizer train), and raw bytes; wall time and peak RSS by"
+echo "/usr/bin/time; the outputs of 1 and 2 threads compared byte for byte"
+printf '| tokenizer | threads | tokens | bytes a token | seconds | MB/s | peak RSS |\n| --- | --- | --- | --- | --- | --- | --- |\n'
+corpus="$OUT/prepare-corpus"
+mkdir -p "$corpus"
+for i in $(seq 101 210); do cat data/fortunes.txt data/fortunes.txt > "$corpus/part$i.txt"; done
+"$BIN" tokenizer train data/fortunes.txt --vocab-size 2000 -o "$OUT/prepare.model" >/dev/null
+prepare_row() {  # tokenizer label, tokenizer, threads
+  local dir="$OUT/prepare-$1-$3" line peak
+  line=$( { /usr/bin/time -f 'PEAK %M' "$BIN" data prepare "$corpus"/part*.txt --tokenizer "$2" \
+    -o "$dir" --threads "$3" 2>&1 >&3 | grep PEAK; } 3>&1)
+  peak=$(echo "$line" | awk '/PEAK/ {printf "%.0f MiB", $2 / 1024}')
+  echo "$line" | python3 -c '
+import re, sys
+text = sys.stdin.read()
+m = re.search(r"-> (\d+) tokens \(([\d.]+) bytes a token.* in ([\d.]+)s, ([\d.]+) MB/s", text)
+print(f"| {sys.argv[1]} | {sys.argv[2]} | {int(m.group(1)):,} | {m.group(2)} | {m.group(3)} | {m.group(4)} | {sys.argv[3]} |")
+' "$1" "$3" "$peak"
+}
+prepare_row sentencepiece "$OUT/prepare.model" 1
+prepare_row sentencepiece "$OUT/prepare.model" 2
+prepare_row bytes bytes 2
+cmp -s "$OUT/prepare-sentencepiece-1/train.bin" "$OUT/prepare-sentencepiece-2/train.bin" &&
+  echo "1 and 2 threads: identical train.bin" || echo "1 and 2 threads: train.bin DIFFERS"
+rm -rf "$corpus"
 fi
