@@ -112,9 +112,9 @@ def logged_steps(folder):
 
 
 class TorchrunElastic(unittest.TestCase):
-    STEPS = 300
+    STEPS = 200
     # A model big enough that the run outlasts the agents' restarts (~10 steps a second here);
-    # a learning rate at which rounding differences do not grow over 300 steps (at 0.01 this
+    # a learning rate at which rounding differences do not grow over 200 steps (at 0.01 this
     # model's 1e-16 grow tenfold every few steps: 1e-10 by step 90 of two layouts).
     ARGS = (*EXACT, "--parallel.dp=auto", "--parallel.tp=1", f"--training.steps={STEPS}",
             "--checkpoint.interval=20", "--model.n_embd=128", "--model.n_layer=4",
