@@ -44,7 +44,7 @@ std::unique_ptr<Tokenizer> tokenizer_of(const JobConfig& c, const std::string& c
     t = open_tokenizer("bytes");
   } else if (hf::is_hf_path(checkpoint)) {
     const std::filesystem::path model =
-        std::filesystem::path(checkpoint.substr(checkpoint.find(':') + 1)) / "tokenizer.model";
+        std::filesystem::path(hf::hf_folder(checkpoint)) / "tokenizer.model";
     if (std::filesystem::exists(model)) t = open_tokenizer(model.string());
   }
   if (t) {
@@ -123,18 +123,17 @@ class TextStream {
     if (!tokenizer_->lossless() && text.size() >= kReplacement.size() &&
         text.compare(text.size() - kReplacement.size(), kReplacement.size(), kReplacement) == 0)
       text.resize(text.size() - kReplacement.size());
-    if (text.size() <= printed_ || text.compare(0, printed_, printed_text_) != 0) return "";
-    std::string out = text.substr(printed_);
-    printed_ = text.size();
-    printed_text_ = std::move(text);
+    if (text.size() <= printed_.size() || text.compare(0, printed_.size(), printed_) != 0)
+      return "";
+    std::string out = text.substr(printed_.size());
+    printed_ = std::move(text);
     return out;
   }
 
  private:
   const Tokenizer* tokenizer_;
   std::vector<int64_t> ids_;
-  std::string printed_text_;
-  size_t printed_ = 0;
+  std::string printed_;  ///< the text printed so far
 };
 
 /// Refuses a model that makes no tokens, and samples whose KV cache and logits could not fit this

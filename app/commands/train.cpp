@@ -43,7 +43,6 @@ struct TrainOptions {
 /// of the job's dump folder (NOTE [Preemption]).
 LocalLaunchOptions train_launch_options(const JobConfig& config, int max_restarts) {
   LocalLaunchOptions launch;
-  launch.nproc = static_cast<int>(config.world_size());
   launch.stop_grace =
       std::chrono::milliseconds(static_cast<int64_t>(std::max(60.0, config.timeout_s) * 1000));
   launch.preempted_exit_code = kPreemptedExitCode;

@@ -242,10 +242,14 @@ JobConfig bind_fields(const Values& values, const std::string& source) {
 
 }  // namespace
 
-std::string JobConfig::mesh_text() const {
-  const MeshDims dims = parallel_dims();
+std::string parallel_mesh_text(int64_t pp, int64_t dp, int64_t cp, int64_t tp, int64_t ep) {
+  const MeshDims dims = job_mesh_dims({{"pp", pp}, {"dp", dp}, {"cp", cp}}, {tp});
   return fmt::format("parallel.{} = {}{}", dim_names_text(dims), dim_sizes_text(dims),
                      ep > 1 ? fmt::format(", ep = {}", ep) : "");
+}
+
+std::string JobConfig::mesh_text() const {
+  return parallel_mesh_text(pp, dp, cp, tp, ep);
 }
 
 MeshDims JobConfig::mesh_dims() const {

@@ -102,7 +102,7 @@ struct JobConfig {
   /// cp / (ep / g) x cp_ep = ep / g, g = gcd(ep, dp) (NOTE [Expert parallelism]).
   MeshDims mesh_dims() const;
   /// "parallel.pp x dp x tp = 1 x 2 x 2" (pp x dp x cp x tp with cp; ", ep = 2" after it with
-  /// expert parallelism): the mesh as messages name it.
+  /// expert parallelism): the mesh as messages name it (parallel_mesh_text).
   std::string mesh_text() const;
   int64_t world_size() const { return ranks_of(parallel_dims()); }
   /// The tp mesh's sizes: tp_shape, or {tp} for a 1-D tp mesh.
@@ -127,6 +127,10 @@ struct JobConfig {
 /// keyed by name: the default where the text lacks the key (a version before it), nothing for keys
 /// the schema no longer knows; empty when the text is not TOML. No checks across keys.
 std::map<std::string, std::string> recorded_values(const std::string& toml_text);
+
+/// The mesh of these [parallel] degrees as messages name it: "parallel.pp x dp x tp = 1 x 2 x 2",
+/// pp x dp x cp x tp with cp > 1, and ", ep = 2" after it with ep > 1.
+std::string parallel_mesh_text(int64_t pp, int64_t dp, int64_t cp, int64_t tp, int64_t ep);
 
 /// "--a.b=c" and "--a.b c" forms from argv-like leftovers into "a.b=c" items; throws on others.
 std::vector<std::string> collect_overrides(const std::vector<std::string>& args);

@@ -47,11 +47,11 @@ int64_t first_non_utf8(const std::string& text) {
   return -1;
 }
 
-std::string read_whole(const std::string& path) {
-  require_regular_file(path, "data prepare: text file");
+/// The `size` bytes of the file at `path` (checked a regular file before).
+std::string read_whole(const std::string& path, int64_t size) {
   std::ifstream in(path, std::ios::binary);
   VS_USER_CHECK(in.good(), "data prepare: cannot read {}", path);
-  std::string text(static_cast<size_t>(fs::file_size(path)), '\0');
+  std::string text(static_cast<size_t>(size), '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   VS_USER_CHECK(in.gcount() == static_cast<std::streamsize>(text.size()),
                 "data prepare: {} changed while it was read", path);
@@ -96,9 +96,11 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
                 "data prepare: --val-fraction {} must be in (0, 1)", o.val_fraction);
   VS_USER_CHECK(!o.output.empty(), "data prepare: -o DIR names the folder to write");
   int64_t corpus = 0;
+  std::vector<int64_t> sizes;
   for (const auto& f : o.files) {
     require_regular_file(f, "data prepare: text file");
-    corpus += static_cast<int64_t>(fs::file_size(f));
+    sizes.push_back(static_cast<int64_t>(fs::file_size(f)));
+    corpus += sizes.back();
   }
   VS_USER_CHECK(corpus > 0, "data prepare: {} hold{} no text", fmt::join(o.files, ", "),
                 o.files.size() == 1 ? "s" : "");
@@ -131,7 +133,7 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
         index = next_file++;
       }
       try {
-        const std::string text = read_whole(o.files[index]);
+        const std::string text = read_whole(o.files[index], sizes[index]);
         if (utf8) {
           const int64_t bad = first_non_utf8(text);
           VS_USER_CHECK(bad < 0,
@@ -167,7 +169,7 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
         lock.unlock();
         wide ? write_tokens<uint32_t>(out, tokens) : write_tokens<uint16_t>(out, tokens);
         tokens_written += static_cast<int64_t>(tokens.size());
-        bytes_done += static_cast<int64_t>(fs::file_size(o.files[written]));
+        bytes_done += sizes[written];
         lock.lock();
         ++written;
         changed.notify_all();

@@ -85,8 +85,11 @@ bool is_hf_path(const std::string& path) {
   return path.rfind("hf:", 0) == 0;
 }
 
-HFWeights::HFWeights(const std::string& path, const JobConfig& config)
-    : folder_(is_hf_path(path) ? path.substr(3) : path) {
+std::string hf_folder(const std::string& path) {
+  return is_hf_path(path) ? path.substr(3) : path;
+}
+
+HFWeights::HFWeights(const std::string& path, const JobConfig& config) : folder_(hf_folder(path)) {
   const std::filesystem::path dir(folder_);
   VS_USER_CHECK(std::filesystem::is_directory(dir),
                 "[hf] {}: no such folder (hf:DIR names a Hugging Face model folder with "

@@ -19,6 +19,8 @@ namespace vescale::hf {
 
 /// Whether `path` names a Hugging Face folder: "hf:DIR".
 bool is_hf_path(const std::string& path);
+/// The folder "hf:DIR" names (DIR); `path` itself when it has no "hf:".
+std::string hf_folder(const std::string& path);
 
 class HFWeights {
  public:

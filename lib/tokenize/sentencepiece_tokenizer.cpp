@@ -129,11 +129,6 @@ class SentencePieceTokenizer final : public Tokenizer {
 
 }  // namespace
 
-bool has_sentencepiece() {
-  std::string error;
-  return plugin(&error) != nullptr;
-}
-
 std::unique_ptr<Tokenizer> open_sentencepiece(const std::string& path) {
   return std::make_unique<SentencePieceTokenizer>(path);
 }

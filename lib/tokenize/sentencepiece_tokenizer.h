@@ -10,9 +10,6 @@
 
 namespace vescale {
 
-/// Whether the SentencePiece plugin loads.
-bool has_sentencepiece();
-
 /// The SentencePiece model file at `path`; throws UserError naming it when it is not one.
 std::unique_ptr<Tokenizer> open_sentencepiece(const std::string& path);
 

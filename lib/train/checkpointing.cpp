@@ -224,29 +224,23 @@ void log_loaded(const CheckpointReader& reader, LoadParts parts, double seconds)
 /// NOTE [Elastic training]: a run resumed on another layout says what changed: the mesh, the
 /// micro-batches and each rank's rows (the global batch, and so the curve, are the same).
 void log_layout_change(const JobConfig& c, const CheckpointMeta& meta) {
-  std::map<std::string, std::string> was = recorded_values(meta.config);
+  const std::map<std::string, std::string> was = recorded_values(meta.config);
   if (was.empty()) return;
-  const std::string now_mesh = c.mesh_text();
-  const std::string now_mb = std::to_string(c.microbatches);
-  const bool was_cp = was["parallel.cp"] != "1";
-  const std::string was_mesh = fmt::format(
-      "parallel.pp x dp x {}tp = {} x {} x {}{}{}", was_cp ? "cp x " : "", was["parallel.pp"],
-      was["parallel.dp"], was_cp ? was["parallel.cp"] + " x " : "", was["parallel.tp"],
-      was["parallel.ep"] == "1" ? "" : fmt::format(", ep = {}", was["parallel.ep"]));
-  if (meta.world_size == c.world_size() && was["parallel.dp"] == std::to_string(c.dp) &&
-      was["parallel.microbatches"] == now_mb)
-    return;
-  const auto rows = [&](const std::string& dp, const std::string& mb) {
-    const int64_t d = std::max<int64_t>(1, std::stoll(dp)),
-                  m = std::max<int64_t>(1, std::stoll(mb));
-    return fmt::format("{} rows a rank, {} micro-batch{} of {}", c.global_batch_size / d, m,
-                       m == 1 ? "" : "es", c.global_batch_size / d / m);
+  const auto number = [&was](const char* key) { return std::stoll(was.at(key)); };
+  const int64_t was_dp = number("parallel.dp");
+  const int64_t was_mb = number("parallel.microbatches");
+  if (meta.world_size == c.world_size() && was_dp == c.dp && was_mb == c.microbatches) return;
+  const auto rows = [&](int64_t dp, int64_t mb) {
+    return fmt::format("{} rows a rank, {} micro-batch{} of {}", c.global_batch_size / dp, mb,
+                       mb == 1 ? "" : "es", c.global_batch_size / dp / mb);
   };
   log_rank0(
       "[resume] step {} on a new layout: {} ({} ranks; {}), saved on {} ({} ranks; {}); "
       "the global batch of {} is the same, and so is the curve",
-      meta.step, now_mesh, c.world_size(), rows(std::to_string(c.dp), now_mb), was_mesh,
-      meta.world_size, rows(was["parallel.dp"], was["parallel.microbatches"]), c.global_batch_size);
+      meta.step, c.mesh_text(), c.world_size(), rows(c.dp, c.microbatches),
+      parallel_mesh_text(number("parallel.pp"), was_dp, number("parallel.cp"),
+                         number("parallel.tp"), number("parallel.ep")),
+      meta.world_size, rows(was_dp, was_mb), c.global_batch_size);
 }
 
 /// Rank 0's line for a committed save: the step folder's bytes over the time from the first
