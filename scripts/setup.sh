@@ -23,7 +23,7 @@ RUN_PACKAGES=(
 TEST_PACKAGES=(
   clang-format libgtest-dev libgmock-dev
   # test cross-checks
-  python3 python3-torch python3-h5py python3-numpy python3-sentencepiece
+  python3 python3-torch python3-h5py python3-numpy python3-sentencepiece python3-regex
   # scripts/plot_metrics.py
   python3-matplotlib
 )

@@ -34,8 +34,8 @@ struct GenerateCommandOptions {
 };
 
 /// The tokenizer of the model's tokens (NOTE [Tokenizers]): data.tokenizer; else bytes for a
-/// text model (data.source = "text"), as the data pipeline reads them; else the tokenizer.model a
-/// Hugging Face folder `checkpoint` carries; else none (ids in, ids out).
+/// text model (data.source = "text"), as the data pipeline reads them; else the tokenizer.json or
+/// tokenizer.model a Hugging Face folder `checkpoint` carries; else none (ids in, ids out).
 std::unique_ptr<Tokenizer> tokenizer_of(const JobConfig& c, const std::string& checkpoint) {
   std::unique_ptr<Tokenizer> t;
   if (!c.data_tokenizer.empty()) {
@@ -43,9 +43,10 @@ std::unique_ptr<Tokenizer> tokenizer_of(const JobConfig& c, const std::string& c
   } else if (c.data_source == DataSource::kText) {
     t = open_tokenizer("bytes");
   } else if (hf::is_hf_path(checkpoint)) {
-    const std::filesystem::path model =
-        std::filesystem::path(hf::hf_folder(checkpoint)) / "tokenizer.model";
-    if (std::filesystem::exists(model)) t = open_tokenizer(model.string());
+    const std::filesystem::path folder = hf::hf_folder(checkpoint);
+    if (std::filesystem::exists(folder / "tokenizer.json") ||
+        std::filesystem::exists(folder / "tokenizer.model"))
+      t = open_tokenizer(folder.string());
   }
   if (t) {
     const int64_t vocab = c.family().vocab_size(c.model_spec());

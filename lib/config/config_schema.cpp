@@ -94,9 +94,10 @@ std::vector<ConfigKey> data_and_training_keys() {
       key("data.path", &C::data_path, "",
           "text: a file; tokens: a folder with train.bin and val.bin"),
       key("data.tokenizer", &C::data_tokenizer, "",
-          "The tokenizer of the tokens: \"bytes\" or a SentencePiece model file (the one data "
-          "prepare used); generate encodes --prompt with it and prints text (empty: bytes for "
-          "data.source = \"text\", else a Hugging Face folder's tokenizer.model, else ids)"),
+          "The tokenizer of the tokens: \"bytes\", a SentencePiece model file, a Hugging Face "
+          "tokenizer.json (byte-level BPE) or a folder holding one (the one data prepare used); "
+          "generate encodes --prompt with it and prints text (empty: bytes for data.source = "
+          "\"text\", else a Hugging Face folder's tokenizer.json or tokenizer.model, else ids)"),
       key("data.val_fraction", &C::val_fraction, 0.1,
           "text: the last fraction of the file is the validation split", open_unit()),
       key("training.steps", &C::steps, 100, "Optimizer steps", within(1, 1e12)),

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -28,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 /// The offset of the first byte of `text` that does not start or continue a UTF-8 character,
 /// or -1 when it is all UTF-8.
-int64_t first_non_utf8(const std::string& text) {
+int64_t first_non_utf8(std::string_view text) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
   for (size_t i = 0; i < n;) {
@@ -47,16 +48,16 @@ int64_t first_non_utf8(const std::string& text) {
   return -1;
 }
 
-/// The `size` bytes of the file at `path` (checked a regular file before).
-std::string read_whole(const std::string& path, int64_t size) {
-  std::ifstream in(path, std::ios::binary);
-  VS_USER_CHECK(in.good(), "data prepare: cannot read {}", path);
-  std::string text(static_cast<size_t>(size), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  VS_USER_CHECK(in.gcount() == static_cast<std::streamsize>(text.size()),
-                "data prepare: {} changed while it was read", path);
-  return text;
-}
+/// The bytes read at a time from a file; a piece of text is encoded once the tokenizer can cut
+/// it (Tokenizer::stable_prefix), so a file of any size streams through.
+constexpr size_t kReadBlock = size_t{1} << 20;
+
+/// A piece of one file, encoded on its own.
+struct Chunk {
+  size_t seq = 0, file = 0;
+  std::string text;
+  bool last = false;  ///< the file's end: the end-of-text token follows
+};
 
 /// Appends `tokens` to `out` in the file's width.
 template <typename T>
@@ -96,16 +97,14 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
                 "data prepare: --val-fraction {} must be in (0, 1)", o.val_fraction);
   VS_USER_CHECK(!o.output.empty(), "data prepare: -o DIR names the folder to write");
   int64_t corpus = 0;
-  std::vector<int64_t> sizes;
   for (const auto& f : o.files) {
     require_regular_file(f, "data prepare: text file");
-    sizes.push_back(static_cast<int64_t>(fs::file_size(f)));
-    corpus += sizes.back();
+    corpus += static_cast<int64_t>(fs::file_size(f));
   }
   VS_USER_CHECK(corpus > 0, "data prepare: {} hold{} no text", fmt::join(o.files, ", "),
                 o.files.size() == 1 ? "s" : "");
   const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(o.tokenizer);
-  const bool utf8 = o.tokenizer != "bytes";
+  const bool utf8 = !tokenizer->lossless();  // else it reads any bytes
   const bool wide = tokenizer->vocab_size() > 65536;
   const size_t width = wide ? 4 : 2;
   fs::create_directories(o.output);
@@ -113,73 +112,125 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
   std::ofstream out(train, std::ios::binary | std::ios::trunc);
   VS_USER_CHECK(out.good(), "data prepare: cannot write {}", train.string());
 
-  // Workers encode files; this thread writes them in order (NOTE [Token files]).
+  // A reader cuts the files into chunks, workers encode them, this thread writes them in order
+  // (NOTE [Token files]).
   const auto start = Clock::now();
   const int threads = std::max(1, o.threads);
-  const size_t n = o.files.size();
+  const size_t n = o.files.size(), in_flight = 2 * static_cast<size_t>(threads);
   std::mutex mu;
   std::condition_variable changed;
-  std::map<size_t, std::vector<int64_t>> done;  // encoded, not yet written
-  size_t next_file = 0, written = 0;
+  std::deque<Chunk> ready;                                         // read, not yet encoded
+  std::map<size_t, std::pair<std::vector<int64_t>, size_t>> done;  // encoded: tokens, bytes
+  size_t chunks_read = 0, written = 0;
+  bool read_all = false;
   std::exception_ptr failure;
+  const auto fail = [&](std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!failure) failure = e;
+    changed.notify_all();
+  };
+  // Hands a chunk to the workers once fewer than `in_flight` are unwritten; false on failure.
+  const auto hand_over = [&](Chunk chunk) {
+    std::unique_lock<std::mutex> lock(mu);
+    changed.wait(lock, [&] { return failure || chunks_read < written + in_flight; });
+    if (failure) return false;
+    chunk.seq = chunks_read++;
+    ready.push_back(std::move(chunk));
+    changed.notify_all();
+    return true;
+  };
+  auto reader = [&] {
+    try {
+      for (size_t f = 0; f < n; ++f) {
+        std::ifstream in(o.files[f], std::ios::binary);
+        VS_USER_CHECK(in.good(), "data prepare: cannot read {}", o.files[f]);
+        std::string text;
+        int64_t offset = 0;  // of text's start in the file
+        for (bool end = false; !end;) {
+          const size_t had = text.size();
+          text.resize(had + kReadBlock);
+          in.read(text.data() + had, static_cast<std::streamsize>(kReadBlock));
+          text.resize(had + static_cast<size_t>(in.gcount()));
+          end = in.eof();
+          VS_USER_CHECK(end || in.good(), "data prepare: reading {} failed", o.files[f]);
+          const size_t cut = end ? text.size() : tokenizer->stable_prefix(text);
+          if (cut == 0 && !end) continue;  // no place to cut yet: read on
+          if (utf8) {
+            const int64_t bad = first_non_utf8(std::string_view(text).substr(0, cut));
+            VS_USER_CHECK(bad < 0,
+                          "data prepare: {} is not UTF-8 (byte {} at offset {}), which "
+                          "tokenizer {} reads; convert it (iconv) or use --tokenizer bytes",
+                          o.files[f], static_cast<int>(static_cast<unsigned char>(text[bad])),
+                          offset + bad, o.tokenizer);
+          }
+          Chunk chunk;
+          chunk.file = f;
+          chunk.last = end;
+          chunk.text = text.substr(0, cut);
+          text.erase(0, cut);
+          offset += static_cast<int64_t>(cut);
+          if (!hand_over(std::move(chunk))) return;
+        }
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      read_all = true;
+      changed.notify_all();
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  };
   auto worker = [&] {
     for (;;) {
-      size_t index;
+      Chunk chunk;
       {
         std::unique_lock<std::mutex> lock(mu);
-        changed.wait(
-            lock, [&] { return failure || next_file >= n || next_file < written + 2 * threads; });
-        if (failure || next_file >= n) return;
-        index = next_file++;
+        changed.wait(lock, [&] { return failure || !ready.empty() || read_all; });
+        if (failure || ready.empty()) return;
+        chunk = std::move(ready.front());
+        ready.pop_front();
       }
       try {
-        const std::string text = read_whole(o.files[index], sizes[index]);
-        if (utf8) {
-          const int64_t bad = first_non_utf8(text);
-          VS_USER_CHECK(bad < 0,
-                        "data prepare: {} is not UTF-8 (byte {} at offset {}), which tokenizer {} "
-                        "reads; convert it (iconv) or use --tokenizer bytes",
-                        o.files[index], static_cast<int>(static_cast<unsigned char>(text[bad])),
-                        bad, o.tokenizer);
-        }
-        std::vector<int64_t> tokens = tokenizer->encode(text);
-        if (const auto eot = tokenizer->end_of_text()) tokens.push_back(*eot);
+        std::vector<int64_t> tokens = tokenizer->encode(chunk.text);
+        if (chunk.last)
+          if (const auto eot = tokenizer->end_of_text()) tokens.push_back(*eot);
         std::lock_guard<std::mutex> lock(mu);
-        done.emplace(index, std::move(tokens));
+        done.emplace(chunk.seq, std::make_pair(std::move(tokens), chunk.text.size()));
       } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!failure) failure = std::current_exception();
+        fail(std::current_exception());
+        return;
       }
       changed.notify_all();
     }
   };
   std::vector<std::thread> pool;
+  pool.emplace_back(reader);
   for (int t = 0; t < threads; ++t)
     pool.emplace_back(worker);
   int64_t tokens_written = 0, bytes_done = 0;
   auto last_report = start;
   {
     std::unique_lock<std::mutex> lock(mu);
-    while (written < n && !failure) {
-      changed.wait_for(lock, std::chrono::seconds(1),
-                       [&] { return failure || done.count(written) > 0; });
+    while (!failure && !(read_all && written == chunks_read)) {
+      changed.wait_for(lock, std::chrono::seconds(1), [&] {
+        return failure || done.count(written) > 0 || (read_all && written == chunks_read);
+      });
       while (!failure && done.count(written) > 0) {
-        std::vector<int64_t> tokens = std::move(done.at(written));
+        auto [tokens, bytes] = std::move(done.at(written));
         done.erase(written);
         lock.unlock();
         wide ? write_tokens<uint32_t>(out, tokens) : write_tokens<uint16_t>(out, tokens);
         tokens_written += static_cast<int64_t>(tokens.size());
-        bytes_done += sizes[written];
+        bytes_done += static_cast<int64_t>(bytes);
         lock.lock();
         ++written;
         changed.notify_all();
       }
       const auto now = Clock::now();
-      if (now - last_report >= std::chrono::seconds(2) && written < n) {
+      if (now - last_report >= std::chrono::seconds(2)) {
         last_report = now;
         const double s = std::chrono::duration<double>(now - start).count();
-        progress(fmt::format("[prepare] {}/{} files, {} of {} read, {} tokens, {:.1f} MB/s",
-                             written, n, format_bytes(static_cast<double>(bytes_done)),
+        progress(fmt::format("[prepare] {} of {} read, {} tokens, {:.1f} MB/s",
+                             format_bytes(static_cast<double>(bytes_done)),
                              format_bytes(static_cast<double>(corpus)), tokens_written,
                              static_cast<double>(bytes_done) / 1e6 / s));
       }

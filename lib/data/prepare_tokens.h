@@ -6,9 +6,13 @@
 // The stream's last `val_fraction` is val.bin, the rest train.bin, flat little-endian uint16
 // (nanoGPT's) or uint32 where the vocabulary needs more than 16 bits. meta.json declares the
 // vocabulary, the width and the tokenizer's identity (tokenize/tokenizer.h); the "tokens" source
-// reads the first two. Files are encoded in parallel, written in order as they finish, at most
-// 2 x threads of them in memory at once: the corpus may be any size, a single file must fit.
-// Everything is written under .partial names and renamed at the end, meta.json last.
+// reads the first two. A reader cuts the files into chunks of about 1 MB where the tokenizer
+// can cut (Tokenizer::stable_prefix: anywhere for bytes, before a space for SentencePiece
+// models, between pre-tokens for byte-level BPE), workers encode the chunks, and they are
+// written in order, at most 2 x threads of them in memory at once: memory stays bounded whatever
+// the size of the corpus or of one file, save a stretch with no place to cut (a tokenizer that
+// knows none encodes each file whole). Everything is written under .partial names and renamed
+// at the end, meta.json last.
 #pragma once
 
 #include <cstdint>

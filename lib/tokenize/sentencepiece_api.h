@@ -19,7 +19,7 @@
 namespace vescale {
 
 struct SentencePieceApi {
-  static constexpr int kVersion = 1;
+  static constexpr int kVersion = 2;
   int version;
   /// A processor of the serialized model `model`; null with `error` set when it is none.
   void* (*load)(const std::string& model, std::string* error);
@@ -30,6 +30,8 @@ struct SentencePieceApi {
                  std::string* error);
   int (*piece_size)(const void* processor);
   int (*eos_id)(const void* processor);
+  /// The piece of `id` (SentencePiece's spelling: U+2581 for a space).
+  std::string (*piece)(const void* processor, int id);
   /// SentencePieceTrainer::Train(args) into `model` (serialized).
   bool (*train)(const std::unordered_map<std::string, std::string>& args, std::string* model,
                 std::string* error);

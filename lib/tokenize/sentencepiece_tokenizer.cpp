@@ -84,6 +84,7 @@ class SentencePieceTokenizer final : public Tokenizer {
     identity_ = fmt::format("sentencepiece crc32c:{:08x}", crc32c(bytes.data(), bytes.size()));
     const std::string probe(kLosslessProbe);
     lossless_ = decode(encode(probe)) == probe;
+    splits_at_spaces_ = pieces_split_at_spaces();
   }
   ~SentencePieceTokenizer() override { api_->release(processor_); }
   SentencePieceTokenizer(const SentencePieceTokenizer&) = delete;
@@ -119,12 +120,46 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::string identity() const override { return identity_; }
   bool lossless() const override { return lossless_; }
 
+  /// Up to the last space that follows a character other than a space (NOTE [SentencePiece
+  /// streaming]); 0 for models that do not split there.
+  size_t stable_prefix(std::string_view text) const override {
+    if (!splits_at_spaces_) return 0;
+    for (size_t p = text.size(); p-- > 1;)
+      if (text[p] == ' ' && text[p - 1] != ' ') return p;
+    return 0;
+  }
+
  private:
+  // NOTE [SentencePiece streaming]
+  // A model encodes a text cut before a space as the two parts apart when no piece can hold that
+  // space after another character: every piece has U+2581 (a space) only at its start or in a
+  // run of them from its start (split_by_whitespace, allow_whitespace_only_pieces), no dummy
+  // prefix is added to a text's start, and normalization keeps text as it is (identity, spaces
+  // kept: what `tokenizer train` writes). The model is probed for all three as it loads.
+  bool pieces_split_at_spaces() const {
+    static constexpr std::string_view kSpace = "\xe2\x96\x81";
+    for (int id = 0; id < vocab_size(); ++id) {
+      const std::string p = api_->piece(processor_, id);
+      size_t run = 0;  // the leading run of spaces
+      while (p.compare(run, kSpace.size(), kSpace) == 0)
+        run += kSpace.size();
+      if (p.find(kSpace, run) != std::string::npos) return false;
+    }
+    const std::vector<int64_t> x = encode("x");
+    if (x.empty() || api_->piece(processor_, static_cast<int>(x[0])).rfind(kSpace, 0) == 0)
+      return false;  // a dummy prefix
+    // Spaces kept as they are, and characters a normalizer other than identity changes: a
+    // ligature, a full-width letter, a no-break space, a combining accent.
+    const std::string probe = "  two  spaces\n\ttab \xef\xac\x81 \xef\xbc\xa1 \xc2\xa0 e\xcc\x81 ";
+    return decode(encode(probe)) == probe;
+  }
+
   std::string path_;
   const SentencePieceApi* api_;
   void* processor_ = nullptr;
   std::string identity_;
   bool lossless_ = false;
+  bool splits_at_spaces_ = false;
 };
 
 }  // namespace

@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <filesystem>
+#include <fstream>
 
 #include "core/error.h"
+#include "tokenize/bytelevel_bpe.h"
 #include "tokenize/sentencepiece_tokenizer.h"
 
 namespace vescale {
@@ -33,18 +36,39 @@ class ByteTokenizer final : public Tokenizer {
   std::optional<int64_t> end_of_text() const override { return std::nullopt; }
   std::string identity() const override { return "bytes"; }
   bool lossless() const override { return true; }
+  size_t stable_prefix(std::string_view text) const override { return text.size(); }
 };
+
+/// Whether the file starts like JSON (a tokenizer.json) rather than a SentencePiece model.
+bool looks_like_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char c = 0;
+  while (in.get(c))
+    if (!std::isspace(static_cast<unsigned char>(c))) return c == '{';
+  return false;
+}
 
 }  // namespace
 
 std::unique_ptr<Tokenizer> open_tokenizer(const std::string& path) {
   if (path == "bytes") return std::make_unique<ByteTokenizer>();
   std::error_code ec;
-  VS_USER_CHECK(std::filesystem::is_regular_file(path, ec),
-                "tokenizer {}: no such file (a tokenizer is \"bytes\" or a SentencePiece model "
-                "file such as tokenizer.model, e.g. from `vescale-train tokenizer train`)",
+  std::string file = path;
+  if (std::filesystem::is_directory(path, ec)) {
+    const auto json = std::filesystem::path(path) / "tokenizer.json";
+    const auto model = std::filesystem::path(path) / "tokenizer.model";
+    VS_USER_CHECK(std::filesystem::exists(json, ec) || std::filesystem::exists(model, ec),
+                  "tokenizer {}: the folder holds neither tokenizer.json nor tokenizer.model",
+                  path);
+    file = (std::filesystem::exists(json, ec) ? json : model).string();
+  }
+  VS_USER_CHECK(std::filesystem::is_regular_file(file, ec),
+                "tokenizer {}: no such file (a tokenizer is \"bytes\", a SentencePiece model "
+                "file such as tokenizer.model, e.g. from `vescale-train tokenizer train`, a "
+                "Hugging Face tokenizer.json, or a folder holding one)",
                 path);
-  return open_sentencepiece(path);
+  if (looks_like_json(file)) return open_bytelevel_bpe(file);
+  return open_sentencepiece(file);
 }
 
 }  // namespace vescale

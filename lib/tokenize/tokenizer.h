@@ -2,10 +2,12 @@
 //
 // NOTE [Tokenizers]
 // A tokenizer is named by a path (data.tokenizer, --tokenizer): "bytes" (each byte its id, the
-// default text source's), or a SentencePiece model file (`tokenizer.model`, as Llama 1/2 ship and
-// as `tokenizer train` writes). Each gives encode, decode, its vocabulary size, its end-of-text
-// id (where it has one) and an identity: its kind and the CRC-32C of its file, which token files
-// record (meta.json) so that a job can tell tokens of another tokenizer.
+// default text source's), a SentencePiece model file (`tokenizer.model`, as Llama 1/2 ship and
+// as `tokenizer train` writes), a Hugging Face tokenizer.json of the byte-level BPE kind (NOTE
+// [Byte-level BPE]), or a folder holding one of the last two (tokenizer.json first). Each gives
+// encode, decode, its vocabulary size, its end-of-text id (where it has one) and an identity: its
+// kind and the CRC-32C of its file, which token files record (meta.json) so that a job can tell
+// tokens of another tokenizer.
 #pragma once
 
 #include <cstdint>
@@ -31,10 +33,15 @@ class Tokenizer {
   virtual std::string identity() const = 0;
   /// decode(encode(x)) == x for every byte string x.
   virtual bool lossless() const = 0;
+  /// A length p such that encode(text[:p] + rest) == encode(text[:p]) + encode(rest) for every
+  /// rest that begins with text[p:]: how much of a long file can be encoded before the rest is
+  /// read (`data prepare` streams so). 0 where the tokenizer knows no such place in `text`.
+  virtual size_t stable_prefix(std::string_view text) const = 0;
 };
 
-/// The tokenizer `path` names: "bytes", or a SentencePiece model file. Throws UserError naming
-/// the path and what would be valid.
+/// The tokenizer `path` names: "bytes", a SentencePiece model file, a tokenizer.json, or a folder
+/// holding tokenizer.json or tokenizer.model. Throws UserError naming the path and what would be
+/// valid.
 std::unique_ptr<Tokenizer> open_tokenizer(const std::string& path);
 
 /// How `tokenizer train` trains a SentencePiece model.

@@ -44,6 +44,9 @@ int piece_size(const void* p) {
 int eos_id(const void* p) {
   return processor_of(p).eos_id();
 }
+std::string piece(const void* p, int id) {
+  return processor_of(p).IdToPiece(id);
+}
 
 bool train(const std::unordered_map<std::string, std::string>& args, std::string* model,
            std::string* error) {
@@ -53,7 +56,15 @@ bool train(const std::unordered_map<std::string, std::string>& args, std::string
 }
 
 const vescale::SentencePieceApi kApi = {
-    vescale::SentencePieceApi::kVersion, load, release, encode, decode, piece_size, eos_id, train,
+    vescale::SentencePieceApi::kVersion,
+    load,
+    release,
+    encode,
+    decode,
+    piece_size,
+    eos_id,
+    piece,
+    train,
 };
 
 }  // namespace

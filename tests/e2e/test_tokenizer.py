@@ -144,6 +144,26 @@ class Tokenizer(unittest.TestCase):
         self.assertTrue(result.stdout.startswith("Your fortune: "), result.stdout)
         self.assertGreater(len(result.stdout), len("Your fortune: \n"))
 
+    def test_data_prepare_streams_a_long_file(self):
+        # The corpus and UTF-8 hostile text as one document of several read chunks, cut before
+        # spaces (NOTE [SentencePiece streaming]): the tokens of the whole file.
+        long = os.path.join(self.tmp, "long.txt")
+        with open(long, "wb") as out, open(self.corpus, "rb") as f:
+            out.write(f.read() + HOSTILE.decode("utf-8", "ignore").encode("utf-8"))
+        folder = os.path.join(self.tmp, "long-tokens")
+        result = run("data", "prepare", long, "--tokenizer", self.model, "-o", folder,
+                     "--threads", "2")
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        print(result.stdout.strip())
+        stream = []
+        for name in ("train.bin", "val.bin"):
+            with open(os.path.join(folder, name), "rb") as f:
+                data = f.read()
+            stream += list(struct.unpack(f"<{len(data) // 2}H", data))
+        with open(os.path.join(folder, "meta.json")) as f:
+            eot = json.load(f)["end_of_text"]
+        self.assertEqual(stream, self.python_ids(self.model, long) + [eot])
+
     def test_bad_input_is_one_line(self):
         cases = [
             (("tokenizer", "encode", "--tokenizer", os.path.join(self.tmp, "missing.model"),
