@@ -38,6 +38,8 @@ PACKAGES=(
   libhdf5-dev                         # static hdf5/serial/libhdf5.a and its headers
   libaec-dev                          # static libsz.a, libaec.a: HDF5's szip filter
   zlib1g-dev                          # static libz.a: HDF5's deflate filter
+  libsentencepiece-dev libsentencepiece0  # the SentencePiece plugin's (NOTE [SentencePiece
+                                      # plugin]): needs only libc and libstdc++
 )                                     # and Gloo's headers: GLOO_PACKAGE below
 
 # NOTE [Gloo headers]: from another Debian release, with its own package lists.
