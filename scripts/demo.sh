@@ -3,12 +3,24 @@
 # vescale-train (a unity build, NOTE [Unity build]), prepares the fortunes corpus, trains the
 # character-level GPT of configs/gpt-tiny.toml on a local dp=2 x tp=2 mesh (a few minutes on 2
 # cores), and ends as nanoGPT's quick start does, with a few lines sampled from the trained model.
-# Each phase is announced with the time since the start.
+# Each phase is announced with the time since the start. With --bpe it goes from text to text
+# through a tokenizer of its own: trains a 2,000-piece SentencePiece BPE on the corpus (tokenizer
+# train), tokenizes the corpus (data prepare), trains configs/gpt-tiny-bpe.toml on the tokens and
+# prompts it with text.
 #
 #   scripts/demo.sh                          # the whole demo
+#   scripts/demo.sh --bpe                    # the same with a BPE vocabulary (~40 s more)
 #   scripts/demo.sh --training.steps=200     # extra arguments are config overrides
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+config=configs/gpt-tiny.toml
+prompt=()
+if [ "${1:-}" = --bpe ]; then
+  shift
+  config=configs/gpt-tiny-bpe.toml
+  prompt=(--prompt "You will")
+fi
 
 start=$SECONDS
 phase() { printf '[demo %d:%02d] %s\n' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)) "$*"; }
@@ -30,10 +42,17 @@ if [ ! -f data/fortunes.txt ]; then
   phase "preparing the corpus"
   bash scripts/prepare_fortunes.sh
 fi
-phase "training configs/gpt-tiny.toml"
-"$BIN" train configs/gpt-tiny.toml --checkpoint.overwrite=true "$@"
+if [ $config = configs/gpt-tiny-bpe.toml ]; then
+  phase "training a 2,000-piece SentencePiece BPE tokenizer on the corpus"
+  "$BIN" tokenizer train data/fortunes.txt --vocab-size 2000 --special '<|endoftext|>' \
+    -o data/fortunes-bpe.model
+  phase "tokenizing the corpus into data/fortunes-bpe"
+  "$BIN" data prepare data/fortunes.txt --tokenizer data/fortunes-bpe.model -o data/fortunes-bpe
+fi
+phase "training $config"
+"$BIN" train $config --checkpoint.overwrite=true "$@"
 echo
 phase "sampling from the trained model (vescale-train generate, 1 process):"
-"$BIN" generate configs/gpt-tiny.toml --checkpoint latest "$@" --parallel.dp=1 --parallel.tp=1 \
-  --max-new-tokens 400 --temperature 0.8 --top-k 40 --seed 1
+"$BIN" generate $config --checkpoint latest "$@" --parallel.dp=1 --parallel.tp=1 \
+  --max-new-tokens 400 --temperature 0.8 --top-k 40 --seed 1 ${prompt[@]+"${prompt[@]}"}
 phase "done"
