@@ -619,13 +619,16 @@ fi
 if wanted prepare; then
 echo
 echo "data prepare: 110 files of the fortunes corpus twice over (537 MB), a 2,000-piece SentencePiece"
-echo "BPE model trained on the corpus (tokenizer train), and raw bytes; wall time and peak RSS by"
-echo "/usr/bin/time; the outputs of 1 and 2 threads compared byte for byte"
+echo "BPE model trained on the corpus (tokenizer train), a GPT-2 style byte-level BPE tokenizer.json"
+echo "of 2,000 tokens (trained by tests/e2e/bytelevel_bpe_reference.py), and raw bytes; wall time"
+echo "and peak RSS by /usr/bin/time; the outputs of 1 and 2 threads compared byte for byte"
 printf '| tokenizer | threads | tokens | bytes a token | seconds | MB/s | peak RSS |\n| --- | --- | --- | --- | --- | --- | --- |\n'
 corpus="$OUT/prepare-corpus"
 mkdir -p "$corpus"
 for i in $(seq 101 210); do cat data/fortunes.txt data/fortunes.txt > "$corpus/part$i.txt"; done
 "$BIN" tokenizer train data/fortunes.txt --vocab-size 2000 -o "$OUT/prepare.model" >/dev/null
+/usr/bin/python3 tests/e2e/bytelevel_bpe_reference.py train data/fortunes.txt --vocab-size 2000 \
+  --style gpt2 -o "$OUT/prepare-tokenizer.json" >/dev/null 2>&1
 prepare_row() {  # tokenizer label, tokenizer, threads
   local dir="$OUT/prepare-$1-$3" line peak
   line=$( { /usr/bin/time -f 'PEAK %M' "$BIN" data prepare "$corpus"/part*.txt --tokenizer "$2" \
@@ -640,8 +643,12 @@ print(f"| {sys.argv[1]} | {sys.argv[2]} | {int(m.group(1)):,} | {m.group(2)} | {
 }
 prepare_row sentencepiece "$OUT/prepare.model" 1
 prepare_row sentencepiece "$OUT/prepare.model" 2
+prepare_row hf-bpe "$OUT/prepare-tokenizer.json" 1
+prepare_row hf-bpe "$OUT/prepare-tokenizer.json" 2
 prepare_row bytes bytes 2
-cmp -s "$OUT/prepare-sentencepiece-1/train.bin" "$OUT/prepare-sentencepiece-2/train.bin" &&
-  echo "1 and 2 threads: identical train.bin" || echo "1 and 2 threads: train.bin DIFFERS"
+for t in sentencepiece hf-bpe; do
+  cmp -s "$OUT/prepare-$t-1/train.bin" "$OUT/prepare-$t-2/train.bin" &&
+    echo "$t, 1 and 2 threads: identical train.bin" || echo "$t, 1 and 2 threads: train.bin DIFFERS"
+done
 rm -rf "$corpus"
 fi

@@ -442,6 +442,10 @@ class ByteLevelBpe final : public Tokenizer {
   /// The ids of text between added tokens.
   void encode_text(std::string_view text, std::vector<int64_t>* ids) const {
     if (text.empty()) return;
+    VS_USER_CHECK(text.size() < (size_t{1} << 32) - 1,
+                  "tokenizer {}: {} bytes without an added token is more than 4 GiB at once; "
+                  "encode it in parts (data prepare does)",
+                  path_, text.size());
     std::string spaced;
     if (add_prefix_space_ && text[0] != ' ') {
       spaced = " " + std::string(text);
@@ -469,10 +473,10 @@ class ByteLevelBpe final : public Tokenizer {
       if (!m || probe.looked_at_end) break;
       consumed = std::max(consumed, probe.consumed_end);
       pos = m->end;
-      // A later part starts a text of its own: with add_prefix_space it must start with ' '.
       const size_t at = d.offsets[pos];
-      if (consumed <= pos && at > shift && (!add_prefix_space_ || t[at] == ' '))
-        stable = at - shift;
+      // A later part starts a text of its own: with add_prefix_space it must start with ' '.
+      const bool spaced_next = !add_prefix_space_ || (at < t.size() && t[at] == ' ');
+      if (consumed <= pos && at > shift && spaced_next) stable = at - shift;
     }
     return stable;
   }

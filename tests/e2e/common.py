@@ -3,6 +3,8 @@ import json
 import os
 import socket
 import subprocess
+import tempfile
+import unittest
 
 BINARY = os.environ.get("VESCALE_TRAIN", "vescale-train")
 # Debian's python3 with h5py and numpy (the interpreter running the tests may be another one).
@@ -43,6 +45,24 @@ def write_config(folder, text):
     with open(path, "w") as f:
         f.write(text)
     return path
+
+
+def tokenizer_texts(module, prefix, hostile):
+    """For a tokenizer test class: skips unless Debian's python3 `module` is there, then makes a
+    temporary folder with the fortunes corpus and the test's hostile bytes in it. Returns
+    (folder, corpus path, hostile path)."""
+    probe = subprocess.run([SYSTEM_PYTHON, "-c", f"import {module}"], capture_output=True)
+    if probe.returncode != 0:
+        raise unittest.SkipTest(f"Debian's python3-{module} is not installed")
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    corpus = os.path.join(tmp, "fortunes.txt")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    subprocess.run([os.path.join(root, "scripts", "prepare_fortunes.sh"), corpus], check=True,
+                   capture_output=True)
+    path = os.path.join(tmp, "hostile.txt")
+    with open(path, "wb") as f:
+        f.write(hostile)
+    return tmp, corpus, path
 
 
 def run(*args, timeout=300, env=None):

@@ -9,10 +9,9 @@ import os
 import shutil
 import struct
 import subprocess
-import tempfile
 import unittest
 
-from common import BINARY, SYSTEM_PYTHON, run
+from common import BINARY, SYSTEM_PYTHON, run, tokenizer_texts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -30,16 +29,8 @@ HOSTILE = (bytes(range(256)) + b"\xff\xfe\xc3(\xa0\xa1 \xe2\x82 \xf0\x28\x8c\xbc
 class HuggingFaceTokenizer(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        probe = subprocess.run([SYSTEM_PYTHON, "-c", "import regex"], capture_output=True)
-        if probe.returncode != 0:
-            raise unittest.SkipTest("Debian's python3-regex is not installed")
-        cls.tmp = tempfile.mkdtemp(prefix="vescale-hf-tokenizer-")
-        cls.corpus = os.path.join(cls.tmp, "fortunes.txt")
-        subprocess.run([os.path.join(ROOT, "scripts", "prepare_fortunes.sh"), cls.corpus],
-                       check=True, capture_output=True)
-        cls.hostile = os.path.join(cls.tmp, "hostile.txt")
-        with open(cls.hostile, "wb") as f:
-            f.write(HOSTILE)
+        cls.tmp, cls.corpus, cls.hostile = tokenizer_texts("regex", "vescale-hf-tokenizer-",
+                                                           HOSTILE)
         cls.files = {}
         for style in ("gpt2", "llama3"):
             folder = os.path.join(cls.tmp, style)
@@ -144,6 +135,19 @@ class HuggingFaceTokenizer(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         self.assertTrue(result.stdout.startswith(b"Your fortune: "), result.stdout)
         self.assertGreater(len(result.stdout), len(b"Your fortune: \n"))
+        # A Hugging Face folder that carries its tokenizer.json answers text without
+        # data.tokenizer.
+        folder = os.path.join(self.tmp, "hf-model")
+        result = run("export", os.path.join(job, "checkpoints", "step-000005"), "-o", folder,
+                     "--format", "hf")
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        shutil.copy(tokenizer, folder)
+        plain = [a for a in args if not a.startswith("--data.tokenizer")]
+        result = subprocess.run([BINARY, "generate", *plain, "--checkpoint", f"hf:{folder}",
+                                 "--prompt", "Your fortune: ", "--max-new-tokens", "8"],
+                                capture_output=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        self.assertTrue(result.stdout.startswith(b"Your fortune: "), result.stdout)
 
     def test_other_kinds_are_one_line(self):
         with open(self.files["gpt2"]) as f:

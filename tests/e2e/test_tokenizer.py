@@ -7,10 +7,9 @@ import os
 import shutil
 import struct
 import subprocess
-import tempfile
 import unittest
 
-from common import BINARY, SYSTEM_PYTHON, run
+from common import BINARY, SYSTEM_PYTHON, run, tokenizer_texts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -22,16 +21,8 @@ HOSTILE = (bytes(range(256)) + b"\xff\xfe\xc3(\xa0\xa1 \xe2\x82 \xf0\x28\x8c\xbc
 class Tokenizer(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        probe = subprocess.run([SYSTEM_PYTHON, "-c", "import sentencepiece"], capture_output=True)
-        if probe.returncode != 0:
-            raise unittest.SkipTest("Debian's python3-sentencepiece is not installed")
-        cls.tmp = tempfile.mkdtemp(prefix="vescale-tokenizer-")
-        cls.corpus = os.path.join(cls.tmp, "fortunes.txt")
-        subprocess.run([os.path.join(ROOT, "scripts", "prepare_fortunes.sh"), cls.corpus],
-                       check=True, capture_output=True)
-        cls.hostile = os.path.join(cls.tmp, "hostile.txt")
-        with open(cls.hostile, "wb") as f:
-            f.write(HOSTILE)
+        cls.tmp, cls.corpus, cls.hostile = tokenizer_texts("sentencepiece", "vescale-tokenizer-",
+                                                           HOSTILE)
         cls.model = os.path.join(cls.tmp, "bpe.model")
         result = run("tokenizer", "train", cls.corpus, "--vocab-size", "2000", "--special",
                      "<|endoftext|>", "-o", cls.model, timeout=600)

@@ -14,7 +14,7 @@ namespace vescale {
 namespace {
 
 /// A tokenizer.json with the 256 byte characters, a few merges and two added tokens.
-std::string tokenizer_json(bool llama3) {
+std::string tokenizer_json(bool llama3, bool prefix_space = false) {
   std::string vocab, chars[256];
   int next = 256;
   for (int b = 0; b < 256; ++b) {
@@ -35,7 +35,8 @@ std::string tokenizer_json(bool llama3) {
   const std::string pre =
       llama3
           ? R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]})"
-          : R"({"type": "ByteLevel", "add_prefix_space": false, "use_regex": true})";
+          : std::string(R"({"type": "ByteLevel", "add_prefix_space": )") +
+                (prefix_space ? "true" : "false") + R"(, "use_regex": true})";
   return R"({"added_tokens": [{"id": 262, "content": "<|endoftext|>", "special": true, "normalized": false}, {"id": 263, "content": "<x>", "special": false, "normalized": true}], "normalizer": null, "pre_tokenizer": )" +
          pre + R"(, "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "ignore_merges": )" +
          (llama3 ? "true" : "false") + R"(, "vocab": {)" + vocab + R"(}, "merges": [)" + merges +
@@ -109,6 +110,18 @@ TEST(StablePrefix, BytesAndByteLevelBpeCutWithoutChangingTheIds) {
     expect_stable(*t, llama3 ? 2 : 3);
     std::filesystem::remove_all(dir);
   }
+}
+
+TEST(StablePrefix, AddPrefixSpaceCutsOnlyBeforeASpace) {
+  const auto dir = std::filesystem::temp_directory_path() / "vescale-stable-prefix-spaced";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "tokenizer.json";
+  std::ofstream(path) << tokenizer_json(false, true);
+  const auto t = open_tokenizer(path.string());
+  EXPECT_FALSE(t->lossless());  // "x" encodes as " x"
+  EXPECT_EQ(t->encode("the"), t->encode(" the"));
+  expect_stable(*t, 4);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
