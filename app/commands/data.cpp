@@ -21,16 +21,18 @@ void add_data_command(CLI::App& app, const Invocation& /*invocation*/) {
       "prepare",
       "Tokenize text files into train.bin, val.bin and meta.json for data.source = \"tokens\": "
       "each file one document (its tokens, then the end-of-text token where the tokenizer has "
-      "one), in the order given; the last --val-fraction of the tokens is val.bin");
+      "one), in the order given; the last --val-fraction of the tokens is val.bin. Files stream "
+      "in 1 MB chunks cut where the tokenizer can");
   prepare->add_option("files", o->files, "Text files")->required();
   prepare
       ->add_option("--tokenizer", o->tokenizer,
-                   "\"bytes\" or a SentencePiece model file (tokenizer train)")
+                   "\"bytes\", a SentencePiece model file (tokenizer train), a Hugging Face "
+                   "tokenizer.json (byte-level BPE), or a folder holding one")
       ->default_val("bytes");
   prepare->add_option("-o,--output", o->output, "The folder to write")->required();
   prepare->add_option("--val-fraction", o->val_fraction, "The share of tokens in val.bin")
       ->default_val(0.05);
-  prepare->add_option("--threads", o->threads, "Files encoded at once (default: the cores)");
+  prepare->add_option("--threads", o->threads, "Encoding threads (default: the cores)");
   prepare->callback([o] {
     if (o->threads <= 0)
       o->threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

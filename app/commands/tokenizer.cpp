@@ -34,10 +34,16 @@ std::string input_text(const TokenizerOptions& o) {
 
 }  // namespace
 
+constexpr const char* kTokenizerHelp =
+    "\"bytes\", a SentencePiece model file, a Hugging Face tokenizer.json (byte-level BPE), or "
+    "a folder holding tokenizer.json or tokenizer.model";
+
 void add_tokenizer_command(CLI::App& app, const Invocation& /*invocation*/) {
   auto o = std::make_shared<TokenizerOptions>();
   CLI::App* tokenizer =
-      app.add_subcommand("tokenizer", "Train SentencePiece tokenizers, and encode or decode text");
+      app.add_subcommand("tokenizer",
+                         "Train SentencePiece tokenizers, and encode or decode text with them, "
+                         "Hugging Face byte-level BPE tokenizer.json files or bytes");
   tokenizer->require_subcommand(1);
 
   CLI::App* train = tokenizer->add_subcommand(
@@ -61,8 +67,7 @@ void add_tokenizer_command(CLI::App& app, const Invocation& /*invocation*/) {
 
   CLI::App* encode = tokenizer->add_subcommand(
       "encode", "Print the token ids of a text file (or --text) on one line, space-separated");
-  encode->add_option("--tokenizer", o->tokenizer, "\"bytes\" or a SentencePiece model file")
-      ->required();
+  encode->add_option("--tokenizer", o->tokenizer, kTokenizerHelp)->required();
   encode->add_option("file", o->file, "Text file (its whole contents)");
   encode->add_option("--text", o->text, "The text itself");
   encode->callback([o] {
@@ -73,8 +78,7 @@ void add_tokenizer_command(CLI::App& app, const Invocation& /*invocation*/) {
 
   CLI::App* decode =
       tokenizer->add_subcommand("decode", "Print the text of token ids (written as it decodes)");
-  decode->add_option("--tokenizer", o->tokenizer, "\"bytes\" or a SentencePiece model file")
-      ->required();
+  decode->add_option("--tokenizer", o->tokenizer, kTokenizerHelp)->required();
   decode->add_option("ids", o->ids, "Token ids")->required();
   decode->callback([o] {
     const std::string text = open_tokenizer(o->tokenizer)->decode(o->ids);
