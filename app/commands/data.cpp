@@ -39,16 +39,17 @@ void add_data_command(CLI::App& app, const Invocation& /*invocation*/) {
     const PrepareSummary s =
         prepare_tokens(*o, [](const std::string& line) { spdlog::info("{}", line); });
     const int64_t tokens = s.train_tokens + s.val_tokens;
-    std::printf("%s\n",
-                fmt::format("wrote {}: {} documents, {} -> {} tokens ({:.2f} bytes a token; {} "
-                            "train, {} val, {}, vocab {}) in {:.1f}s, {:.1f} MB/s on {} thread{}; "
-                            "tokenizer {}",
-                            o->output, s.documents, format_bytes(static_cast<double>(s.bytes)),
-                            tokens, static_cast<double>(s.bytes) / static_cast<double>(tokens),
-                            s.train_tokens, s.val_tokens, s.dtype, s.vocab_size, s.seconds,
-                            static_cast<double>(s.bytes) / 1e6 / s.seconds, o->threads,
-                            o->threads == 1 ? "" : "s", s.tokenizer)
-                    .c_str());
+    std::printf(
+        "%s\n",
+        fmt::format("wrote {}: {} documents in {} chunks, {} -> {} tokens ({:.2f} bytes a "
+                    "token; {} train, {} val, {}, vocab {}) in {:.1f}s, {:.1f} MB/s on {} "
+                    "thread{}; tokenizer {}",
+                    o->output, s.documents, s.chunks, format_bytes(static_cast<double>(s.bytes)),
+                    tokens, static_cast<double>(s.bytes) / static_cast<double>(tokens),
+                    s.train_tokens, s.val_tokens, s.dtype, s.vocab_size, s.seconds,
+                    static_cast<double>(s.bytes) / 1e6 / s.seconds, o->threads,
+                    o->threads == 1 ? "" : "s", s.tokenizer)
+            .c_str());
   });
 }
 

@@ -44,8 +44,9 @@ std::unique_ptr<Tokenizer> tokenizer_of(const JobConfig& c, const std::string& c
     t = open_tokenizer("bytes");
   } else if (hf::is_hf_path(checkpoint)) {
     const std::filesystem::path folder = hf::hf_folder(checkpoint);
-    if (std::filesystem::exists(folder / "tokenizer.json") ||
-        std::filesystem::exists(folder / "tokenizer.model"))
+    std::error_code ec;
+    if (std::filesystem::exists(folder / "tokenizer.json", ec) ||
+        std::filesystem::exists(folder / "tokenizer.model", ec))
       t = open_tokenizer(folder.string());
   }
   if (t) {

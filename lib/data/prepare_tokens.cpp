@@ -145,7 +145,8 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
         std::ifstream in(o.files[f], std::ios::binary);
         VS_USER_CHECK(in.good(), "data prepare: cannot read {}", o.files[f]);
         std::string text;
-        int64_t offset = 0;  // of text's start in the file
+        int64_t offset = 0;   // of text's start in the file
+        size_t next_ask = 0;  // the size of `text` at which to look for a cut again
         for (bool end = false; !end;) {
           const size_t had = text.size();
           text.resize(had + kReadBlock);
@@ -153,8 +154,14 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
           text.resize(had + static_cast<size_t>(in.gcount()));
           end = in.eof();
           VS_USER_CHECK(end || in.good(), "data prepare: reading {} failed", o.files[f]);
-          const size_t cut = end ? text.size() : tokenizer->stable_prefix(text);
-          if (cut == 0 && !end) continue;  // no place to cut yet: read on
+          const size_t cut = end                       ? text.size()
+                             : text.size() >= next_ask ? tokenizer->stable_prefix(text)
+                                                       : 0;
+          if (cut == 0 && !end) {  // no place to cut yet: read on, and look again at twice the
+            next_ask = 2 * text.size();  // size (each byte is looked at twice on average)
+            continue;
+          }
+          next_ask = 0;
           if (utf8) {
             const int64_t bad = first_non_utf8(std::string_view(text).substr(0, cut));
             VS_USER_CHECK(bad < 0,
@@ -203,12 +210,12 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
     }
   };
   std::vector<std::thread> pool;
-  pool.emplace_back(reader);
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back(worker);
   int64_t tokens_written = 0, bytes_done = 0;
   auto last_report = start;
-  {
+  try {  // whatever this thread meets, the others are stopped and joined below
+    pool.emplace_back(reader);
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back(worker);
     std::unique_lock<std::mutex> lock(mu);
     while (!failure && !(read_all && written == chunks_read)) {
       changed.wait_for(lock, std::chrono::seconds(1), [&] {
@@ -235,6 +242,8 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
                              static_cast<double>(bytes_done) / 1e6 / s));
       }
     }
+  } catch (...) {
+    fail(std::current_exception());
   }
   for (auto& t : pool)
     t.join();
@@ -249,6 +258,7 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
 
   PrepareSummary sum;
   sum.documents = static_cast<int64_t>(n);
+  sum.chunks = static_cast<int64_t>(chunks_read);
   sum.bytes = corpus;
   sum.val_tokens = static_cast<int64_t>(static_cast<double>(tokens_written) * o.val_fraction);
   sum.train_tokens = tokens_written - sum.val_tokens;

@@ -7,12 +7,13 @@
 // (nanoGPT's) or uint32 where the vocabulary needs more than 16 bits. meta.json declares the
 // vocabulary, the width and the tokenizer's identity (tokenize/tokenizer.h); the "tokens" source
 // reads the first two. A reader cuts the files into chunks of about 1 MB where the tokenizer
-// can cut (Tokenizer::stable_prefix: anywhere for bytes, before a space for SentencePiece
+// can cut (Tokenizer::stable_prefix: anywhere for bytes, before a space for SentencePiece BPE
 // models, between pre-tokens for byte-level BPE), workers encode the chunks, and they are
 // written in order, at most 2 x threads of them in memory at once: memory stays bounded whatever
 // the size of the corpus or of one file, save a stretch with no place to cut (a tokenizer that
-// knows none encodes each file whole). Everything is written under .partial names and renamed
-// at the end, meta.json last.
+// knows none encodes each file whole). Where no cut is found the reader reads on and asks again
+// at twice the size, so a long stretch costs linear time. Everything is written under .partial
+// names and renamed at the end, meta.json last.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,7 @@ struct PrepareOptions {
 };
 
 struct PrepareSummary {
-  int64_t documents = 0, bytes = 0, train_tokens = 0, val_tokens = 0, vocab_size = 0;
+  int64_t documents = 0, chunks = 0, bytes = 0, train_tokens = 0, val_tokens = 0, vocab_size = 0;
   std::string dtype, tokenizer;
   double seconds = 0;
 };

@@ -237,16 +237,17 @@ std::vector<std::string> plan_zoo_names() {
 
 Plan Plan::load(const std::string& name_or_path) {
   fs::path path = name_or_path;
-  if (!fs::exists(path)) {
+  std::error_code ec;  // a name the system cannot look up (too long, say) is no such file
+  if (!fs::exists(path, ec)) {
     for (const char* ext : {".json", ".toml"}) {
       const fs::path candidate = fs::path(plan_zoo_dir()) / (name_or_path + ext);
-      if (fs::exists(candidate)) {
+      if (fs::exists(candidate, ec)) {
         path = candidate;
         break;
       }
     }
   }
-  if (!fs::exists(path)) {
+  if (!fs::exists(path, ec)) {
     throw UserError(fmt::format(
         "plan '{}': no such file, and no zoo plan of that name{}; zoo plans: {}", name_or_path,
         did_you_mean(name_or_path, plan_zoo_names()), fmt::join(plan_zoo_names(), ", ")));

@@ -128,7 +128,11 @@ class ByteLevelBpe final : public Tokenizer {
     // text. Past `safe` a token or a UTF-8 character may still be cut.
     const size_t margin = longest_added_ + 4;
     if (text.size() <= margin) return 0;
-    const size_t safe = text.size() - margin;
+    size_t safe = text.size() - margin;
+    // Not inside a UTF-8 character: its cut-off bytes would read as stray bytes, which stop a
+    // run of letters that the whole character continues.
+    while (safe > 0 && (static_cast<unsigned char>(text[safe]) & 0xC0) == 0x80)
+      --safe;
     size_t begin = 0, end = safe;
     for (const Span& s : spans(text)) {
       if (s.id < 0) continue;
@@ -204,9 +208,10 @@ class ByteLevelBpe final : public Tokenizer {
       vocab_.emplace(token, static_cast<int32_t>(id));
       has_id_[static_cast<size_t>(id)] = true;
       std::string& out = id_bytes_[static_cast<size_t>(id)];
-      unsigned fallback = 0;
       if (byte_fallback && token.size() == 6 && token.rfind("<0x", 0) == 0 && token[5] == '>' &&
-          std::sscanf(token.c_str() + 3, "%2x", &fallback) == 1) {
+          std::isxdigit(static_cast<unsigned char>(token[3])) &&
+          std::isxdigit(static_cast<unsigned char>(token[4]))) {
+        const auto fallback = static_cast<size_t>(std::stoi(token.substr(3, 2), nullptr, 16));
         out.push_back(static_cast<char>(fallback));
         byte_fallback_[fallback] = static_cast<int32_t>(id);
         continue;
@@ -281,6 +286,8 @@ class ByteLevelBpe final : public Tokenizer {
     }
     if (steps.empty() || steps.back().value("type", "") != "ByteLevel")
       unsupported("a pre_tokenizer that does not end in ByteLevel");
+    if (add_prefix_space_ && steps.size() > 1)  // the space would go to each Split piece
+      unsupported("ByteLevel add_prefix_space after a Split pre-tokenizer");
   }
 
   void load_merges(const json& merges) {
@@ -306,7 +313,8 @@ class ByteLevelBpe final : public Tokenizer {
                          ia == vocab_.end()   ? a
                          : ib == vocab_.end() ? b
                                               : a + b));
-      merges_.emplace(pair_key(ia->second, ib->second), Merge{rank, ic->second});
+      // A pair listed twice takes its last rank, as Hugging Face's map of merges does.
+      merges_.insert_or_assign(pair_key(ia->second, ib->second), Merge{rank, ic->second});
       ++rank;
     }
   }
@@ -316,6 +324,7 @@ class ByteLevelBpe final : public Tokenizer {
       AddedToken a;
       a.content = t.at("content").get<std::string>();
       a.id = t.at("id").get<int32_t>();
+      if (a.id < 0) fail(fmt::format("added_tokens id {} is negative", a.id));
       a.lstrip = t.value("lstrip", false);
       a.rstrip = t.value("rstrip", false);
       a.normalized = t.value("normalized", !t.value("special", false));
@@ -343,7 +352,7 @@ class ByteLevelBpe final : public Tokenizer {
     if (std::filesystem::is_regular_file(config, ec)) {
       try {
         const json c = json::parse(read_input_file(config.string(), "tokenizer_config.json"));
-        if (c.contains("eos_token")) {
+        if (c.contains("eos_token") && !c["eos_token"].is_null()) {
           const json& e = c["eos_token"];
           name = e.is_string() ? e.get<std::string>() : e.value("content", "");
         }
@@ -442,8 +451,8 @@ class ByteLevelBpe final : public Tokenizer {
   /// The ids of text between added tokens.
   void encode_text(std::string_view text, std::vector<int64_t>* ids) const {
     if (text.empty()) return;
-    VS_USER_CHECK(text.size() < (size_t{1} << 32) - 1,
-                  "tokenizer {}: {} bytes without an added token is more than 4 GiB at once; "
+    VS_USER_CHECK(text.size() < (size_t{1} << 31) - 1,
+                  "tokenizer {}: {} bytes without an added token is more than 2 GiB at once; "
                   "encode it in parts (data prepare does)",
                   path_, text.size());
     std::string spaced;

@@ -145,6 +145,8 @@ class Parser {
         break;
       }
       if (atom_node->kind == Node::kLookahead) fail("a quantified lookahead");
+      if (max < 0 && atom_node->kind != Node::kSet && nullable(*atom_node))
+        fail("a repeated group that can match nothing");
       auto rep = std::make_unique<Node>();
       rep->kind = Node::kRepeat;
       rep->min = min, rep->max = max;
@@ -154,6 +156,28 @@ class Parser {
       atom_node = std::move(rep);
     }
     return atom_node;
+  }
+
+  /// Whether `n` can match the empty string (a loop over it could go round without moving).
+  static bool nullable(const Node& n) {
+    switch (n.kind) {
+      case Node::kEmpty:
+      case Node::kLookahead:
+        return true;
+      case Node::kSet:
+        return false;
+      case Node::kRepeat:
+        return n.min == 0 || nullable(*n.children[0]);
+      case Node::kConcat:
+        for (const auto& c : n.children)
+          if (!nullable(*c)) return false;
+        return true;
+      case Node::kAlternation:
+        for (const auto& c : n.children)
+          if (nullable(*c)) return true;
+        return false;
+    }
+    return true;
   }
 
   /// {n}, {n,}, {n,m} at i_; false (and i_ kept) where '{' is a literal.
@@ -167,6 +191,13 @@ class Parser {
       *out = v;
       return j > start;
     };
+    if (j < p_.size() && p_[j] == ',') {  // {,n}: Oniguruma's {0,n}
+      ++j;
+      *min = 0;
+      if (!number(max) || j >= p_.size() || p_[j] != '}') return false;
+      i_ = j + 1;
+      return true;
+    }
     if (!number(min)) return false;
     *max = *min;
     if (j < p_.size() && p_[j] == ',') {
@@ -308,7 +339,7 @@ class Parser {
         const size_t digits = braced ? 8 : (c == 'x' ? 2 : 4);
         char32_t v = 0;
         size_t n = 0;
-        while (more() && n < digits && std::isxdigit(static_cast<int>(peek()))) {
+        while (more() && n < digits && peek() < 0x80 && std::isxdigit(static_cast<int>(peek()))) {
           const char32_t h = p_[i_++];
           v = v * 16 + static_cast<char32_t>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
           ++n;
@@ -502,6 +533,9 @@ Regex::Regex(std::string_view pattern) {
 
 /// One find(): the text, and whether an attempt read past its end.
 struct RegexMatcher {
+  /// Each kRun, kSplit and lookahead nests a call: a repeated group nests one a round. A frame is
+  /// ~100 bytes: 40,000 stay within 4 MB of a thread's 8 MB stack.
+  static constexpr int kMaxDepth = 40000;
   const Regex& re;
   const char32_t* points;
   size_t to;
@@ -510,7 +544,9 @@ struct RegexMatcher {
 
   /// Runs the program from pc at pos; on a match sets *end and says true.
   bool run(int pc, size_t pos, size_t* end) {
-    if (++depth > 10000) throw UserError("regex: the pattern recursed too deep on this text");
+    if (++depth > kMaxDepth)
+      throw UserError(fmt::format(
+          "regex: a repeated group went round more than {} times on this text", kMaxDepth));
     struct Leave {
       int& d;
       ~Leave() { --d; }

@@ -9,8 +9,10 @@
 // quantifiers ?, *, +, {n}, {n,}, {n,m}, greedy or lazy. Anything else (anchors, backreferences,
 // lookbehind, possessive quantifiers) is refused by name. Alternatives are tried in order and the
 // first that matches wins, as in Oniguruma, PCRE and Python. \s is White_Space, \d is Nd, \w is
-// L, M, N and Pc, as in Oniguruma. A quantified character class runs as a loop, not a recursion,
-// so a run of a million letters costs no stack.
+// L, M, N and Pc, as in Oniguruma; {,n} is {0,n}. A quantified character class runs as a loop,
+// not a recursion, so a run of a million letters costs no stack; a repeated group nests a call a
+// round (at most 40,000 rounds, a one-line error past them), and one that can match nothing is
+// refused.
 //
 // find() also says how far it read (Probe), which lets a long file be encoded a piece at a time
 // (Tokenizer::stable_prefix).

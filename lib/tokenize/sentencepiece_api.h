@@ -19,7 +19,7 @@
 namespace vescale {
 
 struct SentencePieceApi {
-  static constexpr int kVersion = 2;
+  static constexpr int kVersion = 3;
   int version;
   /// A processor of the serialized model `model`; null with `error` set when it is none.
   void* (*load)(const std::string& model, std::string* error);
@@ -32,6 +32,8 @@ struct SentencePieceApi {
   int (*eos_id)(const void* processor);
   /// The piece of `id` (SentencePiece's spelling: U+2581 for a space).
   std::string (*piece)(const void* processor, int id);
+  /// The score of `id`: a BPE model's are its merge ranks negated, whole numbers.
+  float (*score)(const void* processor, int id);
   /// SentencePieceTrainer::Train(args) into `model` (serialized).
   bool (*train)(const std::unordered_map<std::string, std::string>& args, std::string* model,
                 std::string* error);

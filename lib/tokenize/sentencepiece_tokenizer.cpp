@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <unordered_map>
@@ -131,27 +132,45 @@ class SentencePieceTokenizer final : public Tokenizer {
 
  private:
   // NOTE [SentencePiece streaming]
-  // A model encodes a text cut before a space as the two parts apart when no piece can hold that
-  // space after another character: every piece has U+2581 (a space) only at its start or in a
-  // run of them from its start (split_by_whitespace, allow_whitespace_only_pieces), no dummy
-  // prefix is added to a text's start, and normalization keeps text as it is (identity, spaces
-  // kept: what `tokenizer train` writes). The model is probed for all three as it loads.
+  // A BPE model encodes a text cut before a space (one that follows another character) as the
+  // two parts apart when no piece can hold that space after another character: every piece has
+  // U+2581 (a space) only in a run from its start (split_by_whitespace,
+  // allow_whitespace_only_pieces), no dummy prefix is added to a text's start, and normalization
+  // keeps the text as it is (identity, spaces kept: what `tokenizer train` writes). Then no merge
+  // joins the parts, and the merges on each side are those of the whole. The model is checked for
+  // all of it as it loads: the pieces, then cuts of probe texts encoded apart and whole. A
+  // unigram model is not cut: its Viterbi sums float scores, and a different sum before the cut
+  // could round a near-tie after it the other way. Such models encode a file at a time.
   bool pieces_split_at_spaces() const {
     static constexpr std::string_view kSpace = "\xe2\x96\x81";
     for (int id = 0; id < vocab_size(); ++id) {
+      const float s = api_->score(processor_, id);
+      if (s != std::floor(s)) return false;  // a unigram model's log-probabilities
       const std::string p = api_->piece(processor_, id);
       size_t run = 0;  // the leading run of spaces
       while (p.compare(run, kSpace.size(), kSpace) == 0)
         run += kSpace.size();
       if (p.find(kSpace, run) != std::string::npos) return false;
+      if (p.find_first_not_of(' ') != std::string::npos &&
+          p.find(' ', p.find_first_not_of(' ')) != std::string::npos)
+        return false;  // escape_whitespaces off: a raw space after another character
     }
-    const std::vector<int64_t> x = encode("x");
-    if (x.empty() || api_->piece(processor_, static_cast<int>(x[0])).rfind(kSpace, 0) == 0)
-      return false;  // a dummy prefix
-    // Spaces kept as they are, and characters a normalizer other than identity changes: a
-    // ligature, a full-width letter, a no-break space, a combining accent.
-    const std::string probe = "  two  spaces\n\ttab \xef\xac\x81 \xef\xbc\xa1 \xc2\xa0 e\xcc\x81 ";
-    return decode(encode(probe)) == probe;
+    // Spaces, and characters a normalizer other than identity changes: a ligature, a full-width
+    // letter, a no-break space, a combining accent. Every cut gives the ids of the whole.
+    for (const std::string probe :
+         {"  two  spaces\n\ttab \xef\xac\x81 \xef\xbc\xa1 \xc2\xa0 e\xcc\x81 ", "a b  c\td \n e x",
+          "hello world, it's 12 o'clock"}) {
+      if (decode(encode(probe)) != probe) return false;
+      const std::vector<int64_t> whole = encode(probe);
+      for (size_t p = 1; p < probe.size(); ++p) {
+        if (probe[p] != ' ' || probe[p - 1] == ' ') continue;
+        std::vector<int64_t> parts = encode(std::string_view(probe).substr(0, p));
+        const std::vector<int64_t> rest = encode(std::string_view(probe).substr(p));
+        parts.insert(parts.end(), rest.begin(), rest.end());
+        if (parts != whole) return false;
+      }
+    }
+    return true;
   }
 
   std::string path_;

@@ -47,6 +47,9 @@ int eos_id(const void* p) {
 std::string piece(const void* p, int id) {
   return processor_of(p).IdToPiece(id);
 }
+float score(const void* p, int id) {
+  return processor_of(p).GetScore(id);
+}
 
 bool train(const std::unordered_map<std::string, std::string>& args, std::string* model,
            std::string* error) {
@@ -64,6 +67,7 @@ const vescale::SentencePieceApi kApi = {
     piece_size,
     eos_id,
     piece,
+    score,
     train,
 };
 

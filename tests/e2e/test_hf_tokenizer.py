@@ -109,6 +109,7 @@ class HuggingFaceTokenizer(unittest.TestCase):
                      folder, "--threads", "2")
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         print(result.stdout.strip())
+        self.assertIn("2 documents in 6 chunks", result.stdout)  # 4.9 MB in 1 MB reads, and 1
         with open(os.path.join(folder, "meta.json")) as f:
             meta = json.load(f)
         self.assertTrue(meta["tokenizer"].startswith("hf-bpe crc32c:"))

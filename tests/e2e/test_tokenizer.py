@@ -146,6 +146,7 @@ class Tokenizer(unittest.TestCase):
                      "--threads", "2")
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         print(result.stdout.strip())
+        self.assertIn("1 documents in 3 chunks", result.stdout)  # 2.4 MB in 1 MB reads
         stream = []
         for name in ("train.bin", "val.bin"):
             with open(os.path.join(folder, name), "rb") as f:

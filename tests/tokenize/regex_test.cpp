@@ -54,6 +54,7 @@ TEST(Regex, OnigurumaSpaceAndCaseFolding) {
   EXPECT_EQ(split("(?i:'s)", "'S 's '\u017f"), "'S|'s|'\u017f");  // long s folds to s
   EXPECT_EQ(split("(?i)k+", "kK\u212a"), "kK\u212a");             // and the Kelvin sign to k
   EXPECT_EQ(split("[a-c]{2}|x{1,}?", "abcxx"), "ab|x|x");
+  EXPECT_EQ(split("y{,2}", "yyy"), "yy|y");  // Oniguruma's {,n}
 }
 
 TEST(Regex, StrayBytesAreNeitherLettersNorSpaces) {
@@ -87,7 +88,8 @@ TEST(Regex, RefusesWhatItDoesNotTakeByName) {
                                                         {"\\bword", "the escape \\b"},
                                                         {"\\p{Greek}", "unknown property"},
                                                         {"(a", "without its ')'"},
-                                                        {"[a-", "without its ']'"}}) {
+                                                        {"[a-", "without its ']'"},
+                                                        {"(?:a?)*", "can match nothing"}}) {
     try {
       Regex re(pattern);
       ADD_FAILURE() << pattern << " was taken";
