@@ -19,6 +19,7 @@
 #include "core/input_file.h"
 #include "core/units.h"
 #include "tokenize/tokenizer.h"
+#include "tokenize/unicode.h"
 
 namespace vescale {
 
@@ -27,34 +28,13 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-/// The offset of the first byte of `text` that does not start or continue a UTF-8 character,
-/// or -1 when it is all UTF-8.
-int64_t first_non_utf8(std::string_view text) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned char c = s[i];
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 0 || i + len > n || (len == 2 && c < 0xC2) || (len == 4 && c > 0xF4))
-      return static_cast<int64_t>(i);
-    for (size_t k = 1; k < len; ++k)
-      if ((s[i + k] & 0xC0) != 0x80) return static_cast<int64_t>(i);
-    if (len == 3 && ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] >= 0xA0)))
-      return static_cast<int64_t>(i);
-    if (len == 4 && ((c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] >= 0x90)))
-      return static_cast<int64_t>(i);
-    i += len;
-  }
-  return -1;
-}
-
 /// The bytes read at a time from a file; a piece of text is encoded once the tokenizer can cut
 /// it (Tokenizer::stable_prefix), so a file of any size streams through.
 constexpr size_t kReadBlock = size_t{1} << 20;
 
 /// A piece of one file, encoded on its own.
 struct Chunk {
-  size_t seq = 0, file = 0;
+  size_t seq = 0;
   std::string text;
   bool last = false;  ///< the file's end: the end-of-text token follows
 };
@@ -163,7 +143,7 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
           }
           next_ask = 0;
           if (utf8) {
-            const int64_t bad = first_non_utf8(std::string_view(text).substr(0, cut));
+            const int64_t bad = unicode::first_stray_byte(std::string_view(text).substr(0, cut));
             VS_USER_CHECK(bad < 0,
                           "data prepare: {} is not UTF-8 (byte {} at offset {}), which "
                           "tokenizer {} reads; convert it (iconv) or use --tokenizer bytes",
@@ -171,7 +151,6 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
                           offset + bad, o.tokenizer);
           }
           Chunk chunk;
-          chunk.file = f;
           chunk.last = end;
           chunk.text = text.substr(0, cut);
           text.erase(0, cut);

@@ -120,7 +120,7 @@ class ByteLevelBpe final : public Tokenizer {
   int64_t vocab_size() const override { return static_cast<int64_t>(id_bytes_.size()); }
   std::optional<int64_t> end_of_text() const override { return end_of_text_; }
   std::string identity() const override { return identity_; }
-  bool lossless() const override { return lossless_; }
+  bool lossless() const override { return !add_prefix_space_ && !strip_tokens_; }
 
   size_t stable_prefix(std::string_view text) const override {
     if (strip_tokens_) return 0;
@@ -185,12 +185,12 @@ class ByteLevelBpe final : public Tokenizer {
     // The vocabulary: id -> the byte string it decodes to.
     const json& vocab = model.at("vocab");
     if (!vocab.is_object()) fail("model.vocab is not an object of token: id");
+    const std::array<char32_t, 256> byte_chars = byte_characters();
     std::array<int32_t, 0x200> char_byte;  // byte character -> byte
     char_byte.fill(-1);
     for (int b = 0; b < 256; ++b) {
-      char_byte[static_cast<size_t>(byte_chars_[static_cast<size_t>(b)])] = b;
-      unicode::append_utf8(byte_chars_[static_cast<size_t>(b)],
-                           &byte_text_[static_cast<size_t>(b)]);
+      char_byte[static_cast<size_t>(byte_chars[static_cast<size_t>(b)])] = b;
+      unicode::append_utf8(byte_chars[static_cast<size_t>(b)], &byte_text_[static_cast<size_t>(b)]);
     }
     int64_t max_id = -1;
     for (const auto& [token, id] : vocab.items())
@@ -223,7 +223,6 @@ class ByteLevelBpe final : public Tokenizer {
           unicode::append_utf8(c, &out);
       }
     }
-    lossless_ = !add_prefix_space_;
     for (int b = 0; b < 256; ++b) {
       const auto it = vocab_.find(byte_text_[static_cast<size_t>(b)]);
       if (it != vocab_.end()) {
@@ -341,7 +340,6 @@ class ByteLevelBpe final : public Tokenizer {
       std::stable_sort(pass.begin(), pass.end(), [](const AddedToken& x, const AddedToken& y) {
         return x.content.size() > y.content.size();
       });
-    if (strip_tokens_) lossless_ = false;
   }
 
   void find_end_of_text() {
@@ -448,6 +446,14 @@ class ByteLevelBpe final : public Tokenizer {
     }
   }
 
+  /// `text` as ByteLevel's add_prefix_space has it: with a space in front where it starts with
+  /// none (held in *storage).
+  std::string_view with_prefix_space(std::string_view text, std::string* storage) const {
+    if (!add_prefix_space_ || text.empty() || text[0] == ' ') return text;
+    *storage = " " + std::string(text);
+    return *storage;
+  }
+
   /// The ids of text between added tokens.
   void encode_text(std::string_view text, std::vector<int64_t>* ids) const {
     if (text.empty()) return;
@@ -456,10 +462,7 @@ class ByteLevelBpe final : public Tokenizer {
                   "encode it in parts (data prepare does)",
                   path_, text.size());
     std::string spaced;
-    if (add_prefix_space_ && text[0] != ' ') {
-      spaced = " " + std::string(text);
-      text = spaced;
-    }
+    text = with_prefix_space(text, &spaced);
     const unicode::DecodedText d = unicode::decode_utf8(text);
     pre_tokenize(d.points.data(), 0, d.points.size(), 0, [&](size_t b, size_t e) {
       encode_piece(text.substr(d.offsets[b], d.offsets[e] - d.offsets[b]), ids);
@@ -471,9 +474,8 @@ class ByteLevelBpe final : public Tokenizer {
   size_t stable_in_text(std::string_view text) const {
     if (splits_.empty()) return 0;  // the whole text is one piece
     std::string spaced;
-    const size_t shift = add_prefix_space_ && text[0] != ' ' ? 1 : 0;
-    if (shift) spaced = " " + std::string(text);
-    const std::string_view t = shift ? std::string_view(spaced) : text;
+    const std::string_view t = with_prefix_space(text, &spaced);
+    const size_t shift = t.size() - text.size();
     const unicode::DecodedText d = unicode::decode_utf8(t);
     size_t pos = 0, consumed = 0, stable = 0;
     while (pos < d.points.size()) {
@@ -514,7 +516,7 @@ class ByteLevelBpe final : public Tokenizer {
       symbols[i] = {byte_id_[static_cast<unsigned char>(bytes[i])], static_cast<int32_t>(i) - 1,
                     i + 1 < bytes.size() ? static_cast<int32_t>(i) + 1 : -1};
     struct Candidate {
-      int32_t rank, left, left_id, right_id;
+      int32_t rank, left, left_id, right_id, merged_id;
       bool operator>(const Candidate& o) const {
         return rank != o.rank ? rank > o.rank : left > o.left;
       }
@@ -527,7 +529,7 @@ class ByteLevelBpe final : public Tokenizer {
       const int32_t a = symbols[static_cast<size_t>(left)].id;
       const int32_t b = symbols[static_cast<size_t>(right)].id;
       const auto it = merges_.find(pair_key(a, b));
-      if (it != merges_.end()) queue.push({it->second.rank, left, a, b});
+      if (it != merges_.end()) queue.push({it->second.rank, left, a, b, it->second.id});
     };
     for (size_t i = 0; i + 1 < bytes.size(); ++i)
       consider(static_cast<int32_t>(i));
@@ -538,7 +540,7 @@ class ByteLevelBpe final : public Tokenizer {
       if (left.id != c.left_id || left.next < 0) continue;  // merged away since
       Symbol& right = symbols[static_cast<size_t>(left.next)];
       if (right.id != c.right_id) continue;
-      left.id = merges_.at(pair_key(c.left_id, c.right_id)).id;
+      left.id = c.merged_id;
       right.id = -1;
       left.next = right.next;
       if (right.next >= 0) symbols[static_cast<size_t>(right.next)].prev = c.left;
@@ -554,7 +556,6 @@ class ByteLevelBpe final : public Tokenizer {
   };
 
   std::string path_, identity_;
-  const std::array<char32_t, 256> byte_chars_ = byte_characters();
   std::array<std::string, 256> byte_text_;  ///< each byte's character, UTF-8
   std::array<int32_t, 256> byte_id_{};
   std::array<int32_t, 256> byte_fallback_ = [] {
@@ -568,7 +569,7 @@ class ByteLevelBpe final : public Tokenizer {
   std::vector<bool> has_id_;
   std::vector<AddedToken> added_[2];  ///< [0]: matched before normalization, [1]: after
   std::vector<Regex> splits_;
-  bool add_prefix_space_ = false, ignore_merges_ = false, lossless_ = true, strip_tokens_ = false;
+  bool add_prefix_space_ = false, ignore_merges_ = false, strip_tokens_ = false;
   size_t longest_added_ = 0;
   std::optional<int64_t> end_of_text_;
 };

@@ -56,11 +56,11 @@ std::unique_ptr<Tokenizer> open_tokenizer(const std::string& path) {
   std::string file = path;
   if (std::filesystem::is_directory(path, ec)) {
     const auto json = std::filesystem::path(path) / "tokenizer.json";
-    const auto model = std::filesystem::path(path) / "tokenizer.model";
-    VS_USER_CHECK(std::filesystem::exists(json, ec) || std::filesystem::exists(model, ec),
+    file = (std::filesystem::exists(json, ec) ? json : json.parent_path() / "tokenizer.model")
+               .string();
+    VS_USER_CHECK(std::filesystem::exists(file, ec),
                   "tokenizer {}: the folder holds neither tokenizer.json nor tokenizer.model",
                   path);
-    file = (std::filesystem::exists(json, ec) ? json : model).string();
   }
   VS_USER_CHECK(std::filesystem::is_regular_file(file, ec),
                 "tokenizer {}: no such file (a tokenizer is \"bytes\", a SentencePiece model "

@@ -5,24 +5,28 @@
 
 namespace vescale::unicode {
 
-Category category(char32_t c) {
-  if (c < 0x80) {  // ASCII, without the search
-    static const auto ascii = [] {
-      std::array<uint8_t, 128> t{};
-      for (char32_t a = 0; a < 128; ++a) {
-        const auto* run =
-            std::upper_bound(kCategoryRuns, kCategoryRuns + kCategoryRunCount, a,
-                             [](char32_t x, const CategoryRun& r) { return x < r.start; });
-        t[a] = (run - 1)->category;
-      }
-      return t;
-    }();
-    return static_cast<Category>(ascii[c]);
-  }
-  if (c > 0x10FFFF) return kCn;
+namespace {
+
+/// The category of c, by a search of the runs.
+Category search_category(char32_t c) {
   const auto* run = std::upper_bound(kCategoryRuns, kCategoryRuns + kCategoryRunCount, c,
                                      [](char32_t x, const CategoryRun& r) { return x < r.start; });
   return static_cast<Category>((run - 1)->category);
+}
+
+}  // namespace
+
+Category category(char32_t c) {
+  if (c < 0x80) {  // ASCII, without the search
+    static const auto ascii = [] {
+      std::array<Category, 128> t{};
+      for (char32_t a = 0; a < 128; ++a)
+        t[a] = search_category(a);
+      return t;
+    }();
+    return ascii[c];
+  }
+  return c > 0x10FFFF ? kCn : search_category(c);
 }
 
 char32_t fold(char32_t c) {
@@ -94,6 +98,16 @@ DecodedText decode_utf8(std::string_view text) {
   }
   d.offsets.push_back(static_cast<uint32_t>(text.size()));
   return d;
+}
+
+int64_t first_stray_byte(std::string_view text) {
+  char32_t point = 0;
+  for (size_t i = 0; i < text.size();) {
+    const int n = sequence_length(text, i, &point);
+    if (n == 0) return static_cast<int64_t>(i);
+    i += static_cast<size_t>(n);
+  }
+  return -1;
 }
 
 void append_utf8(char32_t c, std::string* out) {

@@ -74,6 +74,10 @@ struct DecodedText {
 };
 DecodedText decode_utf8(std::string_view text);
 
+/// The offset of the first byte of `text` that is not part of well-formed UTF-8, or -1 when it
+/// is all UTF-8.
+int64_t first_stray_byte(std::string_view text);
+
 /// The UTF-8 of c.
 void append_utf8(char32_t c, std::string* out);
 
