@@ -101,16 +101,21 @@ std::vector<int64_t> prompt_tokens(const GenerateCommandOptions& o, const JobCon
                            : o.prompt_given    ? o.prompt
                                                : std::string("\n");
   VS_USER_CHECK(!text.empty(), "generate --prompt-file {}: the file is empty", o.prompt_file);
-  std::vector<int64_t> ids = tokenizer->encode(text);
-  VS_USER_CHECK(!ids.empty(), "generate: the prompt encodes to no tokens");
+  std::vector<int64_t> ids = tokenizer->document_start();  // NOTE [Document start]
+  const std::vector<int64_t> encoded = tokenizer->encode(text);
+  VS_USER_CHECK(!encoded.empty(), "generate: the prompt encodes to no tokens");
+  ids.insert(ids.end(), encoded.begin(), encoded.end());
   return ids;
 }
 
 /// Prints a sample's text as its tokens come: the decoding of all of them so far, less what is
-/// printed already (a piece may end inside a character: its U+FFFD waits for the rest).
+/// printed already (a piece may end inside a character: its U+FFFD waits for the rest). A text
+/// prompt's document start (a BOS, NOTE [Document start]) is not printed.
 class TextStream {
  public:
-  explicit TextStream(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
+  TextStream(const Tokenizer* tokenizer, bool text_prompt)
+      : tokenizer_(tokenizer),
+        hidden_(tokenizer && text_prompt ? tokenizer->document_start().size() : 0) {}
   /// The new text after `tokens` more.
   std::string add(const std::vector<int64_t>& tokens) {
     if (tokenizer_ == nullptr) {
@@ -119,7 +124,9 @@ class TextStream {
         out += fmt::format("{} ", t);
       return out;
     }
-    ids_.insert(ids_.end(), tokens.begin(), tokens.end());
+    const size_t hide = std::min(hidden_, tokens.size());
+    hidden_ -= hide;
+    ids_.insert(ids_.end(), tokens.begin() + static_cast<std::ptrdiff_t>(hide), tokens.end());
     std::string text = tokenizer_->decode(ids_);
     static const std::string kReplacement = "\xef\xbf\xbd";
     if (!tokenizer_->lossless() && text.size() >= kReplacement.size() &&
@@ -134,6 +141,7 @@ class TextStream {
 
  private:
   const Tokenizer* tokenizer_;
+  size_t hidden_;  ///< the tokens still to come that are not printed
   std::vector<int64_t> ids_;
   std::string printed_;  ///< the text printed so far
 };
@@ -160,8 +168,9 @@ void check_generates(const JobConfig& c, const GenerateOptions& run) {
 }
 
 /// Tokens as the user reads them: their text, or ids separated by spaces without a tokenizer.
-std::string render(const std::vector<int64_t>& tokens, const Tokenizer* tokenizer) {
-  return TextStream(tokenizer).add(tokens);
+std::string render(const std::vector<int64_t>& tokens, const Tokenizer* tokenizer,
+                   bool text_prompt) {
+  return TextStream(tokenizer, text_prompt).add(tokens);
 }
 
 void print_now(const std::string& text) {
@@ -195,7 +204,8 @@ int run_generate(const GenerateCommandOptions& o, const JobConfig& config, const
   const std::vector<int64_t> prompt = prompt_tokens(o, config, tokenizer.get());
   const bool rank0 = env.rank == 0;
   const bool stream = o.run.num_samples == 1;
-  TextStream text(tokenizer.get());
+  const bool text_prompt = !o.prompt_ids_given;
+  TextStream text(tokenizer.get(), text_prompt);
   if (rank0 && stream) print_now(text.add(prompt));
   GenerateOptions run = o.run;
   run.use_cache = !o.no_cache;
@@ -207,8 +217,8 @@ int run_generate(const GenerateCommandOptions& o, const JobConfig& config, const
   for (size_t k = 0; !stream && k < g.tokens.size(); ++k) {
     std::vector<int64_t> all = prompt;
     all.insert(all.end(), g.tokens[k].begin(), g.tokens[k].end());
-    print_now(
-        fmt::format("---------- sample {} ----------\n{}\n", k + 1, render(all, tokenizer.get())));
+    print_now(fmt::format("---------- sample {} ----------\n{}\n", k + 1,
+                          render(all, tokenizer.get(), text_prompt)));
   }
   const auto [early, late] = g.early_late_step_s();
   std::fprintf(stderr, "%s\n", summary_line(prompt.size(), run, g, early, late).c_str());

@@ -66,7 +66,9 @@ void add_tokenizer_command(CLI::App& app, const Invocation& /*invocation*/) {
   });
 
   CLI::App* encode = tokenizer->add_subcommand(
-      "encode", "Print the token ids of a text file (or --text) on one line, space-separated");
+      "encode",
+      "Print the token ids of a text file (or --text) on one line, space-separated: the text's "
+      "ids alone, without the BOS data prepare and generate begin a text with");
   encode->add_option("--tokenizer", o->tokenizer, kTokenizerHelp)->required();
   encode->add_option("file", o->file, "Text file (its whole contents)");
   encode->add_option("--text", o->text, "The text itself");

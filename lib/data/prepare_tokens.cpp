@@ -36,7 +36,8 @@ constexpr size_t kReadBlock = size_t{1} << 20;
 struct Chunk {
   size_t seq = 0;
   std::string text;
-  bool last = false;  ///< the file's end: the end-of-text token follows
+  bool first = false;  ///< the file's start: the document start precedes (NOTE [Document start])
+  bool last = false;   ///< the file's end: the end-of-text token follows
 };
 
 /// Appends `tokens` to `out` in the file's width.
@@ -85,6 +86,7 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
                 o.files.size() == 1 ? "s" : "");
   const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(o.tokenizer);
   const bool utf8 = !tokenizer->lossless();  // else it reads any bytes
+  const std::vector<int64_t> document_start = tokenizer->document_start();
   const bool wide = tokenizer->vocab_size() > 65536;
   const size_t width = wide ? 4 : 2;
   fs::create_directories(o.output);
@@ -125,7 +127,7 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
         std::ifstream in(o.files[f], std::ios::binary);
         VS_USER_CHECK(in.good(), "data prepare: cannot read {}", o.files[f]);
         std::string text;
-        int64_t offset = 0;   // of text's start in the file
+        int64_t offset = 0;   // of text's start in the file (0: the chunk is the file's first)
         size_t next_ask = 0;  // the size of `text` at which to look for a cut again
         for (bool end = false; !end;) {
           const size_t had = text.size();
@@ -151,6 +153,7 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
                           offset + bad, o.tokenizer);
           }
           Chunk chunk;
+          chunk.first = offset == 0;
           chunk.last = end;
           chunk.text = text.substr(0, cut);
           text.erase(0, cut);
@@ -176,7 +179,9 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
         ready.pop_front();
       }
       try {
-        std::vector<int64_t> tokens = tokenizer->encode(chunk.text);
+        std::vector<int64_t> tokens = chunk.first ? document_start : std::vector<int64_t>();
+        const std::vector<int64_t> text = tokenizer->encode(chunk.text);
+        tokens.insert(tokens.end(), text.begin(), text.end());
         if (chunk.last)
           if (const auto eot = tokenizer->end_of_text()) tokens.push_back(*eot);
         std::lock_guard<std::mutex> lock(mu);
@@ -257,6 +262,7 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
                          {"val_tokens", sum.val_tokens}};
   const auto eot = tokenizer->end_of_text();
   meta["end_of_text"] = eot ? nlohmann::json(*eot) : nlohmann::json(nullptr);
+  meta["document_start"] = document_start;
   const fs::path meta_tmp = fs::path(o.output) / "meta.json.partial";
   {
     std::ofstream m(meta_tmp, std::ios::trunc);

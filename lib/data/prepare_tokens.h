@@ -1,14 +1,15 @@
 // `data prepare`: text files to token files the "tokens" source reads (NOTE [Token files]).
 //
 // NOTE [Token files]
-// Each input file is one document: its tokens are the tokenizer's encoding of the whole file,
-// then the end-of-text token where the tokenizer has one; documents follow in the order given.
-// The stream's last `val_fraction` is val.bin, the rest train.bin, flat little-endian uint16
-// (nanoGPT's) or uint32 where the vocabulary needs more than 16 bits. meta.json declares the
-// vocabulary, the width and the tokenizer's identity (tokenize/tokenizer.h); the "tokens" source
-// reads the first two. A reader cuts the files into chunks of about 1 MB where the tokenizer
-// can cut (Tokenizer::stable_prefix: anywhere for bytes, before a space for SentencePiece BPE
-// models, between pre-tokens for byte-level BPE), workers encode the chunks, and they are
+// Each input file is one document: its tokens are the tokenizer's document start where it has
+// one (a BOS, NOTE [Document start]), its encoding of the whole file, then the end-of-text token
+// where it has one; documents follow in the order given. The stream's last `val_fraction` is
+// val.bin, the rest train.bin, flat little-endian uint16 (nanoGPT's) or uint32 where the
+// vocabulary needs more than 16 bits. meta.json declares the vocabulary, the width, the
+// tokenizer's identity (tokenize/tokenizer.h), its document start and end-of-text ids; the
+// "tokens" source reads the first two. A reader cuts the files into chunks of about 1 MB where the
+// tokenizer can cut (Tokenizer::stable_prefix: anywhere for bytes, before a space for SentencePiece
+// BPE models, between pre-tokens for byte-level BPE), workers encode the chunks, and they are
 // written in order, at most 2 x threads of them in memory at once: memory stays bounded whatever
 // the size of the corpus or of one file, save a stretch with no place to cut (a tokenizer that
 // knows none encodes each file whole). Where no cut is found the reader reads on and asks again

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "tokenize/regex.h"
+#include "tokenize/tokenizer_config.h"
 #include "tokenize/unicode.h"
 
 namespace vescale {
@@ -91,7 +92,7 @@ class ByteLevelBpe final : public Tokenizer {
     } catch (const json::exception& e) {
       fail(fmt::format("has a key of the wrong type ({})", e.what()));
     }
-    find_end_of_text();
+    find_special_tokens();
   }
 
   std::vector<int64_t> encode(std::string_view text) const override {
@@ -119,6 +120,7 @@ class ByteLevelBpe final : public Tokenizer {
 
   int64_t vocab_size() const override { return static_cast<int64_t>(id_bytes_.size()); }
   std::optional<int64_t> end_of_text() const override { return end_of_text_; }
+  std::vector<int64_t> document_start() const override { return start_; }
   std::string identity() const override { return identity_; }
   bool lossless() const override { return !add_prefix_space_ && !strip_tokens_; }
 
@@ -238,6 +240,39 @@ class ByteLevelBpe final : public Tokenizer {
     }
     load_merges(model.at("merges"));
     load_added_tokens(j.value("added_tokens", json::array()));
+    template_start_ = template_start(j.contains("post_processor") ? j["post_processor"] : json());
+  }
+
+  /// The ids a TemplateProcessing post-processor, alone or in a Sequence, puts before the text
+  /// ($A) of a single text; none where there is no template (NOTE [Document start]).
+  std::optional<std::vector<int64_t>> template_start(const json& p) const {
+    if (!p.is_object()) return std::nullopt;
+    const std::string type = p.value("type", "");
+    if (type == "Sequence") {
+      for (const json& q : p.value("processors", json::array()))
+        if (auto start = template_start(q)) return start;
+      return std::nullopt;
+    }
+    if (type != "TemplateProcessing") return std::nullopt;
+    std::vector<int64_t> ids;
+    const json& special = p.value("special_tokens", json::object());
+    for (const json& piece : p.at("single")) {
+      if (!piece.contains("SpecialToken")) break;  // the text
+      const std::string name = piece["SpecialToken"].at("id").get<std::string>();
+      if (!special.contains(name))
+        fail(fmt::format("post_processor's template names \"{}\", which its special_tokens lack",
+                         name));
+      for (const json& value : special[name].at("ids")) {
+        const auto id = value.get<int64_t>();
+        if (id < 0 || id >= vocab_size() || !has_id_[static_cast<size_t>(id)])
+          fail(
+              fmt::format("post_processor's special token \"{}\" has id {}, which is not "
+                          "among its tokens",
+                          name, id));
+        ids.push_back(id);
+      }
+    }
+    return ids;
   }
 
   void load_pre_tokenizer(const json& p) {
@@ -342,39 +377,38 @@ class ByteLevelBpe final : public Tokenizer {
       });
   }
 
-  void find_end_of_text() {
-    const std::filesystem::path config =
-        std::filesystem::path(path_).parent_path() / "tokenizer_config.json";
-    std::string name;
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(config, ec)) {
-      try {
-        const json c = json::parse(read_input_file(config.string(), "tokenizer_config.json"));
-        if (c.contains("eos_token") && !c["eos_token"].is_null()) {
-          const json& e = c["eos_token"];
-          name = e.is_string() ? e.get<std::string>() : e.value("content", "");
-        }
-      } catch (const json::exception& e) {
-        throw UserError(
-            fmt::format("tokenizer {}: {} is not JSON ({})", path_, config.string(), e.what()));
-      }
-    }
-    const auto id_of = [&](std::string_view content) -> std::optional<int64_t> {
+  /// The end-of-text token and the document start (NOTE [Document start]), from the template
+  /// and tokenizer_config.json where that file sits beside.
+  void find_special_tokens() {
+    const TokenizerConfig config = read_tokenizer_config(path_);
+    const auto find = [&](std::string_view content) -> std::optional<int64_t> {
       for (const auto& pass : added_)
         for (const AddedToken& a : pass)
           if (a.content == content) return a.id;
       const auto it = vocab_.find(std::string(content));
       return it != vocab_.end() ? std::optional<int64_t>(it->second) : std::nullopt;
     };
-    if (!name.empty()) {
-      end_of_text_ = id_of(name);
-      VS_USER_CHECK(end_of_text_.has_value(),
-                    "tokenizer {}: {} names eos_token \"{}\", which is not among its tokens", path_,
-                    config.string(), name);
+    const auto id_of = [&](const std::string& content, const char* key) {
+      const std::optional<int64_t> id = find(content);
+      VS_USER_CHECK(id.has_value(),
+                    "tokenizer {}: {} names {} \"{}\", which is not among its tokens", path_,
+                    config.path, key, content);
+      return *id;
+    };
+    if (template_start_) {
+      start_ = *template_start_;
+    } else if (config.add_bos_token) {
+      VS_USER_CHECK(!config.bos_token.empty(),
+                    "tokenizer {}: {} sets add_bos_token and names no bos_token", path_,
+                    config.path);
+      start_ = {id_of(config.bos_token, "bos_token")};
+    }
+    if (!config.eos_token.empty()) {
+      end_of_text_ = id_of(config.eos_token, "eos_token");
       return;
     }
-    for (const std::string_view n : kEndOfTextNames)
-      if ((end_of_text_ = id_of(n))) return;
+    for (const std::string_view name : kEndOfTextNames)
+      if ((end_of_text_ = find(name))) return;
   }
 
   static uint64_t pair_key(int32_t a, int32_t b) {
@@ -572,6 +606,8 @@ class ByteLevelBpe final : public Tokenizer {
   bool add_prefix_space_ = false, ignore_merges_ = false, strip_tokens_ = false;
   size_t longest_added_ = 0;
   std::optional<int64_t> end_of_text_;
+  std::optional<std::vector<int64_t>> template_start_;  ///< the post-processor's, if it has one
+  std::vector<int64_t> start_;                          ///< NOTE [Document start]
 };
 
 }  // namespace

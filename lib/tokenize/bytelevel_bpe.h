@@ -18,10 +18,11 @@
 // encodes and, without add_prefix_space or stripping tokens, decodes back to itself.
 // Anything else — another model type, a normalizer, another pre-tokenizer, a Split that is not
 // "Isolated", single_word tokens, dropout, subword prefixes — is refused in one line naming the
-// key. The post-processor (a BOS a template adds) is not applied: documents end with the
-// end-of-text token, `data prepare` adds nothing else. The end-of-text token is
-// tokenizer_config.json's eos_token where that file sits beside, else the first added token named
-// <|endoftext|>, <|end_of_text|>, </s> or <|im_end|>. Identity: "hf-bpe crc32c:<hex>".
+// key. Of the post-processor, the special tokens a TemplateProcessing puts before the text are
+// the document start (NOTE [Document start]); other post-processors are not applied. The
+// end-of-text token is tokenizer_config.json's eos_token where that file sits beside, else the
+// first token named <|endoftext|>, <|end_of_text|>, </s> or <|im_end|>. Identity: "hf-bpe
+// crc32c:<hex>".
 #pragma once
 
 #include <memory>

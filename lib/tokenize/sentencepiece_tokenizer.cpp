@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "tokenize/sentencepiece_api.h"
+#include "tokenize/tokenizer_config.h"
 
 namespace vescale {
 
@@ -86,6 +87,17 @@ class SentencePieceTokenizer final : public Tokenizer {
     const std::string probe(kLosslessProbe);
     lossless_ = decode(encode(probe)) == probe;
     splits_at_spaces_ = pieces_split_at_spaces();
+    // NOTE [Document start]: Llama 2's tokenizer_config.json (its bos_token is "<s>" unless said).
+    const TokenizerConfig config = read_tokenizer_config(path);
+    if (config.add_bos_token) {
+      const std::string bos = config.bos_token.empty() ? "<s>" : config.bos_token;
+      const int id = piece_id(bos);
+      VS_USER_CHECK(id >= 0,
+                    "tokenizer {}: {} sets add_bos_token, and bos_token \"{}\" is no "
+                    "piece of the model",
+                    path, config.path, bos);
+      start_ = {id};
+    }
   }
   ~SentencePieceTokenizer() override { api_->release(processor_); }
   SentencePieceTokenizer(const SentencePieceTokenizer&) = delete;
@@ -118,6 +130,7 @@ class SentencePieceTokenizer final : public Tokenizer {
     const int eos = api_->eos_id(processor_);
     return eos >= 0 ? std::optional<int64_t>(eos) : std::nullopt;
   }
+  std::vector<int64_t> document_start() const override { return start_; }
   std::string identity() const override { return identity_; }
   bool lossless() const override { return lossless_; }
 
@@ -131,6 +144,13 @@ class SentencePieceTokenizer final : public Tokenizer {
   }
 
  private:
+  /// The id of the piece `text`, or -1.
+  int piece_id(const std::string& text) const {
+    for (int id = 0, n = api_->piece_size(processor_); id < n; ++id)
+      if (api_->piece(processor_, id) == text) return id;
+    return -1;
+  }
+
   // NOTE [SentencePiece streaming]
   // A BPE model encodes a text cut before a space (one that follows another character) as the
   // two parts apart when no piece can hold that space after another character: every piece has
@@ -179,6 +199,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::string identity_;
   bool lossless_ = false;
   bool splits_at_spaces_ = false;
+  std::vector<int64_t> start_;  ///< NOTE [Document start]
 };
 
 }  // namespace

@@ -8,6 +8,19 @@
 // encode, decode, its vocabulary size, its end-of-text id (where it has one) and an identity: its
 // kind and the CRC-32C of its file, which token files record (meta.json) so that a job can tell
 // tokens of another tokenizer.
+//
+// NOTE [Document start]
+// Some tokenizers begin every text with special tokens, as Hugging Face encodes with
+// add_special_tokens=True: Llama 3's tokenizer.json has a TemplateProcessing post-processor that
+// puts <|begin_of_text|> before the text, Llama 2's tokenizer_config.json sets add_bos_token with
+// bos_token "<s>"; a model trained so reads text without them worse. document_start() is those
+// ids: the special tokens a tokenizer.json's template puts before the text ($A), its
+// post-processor a TemplateProcessing or a Sequence holding one; else, for tokenizer.json and
+// SentencePiece models alike, tokenizer_config.json's bos_token where its add_bos_token is true;
+// else none. `data prepare` begins each document with them (and ends it with the end-of-text token
+// as before), `generate` each text prompt (not --prompt-ids), and prints the text after them;
+// `tokenizer encode` gives the text's ids alone (add_special_tokens=False). Tokens a template puts
+// after the text are not added: a document ends with end-of-text.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +42,8 @@ class Tokenizer {
   virtual int64_t vocab_size() const = 0;
   /// The id that ends a document, where the tokenizer has one.
   virtual std::optional<int64_t> end_of_text() const = 0;
+  /// The ids a text begins with (NOTE [Document start]): Llama's BOS; none for most.
+  virtual std::vector<int64_t> document_start() const { return {}; }
   /// "bytes", or "sentencepiece crc32c:<hex of the model file>".
   virtual std::string identity() const = 0;
   /// decode(encode(x)) == x for every byte string x.

@@ -7,17 +7,18 @@ is used to test. Standard library plus the `regex` module only.
 Usage:
   bytelevel_bpe_reference.py train CORPUS... --vocab-size N --style gpt2|llama3 -o tokenizer.json
                                    [--max-bytes B]
-  bytelevel_bpe_reference.py encode tokenizer.json FILE        (FILE '-' = stdin; prints ids)
+  bytelevel_bpe_reference.py encode tokenizer.json FILE [--add-special-tokens]
+                                                  (FILE '-' = stdin; prints ids)
   bytelevel_bpe_reference.py decode tokenizer.json ID...       (no ID = read ids from stdin)
 
 Importable API:
   load(path) -> dict                        the parsed tokenizer.json
-  encode(tok, data: bytes) -> list[int]
+  encode(tok, data: bytes, add_special_tokens=False) -> list[int]
   decode(tok, ids) -> bytes
   train(corpus, vocab_size, style="gpt2", out_path=None, max_bytes=...) -> dict
   pre_tokenize(tok, text: str) -> list[str] the pre-tokens (unmapped text) of one segment
 
-Semantics (Hugging Face `tokenizers`, normalizer null, no post-processor):
+Semantics (Hugging Face `tokenizers`, normalizer null):
   * Input bytes are decoded with 'surrogateescape': each byte of invalid UTF-8 becomes a lone
     surrogate U+DC80+b (category Cs: not a letter, number, or whitespace); pieces are turned back
     into bytes with .encode('utf-8', 'surrogateescape') before the byte-level mapping.
@@ -34,6 +35,10 @@ Semantics (Hugging Face `tokenizers`, normalizer null, no post-processor):
   * Decoding: added-token ids give their content's UTF-8; with model.byte_fallback, "<0xXX>"
     tokens give that byte; other tokens map each char back through bytes_to_unicode's inverse
     (a token with any char outside that table gives its own UTF-8, as HF's ByteLevel decoder).
+  * add_special_tokens: a TemplateProcessing post-processor (alone or in a Sequence) wraps the
+    ids in its "single" template: each {"SpecialToken": {"id": name}} is special_tokens[name]
+    ["ids"], {"Sequence": {"id": "A"}} the text's ids. The llama3 style's template is Llama 3's,
+    <|begin_of_text|> $A.
 """
 
 import argparse
@@ -343,7 +348,28 @@ def pre_tokenize(tok, text):
     return _run_steps(_prep(tok).steps, text)
 
 
-def encode(tok, data):
+def _template(processor):
+    if not processor:
+        return None
+    if processor.get("type") == "Sequence":
+        for p in processor.get("processors", []):
+            found = _template(p)
+            if found:
+                return found
+        return None
+    return processor if processor.get("type") == "TemplateProcessing" else None
+
+
+def encode(tok, data, add_special_tokens=False):
+    template = _template(tok.get("post_processor")) if add_special_tokens else None
+    if template:
+        ids = []
+        for item in template["single"]:
+            if "SpecialToken" in item:
+                ids.extend(template["special_tokens"][item["SpecialToken"]["id"]]["ids"])
+            else:
+                ids.extend(encode(tok, data))
+        return ids
     if isinstance(data, str):
         data = data.encode("utf-8")
     p = _prep(tok)
@@ -557,6 +583,18 @@ def train(corpus, vocab_size, style="gpt2", out_path=None, max_bytes=DEFAULT_TRA
         tok["model"]["merges"] = [[a, b] for a, b in merges]
     base = len(vocab)
     tok["added_tokens"] = [_added_token(base + i, c, s) for i, (c, s) in enumerate(specs)]
+    if style == "llama3":  # Llama 3's: <|begin_of_text|> before a text, and before each of a pair
+        bos = "<|begin_of_text|>"
+        special = {"SpecialToken": {"id": bos, "type_id": 0}}
+        tok["post_processor"] = {"type": "Sequence", "processors": [
+            {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False,
+             "use_regex": True},
+            {"type": "TemplateProcessing",
+             "single": [special, {"Sequence": {"id": "A", "type_id": 0}}],
+             "pair": [special, {"Sequence": {"id": "A", "type_id": 0}},
+                      {"SpecialToken": {"id": bos, "type_id": 1}},
+                      {"Sequence": {"id": "B", "type_id": 1}}],
+             "special_tokens": {bos: {"id": bos, "ids": [base], "tokens": [bos]}}}]}
     if out_path is not None:
         with open(out_path, "w", encoding="utf-8") as f:
             json.dump(tok, f, ensure_ascii=False, indent=2)
@@ -586,6 +624,8 @@ def _main(argv=None):
     e = sub.add_parser("encode", help="print the ids of FILE's bytes")
     e.add_argument("tokenizer")
     e.add_argument("file")
+    e.add_argument("--add-special-tokens", action="store_true",
+                   help="wrap the ids in the post-processor's template")
     d = sub.add_parser("decode", help="write the bytes of IDs to stdout")
     d.add_argument("tokenizer")
     d.add_argument("ids", nargs="*")
@@ -605,7 +645,7 @@ def _main(argv=None):
         else:
             with open(args.file, "rb") as f:
                 data = f.read()
-        print(" ".join(str(i) for i in encode(tok, data)))
+        print(" ".join(str(i) for i in encode(tok, data, args.add_special_tokens)))
     else:
         tok = load(args.tokenizer)
         raw = args.ids if args.ids else [sys.stdin.read()]

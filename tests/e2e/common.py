@@ -65,6 +65,30 @@ def tokenizer_texts(module, prefix, hostile):
     return tmp, corpus, path
 
 
+def token_stream(folder):
+    """The token ids of `data prepare`'s folder: train.bin then val.bin, in meta.json's width."""
+    import struct
+    with open(os.path.join(folder, "meta.json")) as f:
+        code = {"uint16": "H", "uint32": "I"}[json.load(f)["dtype"]]
+    ids = []
+    for name in ("train.bin", "val.bin"):
+        with open(os.path.join(folder, name), "rb") as f:
+            data = f.read()
+        ids += struct.unpack(f"<{len(data) // struct.calcsize(code)}{code}", data)
+    return ids
+
+
+def first_difference(got, expected):
+    """None where the id lists are equal, else where they part (unittest's diff of lists of a
+    million ids would take minutes)."""
+    if list(got) == list(expected):
+        return None
+    i = next((k for k, (a, b) in enumerate(zip(got, expected)) if a != b),
+             min(len(got), len(expected)))
+    return (f"{len(got)} ids, expected {len(expected)}; they part at {i}: "
+            f"{list(got[max(0, i - 3):i + 5])} where {list(expected[max(0, i - 3):i + 5])}")
+
+
 def run(*args, timeout=300, env=None):
     """Runs vescale-train with `args`; returns the CompletedProcess (text mode)."""
     full_env = dict(os.environ)

@@ -7,11 +7,11 @@ is prompted with text and answers in text; any other kind of tokenizer.json is o
 import json
 import os
 import shutil
-import struct
 import subprocess
 import unittest
 
-from common import BINARY, SYSTEM_PYTHON, run, tokenizer_texts
+from common import (BINARY, SYSTEM_PYTHON, first_difference, run, token_stream,
+                    tokenizer_texts)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -58,11 +58,22 @@ class HuggingFaceTokenizer(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         return [int(t) for t in result.stdout.split()]
 
-    def reference_ids(self, tokenizer, path):
-        result = subprocess.run([SYSTEM_PYTHON, REFERENCE, "encode", tokenizer, path],
+    def reference_ids(self, tokenizer, path, add_special_tokens=False):
+        special = ["--add-special-tokens"] if add_special_tokens else []
+        result = subprocess.run([SYSTEM_PYTHON, REFERENCE, "encode", tokenizer, path, *special],
                                 capture_output=True, text=True, timeout=300)
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         return [int(t) for t in result.stdout.split()]
+
+    def prepared(self, tokenizer, files, folder, summary):
+        """`data prepare` of `files` on 2 threads into `folder`: its meta.json and tokens."""
+        result = run("data", "prepare", *files, "--tokenizer", tokenizer, "-o", folder,
+                     "--threads", "2")
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        print(result.stdout.strip())
+        self.assertIn(summary, result.stdout)
+        with open(os.path.join(folder, "meta.json")) as f:
+            return json.load(f), token_stream(folder)
 
     def decoded(self, tokenizer, ids):
         result = subprocess.run([BINARY, "tokenizer", "decode", "--tokenizer", tokenizer,
@@ -78,7 +89,7 @@ class HuggingFaceTokenizer(unittest.TestCase):
                 print(f"{style} {name}: {size} bytes -> {len(ours)} tokens "
                       f"({size / max(1, len(ours)):.2f} bytes a token), reference "
                       f"{len(theirs)} tokens, equal: {ours == theirs}")
-                self.assertEqual(ours, theirs)
+                self.assertIsNone(first_difference(ours, theirs))
         # The folder names its tokenizer.json; ignore_merges took the word no merge reaches.
         llama3 = self.ids(os.path.dirname(self.files["llama3"]), self.hostile)
         self.assertEqual(llama3, self.reference_ids(self.files["llama3"], self.hostile))
@@ -105,23 +116,14 @@ class HuggingFaceTokenizer(unittest.TestCase):
                     out.write(f.read())
         tokenizer = self.files["gpt2"]
         folder = os.path.join(self.tmp, "tokens")
-        result = run("data", "prepare", long, self.hostile, "--tokenizer", tokenizer, "-o",
-                     folder, "--threads", "2")
-        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-        print(result.stdout.strip())
-        self.assertIn("2 documents in 6 chunks", result.stdout)  # 4.9 MB in 1 MB reads, and 1
-        with open(os.path.join(folder, "meta.json")) as f:
-            meta = json.load(f)
+        meta, stream = self.prepared(tokenizer, [long, self.hostile], folder,
+                                     "2 documents in 6 chunks")  # 4.9 MB in 1 MB reads, and 1
         self.assertTrue(meta["tokenizer"].startswith("hf-bpe crc32c:"))
         self.assertEqual((meta["vocab_size"], meta["dtype"]), (802, "uint16"))
-        stream = []
-        for name in ("train.bin", "val.bin"):
-            with open(os.path.join(folder, name), "rb") as f:
-                data = f.read()
-            stream += list(struct.unpack(f"<{len(data) // 2}H", data))
         eot = meta["end_of_text"]
-        self.assertEqual(stream, self.reference_ids(tokenizer, long) + [eot] +
-                         self.reference_ids(tokenizer, self.hostile) + [eot])
+        expected = (self.reference_ids(tokenizer, long) + [eot] +
+                    self.reference_ids(tokenizer, self.hostile) + [eot])
+        self.assertIsNone(first_difference(stream, expected))
         job = os.path.join(self.tmp, "job")
         args = (os.path.join(ROOT, "configs", "gpt-tiny.toml"), f"--job.dump_folder={job}",
                 "--data.source=tokens", f"--data.path={folder}", f"--data.tokenizer={tokenizer}",
@@ -150,9 +152,51 @@ class HuggingFaceTokenizer(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         self.assertTrue(result.stdout.startswith(b"Your fortune: "), result.stdout)
 
+    def test_documents_and_prompts_begin_with_the_templates_bos(self):
+        # NOTE [Document start]: Llama 3's post-processor puts <|begin_of_text|> before a text.
+        # data prepare begins each document with it (a file's first chunk only), as the reference
+        # encodes with add_special_tokens; generate begins a text prompt with it, and prints the
+        # text after it.
+        tokenizer = self.files["llama3"]
+        with open(tokenizer) as f:
+            template = json.load(f)["post_processor"]["processors"][1]
+        bos = template["special_tokens"]["<|begin_of_text|>"]["ids"]
+        folder = os.path.join(self.tmp, "llama3-tokens")
+        meta, stream = self.prepared(tokenizer, [self.corpus, self.hostile], folder,
+                                     "2 documents in 4 chunks")  # 2.4 MB in 1 MB reads, and 1
+        self.assertEqual(meta["document_start"], bos)
+        eot = meta["end_of_text"]
+        corpus = self.reference_ids(tokenizer, self.corpus, add_special_tokens=True)
+        hostile = self.reference_ids(tokenizer, self.hostile, add_special_tokens=True)
+        self.assertEqual(corpus[:1], bos)
+        self.assertIsNone(first_difference(stream, corpus + [eot] + hostile + [eot]))
+        job = os.path.join(self.tmp, "llama3-job")
+        args = (os.path.join(ROOT, "configs", "gpt-tiny.toml"), f"--job.dump_folder={job}",
+                "--data.source=tokens", f"--data.path={folder}", f"--data.tokenizer={tokenizer}",
+                f"--model.vocab_size={meta['vocab_size']}", "--training.steps=2",
+                "--checkpoint.interval=2", "--parallel.dp=1", "--parallel.tp=1")
+        result = run("train", *args)
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        prompt = os.path.join(self.tmp, "prompt.txt")
+        with open(prompt, "w") as f:
+            f.write("Your fortune: ")
+        result = subprocess.run([BINARY, "generate", *args, "--checkpoint", "latest",
+                                 "--prompt-file", prompt, "--max-new-tokens", "4"],
+                                capture_output=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        self.assertTrue(result.stdout.startswith(b"Your fortune: "), result.stdout)
+        prompt_tokens = len(self.reference_ids(tokenizer, prompt, add_special_tokens=True))
+        self.assertIn(f"[generate] {prompt_tokens} prompt tokens", result.stderr.decode())
+
     def test_other_kinds_are_one_line(self):
         with open(self.files["gpt2"]) as f:
             good = json.load(f)
+
+        def template(special_tokens):
+            return {"type": "TemplateProcessing",
+                    "single": [{"SpecialToken": {"id": "<x>", "type_id": 0}},
+                               {"Sequence": {"id": "A", "type_id": 0}}],
+                    "special_tokens": special_tokens}
 
         def variant(name, change):
             spec = json.loads(json.dumps(good))
@@ -183,6 +227,11 @@ class HuggingFaceTokenizer(unittest.TestCase):
              "model.vocab has no token for byte 0x20"),
             (variant("badmerge", lambda s: s["model"]["merges"].append("zz qq")),
              "is not in model.vocab"),
+            (variant("template", lambda s: s.update(post_processor=template({}))),
+             "post_processor's template names \"<x>\", which its special_tokens lack"),
+            (variant("template-id", lambda s: s.update(post_processor=template(
+                {"<x>": {"id": "<x>", "ids": [999999], "tokens": ["<x>"]}}))),
+             "post_processor's special token \"<x>\" has id 999999, which is not among its tokens"),
         ]
         broken = os.path.join(self.tmp, "broken.json")
         with open(broken, "w") as f:

@@ -5,11 +5,11 @@ the same model, token for token, on the fortunes corpus and on a hostile text; d
 import json
 import os
 import shutil
-import struct
 import subprocess
 import unittest
 
-from common import BINARY, SYSTEM_PYTHON, run, tokenizer_texts
+from common import (BINARY, SYSTEM_PYTHON, first_difference, run, token_stream,
+                    tokenizer_texts)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -40,13 +40,13 @@ class Tokenizer(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         return [int(t) for t in result.stdout.split()]
 
-    def python_ids(self, model, path):
+    def python_ids(self, model, path, add_bos=False):
         script = ("import sys, sentencepiece as spm\n"
                   "sp = spm.SentencePieceProcessor(model_file=sys.argv[1])\n"
                   "data = open(sys.argv[2], 'rb').read()\n"
-                  "print(' '.join(map(str, sp.encode(data))))\n")
-        result = subprocess.run([SYSTEM_PYTHON, "-c", script, model, path], capture_output=True,
-                                text=True, timeout=300)
+                  "print(' '.join(map(str, sp.encode(data, add_bos=sys.argv[3] == '1'))))\n")
+        result = subprocess.run([SYSTEM_PYTHON, "-c", script, model, path, str(int(add_bos))],
+                                capture_output=True, text=True, timeout=300)
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         return [int(t) for t in result.stdout.split()]
 
@@ -64,7 +64,7 @@ class Tokenizer(unittest.TestCase):
             print(f"{name}: {size} bytes -> {len(ours)} tokens ({size / max(1, len(ours)):.2f} "
                   f"bytes a token), python3-sentencepiece {len(theirs)} tokens, equal: "
                   f"{ours == theirs}")
-            self.assertEqual(ours, theirs)
+            self.assertIsNone(first_difference(ours, theirs))
 
     def test_decode_gives_the_text_back(self):
         # SentencePiece's normaliser reads UTF-8: each byte that is not becomes U+FFFD, so the
@@ -112,15 +112,11 @@ class Tokenizer(unittest.TestCase):
             meta = json.load(f)
         self.assertEqual((meta["vocab_size"], meta["dtype"], meta["documents"]), (2000, "uint16", 4))
         self.assertTrue(meta["tokenizer"].startswith("sentencepiece crc32c:"))
-        stream = []
-        for name in ("train.bin", "val.bin"):
-            with open(os.path.join(folder, name), "rb") as f:
-                data = f.read()
-            stream += list(struct.unpack(f"<{len(data) // 2}H", data))
+        stream = token_stream(folder)
         expected = []
         for part in parts:
             expected += self.python_ids(self.model, part) + [meta["end_of_text"]]
-        self.assertEqual(stream, expected)
+        self.assertIsNone(first_difference(stream, expected))
         self.assertEqual(meta["val_tokens"], int(len(expected) * 0.1))
         # Trained on the tokens, prompted with text, answering in text.
         job = os.path.join(self.tmp, "job")
@@ -147,14 +143,54 @@ class Tokenizer(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         print(result.stdout.strip())
         self.assertIn("1 documents in 3 chunks", result.stdout)  # 2.4 MB in 1 MB reads
-        stream = []
-        for name in ("train.bin", "val.bin"):
-            with open(os.path.join(folder, name), "rb") as f:
-                data = f.read()
-            stream += list(struct.unpack(f"<{len(data) // 2}H", data))
+        stream = token_stream(folder)
         with open(os.path.join(folder, "meta.json")) as f:
             eot = json.load(f)["end_of_text"]
-        self.assertEqual(stream, self.python_ids(self.model, long) + [eot])
+        self.assertIsNone(first_difference(stream, self.python_ids(self.model, long) + [eot]))
+
+    def test_documents_begin_with_the_bos_tokenizer_config_asks_for(self):
+        # NOTE [Document start]: Llama 2's tokenizer_config.json beside the model (add_bos_token;
+        # bos_token "<s>" where it names none): each document begins with the BOS, as the
+        # library's add_bos gives it; `tokenizer encode` stays the text's ids alone.
+        folder = os.path.join(self.tmp, "llama2-style")
+        os.makedirs(folder, exist_ok=True)
+        model = os.path.join(folder, "tokenizer.model")
+        shutil.copy(self.model, model)
+        config = os.path.join(folder, "tokenizer_config.json")
+        with open(config, "w") as f:
+            json.dump({"add_bos_token": True, "add_eos_token": False}, f)
+        with open(self.corpus, "rb") as f:
+            lines = f.read().splitlines(keepends=True)[:400]
+        parts = []
+        for k in range(2):
+            parts.append(os.path.join(self.tmp, f"bos-part{k}.txt"))
+            with open(parts[-1], "wb") as f:
+                f.write(b"".join(lines[k * 200:(k + 1) * 200]))
+        out = os.path.join(self.tmp, "bos-tokens")
+        result = run("data", "prepare", *parts, "--tokenizer", folder, "-o", out)
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        stream = token_stream(out)
+        with open(os.path.join(out, "meta.json")) as f:
+            meta = json.load(f)
+        expected = []
+        for part in parts:
+            expected += self.python_ids(model, part, add_bos=True) + [meta["end_of_text"]]
+        self.assertIsNone(first_difference(stream, expected))
+        bos = expected[0]
+        self.assertEqual(meta["document_start"], [bos])
+        self.assertNotEqual(self.python_ids(model, parts[0])[0], bos)
+        self.assertEqual(self.ids(folder, parts[0]), self.python_ids(model, parts[0]))
+        for text, needle in (('{"add_bos_token": true, "bos_token": "<nope>"}',
+                              'bos_token "<nope>" is no piece of the model'),
+                             ('{"add_bos_token": "yes"}', 'add_bos_token = "yes"'),
+                             ('{"add_bos_token": tru', "tokenizer_config.json is not JSON")):
+            with open(config, "w") as f:
+                f.write(text)
+            result = run("tokenizer", "encode", "--tokenizer", folder, "--text", "x")
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertIn(needle, result.stderr)
+            self.assertEqual(len([l for l in result.stderr.splitlines() if "error" in l]), 1,
+                             result.stderr)
 
     def test_bad_input_is_one_line(self):
         cases = [
