@@ -84,19 +84,14 @@ class SentencePieceTokenizer final : public Tokenizer {
                   "SentencePiece model file such as tokenizer.model",
                   path, error);
     identity_ = fmt::format("sentencepiece crc32c:{:08x}", crc32c(bytes.data(), bytes.size()));
-    const std::string probe(kLosslessProbe);
-    lossless_ = decode(encode(probe)) == probe;
-    splits_at_spaces_ = pieces_split_at_spaces();
-    // NOTE [Document start]: Llama 2's tokenizer_config.json (its bos_token is "<s>" unless said).
-    const TokenizerConfig config = read_tokenizer_config(path);
-    if (config.add_bos_token) {
-      const std::string bos = config.bos_token.empty() ? "<s>" : config.bos_token;
-      const int id = piece_id(bos);
-      VS_USER_CHECK(id >= 0,
-                    "tokenizer {}: {} sets add_bos_token, and bos_token \"{}\" is no "
-                    "piece of the model",
-                    path, config.path, bos);
-      start_ = {id};
+    try {  // a constructor that throws runs no destructor
+      const std::string probe(kLosslessProbe);
+      lossless_ = decode(encode(probe)) == probe;
+      splits_at_spaces_ = pieces_split_at_spaces();
+      find_document_start();
+    } catch (...) {
+      api_->release(processor_);
+      throw;
     }
   }
   ~SentencePieceTokenizer() override { api_->release(processor_); }
@@ -144,11 +139,18 @@ class SentencePieceTokenizer final : public Tokenizer {
   }
 
  private:
-  /// The id of the piece `text`, or -1.
-  int piece_id(const std::string& text) const {
-    for (int id = 0, n = api_->piece_size(processor_); id < n; ++id)
-      if (api_->piece(processor_, id) == text) return id;
-    return -1;
+  /// NOTE [Document start]: Llama 2's tokenizer_config.json (its bos_token is "<s>" unless
+  /// said).
+  void find_document_start() {
+    const TokenizerConfig config = read_tokenizer_config(path_);
+    if (!config.add_bos_token) return;
+    const std::string bos = config.bos_token.empty() ? "<s>" : config.bos_token;
+    for (int id = 0; id < vocab_size() && start_.empty(); ++id)
+      if (api_->piece(processor_, id) == bos) start_ = {id};
+    VS_USER_CHECK(!start_.empty(),
+                  "tokenizer {}: {} sets add_bos_token, and bos_token \"{}\" is no piece of the "
+                  "model",
+                  path_, config.path, bos);
   }
 
   // NOTE [SentencePiece streaming]
