@@ -255,7 +255,7 @@ class ByteLevelBpe final : public Tokenizer {
     }
     if (type != "TemplateProcessing") return std::nullopt;
     std::vector<int64_t> ids;
-    const json& special = p.value("special_tokens", json::object());
+    const json special = p.value("special_tokens", json::object());
     for (const json& piece : p.at("single")) {
       if (!piece.contains("SpecialToken")) break;  // the text
       const std::string name = piece["SpecialToken"].at("id").get<std::string>();
