@@ -87,12 +87,14 @@ class ByteLevelBpe final : public Tokenizer {
       fail(fmt::format("is not JSON ({})", e.what()));
     }
     if (!j.is_object() || !j.contains("model")) fail("has no \"model\": not a tokenizer.json");
+    std::optional<std::vector<int64_t>> from_template;
     try {
       load(j);
+      from_template = template_start(j.contains("post_processor") ? j["post_processor"] : json());
     } catch (const json::exception& e) {
       fail(fmt::format("has a key of the wrong type ({})", e.what()));
     }
-    find_special_tokens();
+    find_special_tokens(from_template);
   }
 
   std::vector<int64_t> encode(std::string_view text) const override {
@@ -110,9 +112,8 @@ class ByteLevelBpe final : public Tokenizer {
   std::string decode(const std::vector<int64_t>& ids) const override {
     std::string text;
     for (const int64_t id : ids) {
-      VS_USER_CHECK(id >= 0 && id < vocab_size() && has_id_[static_cast<size_t>(id)],
-                    "tokenizer {}: id {} is not in its vocabulary (ids 0..{})", path_, id,
-                    vocab_size() - 1);
+      VS_USER_CHECK(known(id), "tokenizer {}: id {} is not in its vocabulary (ids 0..{})", path_,
+                    id, vocab_size() - 1);
       text += id_bytes_[static_cast<size_t>(id)];
     }
     return text;
@@ -150,6 +151,11 @@ class ByteLevelBpe final : public Tokenizer {
   }
 
  private:
+  /// An id of the vocabulary or the added tokens.
+  bool known(int64_t id) const {
+    return id >= 0 && id < vocab_size() && has_id_[static_cast<size_t>(id)];
+  }
+
   [[noreturn]] void fail(const std::string& what) const {
     throw UserError(fmt::format("tokenizer {}: {}", path_, what));
   }
@@ -240,7 +246,6 @@ class ByteLevelBpe final : public Tokenizer {
     }
     load_merges(model.at("merges"));
     load_added_tokens(j.value("added_tokens", json::array()));
-    template_start_ = template_start(j.contains("post_processor") ? j["post_processor"] : json());
   }
 
   /// The ids a TemplateProcessing post-processor, alone or in a Sequence, puts before the text
@@ -264,7 +269,7 @@ class ByteLevelBpe final : public Tokenizer {
                          name));
       for (const json& value : special[name].at("ids")) {
         const auto id = value.get<int64_t>();
-        if (id < 0 || id >= vocab_size() || !has_id_[static_cast<size_t>(id)])
+        if (!known(id))
           fail(
               fmt::format("post_processor's special token \"{}\" has id {}, which is not "
                           "among its tokens",
@@ -377,9 +382,9 @@ class ByteLevelBpe final : public Tokenizer {
       });
   }
 
-  /// The end-of-text token and the document start (NOTE [Document start]), from the template
-  /// and tokenizer_config.json where that file sits beside.
-  void find_special_tokens() {
+  /// The end-of-text token and the document start (NOTE [Document start]), from the template's
+  /// (`from_template`, where there is one) and tokenizer_config.json where that file sits beside.
+  void find_special_tokens(const std::optional<std::vector<int64_t>>& from_template) {
     const TokenizerConfig config = read_tokenizer_config(path_);
     const auto find = [&](std::string_view content) -> std::optional<int64_t> {
       for (const auto& pass : added_)
@@ -395,8 +400,8 @@ class ByteLevelBpe final : public Tokenizer {
                     config.path, key, content);
       return *id;
     };
-    if (template_start_) {
-      start_ = *template_start_;
+    if (from_template) {
+      start_ = *from_template;
     } else if (config.add_bos_token) {
       VS_USER_CHECK(!config.bos_token.empty(),
                     "tokenizer {}: {} sets add_bos_token and names no bos_token", path_,
@@ -606,8 +611,7 @@ class ByteLevelBpe final : public Tokenizer {
   bool add_prefix_space_ = false, ignore_merges_ = false, strip_tokens_ = false;
   size_t longest_added_ = 0;
   std::optional<int64_t> end_of_text_;
-  std::optional<std::vector<int64_t>> template_start_;  ///< the post-processor's, if it has one
-  std::vector<int64_t> start_;                          ///< NOTE [Document start]
+  std::vector<int64_t> start_;  ///< NOTE [Document start]
 };
 
 }  // namespace

@@ -50,6 +50,13 @@ class Tokenizer(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         return [int(t) for t in result.stdout.split()]
 
+    def assert_one_line_error(self, args, needle):
+        result = run(*args)
+        self.assertEqual(result.returncode, 2, (args, result.stderr))
+        self.assertIn(needle, result.stderr)
+        self.assertEqual(len([l for l in result.stderr.splitlines() if "error" in l]), 1,
+                         result.stderr)
+
     def decoded(self, model, ids):
         result = subprocess.run([BINARY, "tokenizer",
                                  "decode", "--tokenizer", model, *map(str, ids)],
@@ -186,11 +193,8 @@ class Tokenizer(unittest.TestCase):
                              ('{"add_bos_token": tru', "tokenizer_config.json is not JSON")):
             with open(config, "w") as f:
                 f.write(text)
-            result = run("tokenizer", "encode", "--tokenizer", folder, "--text", "x")
-            self.assertEqual(result.returncode, 2, result.stderr)
-            self.assertIn(needle, result.stderr)
-            self.assertEqual(len([l for l in result.stderr.splitlines() if "error" in l]), 1,
-                             result.stderr)
+            self.assert_one_line_error(("tokenizer", "encode", "--tokenizer", folder, "--text",
+                                        "x"), needle)
 
     def test_bad_input_is_one_line(self):
         cases = [
@@ -220,11 +224,7 @@ class Tokenizer(unittest.TestCase):
               os.path.join(self.tmp, "x")), "not a SentencePiece model"),
         ]
         for args, needle in cases:
-            result = run(*args)
-            self.assertEqual(result.returncode, 2, (args, result.stderr))
-            self.assertIn(needle, result.stderr)
-            self.assertEqual(len([l for l in result.stderr.splitlines() if "error" in l]), 1,
-                             result.stderr)
+            self.assert_one_line_error(args, needle)
 
 
 if __name__ == "__main__":
