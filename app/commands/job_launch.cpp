@@ -21,10 +21,12 @@ namespace vescale::app {
 namespace {
 
 /// This rank's device (training.device for LOCAL_RANK), made current, with TF32 matmuls when it
-/// computes float32 on CUDA (NOTE [Fast paths], NOTE [Kernel table]).
+/// computes float32 on CUDA (NOTE [Fast paths], NOTE [Kernel table]), and the kernel table told
+/// whether to take the rows no GPU has run (NOTE [GPU-verified]).
 Device bind_rank_device(const JobConfig& config, const LaunchEnv& env) {
   const Device device = parse_device(config.device, env.local_rank);
   bind_device(device);
+  kernels::set_unverified_kernels(config.unverified_kernels);
   kernels::configure_matmul_precision(device, job_dtype(config));
   return device;
 }

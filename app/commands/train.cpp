@@ -17,6 +17,7 @@
 #include "core/memory_meter.h"
 #include "dmodule/plan.h"
 #include "hf/import.h"
+#include "kernels/kernel_table.h"
 #include "test_faults.h"
 #include "train/checkpointing.h"
 #include "train/lm_task.h"
@@ -172,6 +173,8 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
       const comm::Group world = connect_job(config, env);
       hang_at_collective_for_test(world);
       const TrainSummary summary = run_training(config, world, test_fault_hooks(), profile);
+      // NOTE [GPU-verified]: what gpu-check reads to say which kernel rows a passing run took.
+      log_rank0("[kernels] rank 0 took: {}", kernels::taken_rows());
       return summary.preempted ? kPreemptedExitCode : 0;
     };
     LocalLaunchOptions launch = train_launch_options(config, options->max_restarts);

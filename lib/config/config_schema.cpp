@@ -121,6 +121,9 @@ std::vector<ConfigKey> data_and_training_keys() {
       key("training.fused_projections", &C::fused_projections, true,
           "Compute q, k and v (and SwiGLU's gate and up) as one GEMM each, the parameters "
           "unchanged (NOTE [Fused projections]); false: one GEMM per projection"),
+      key("training.unverified_kernels", &C::unverified_kernels, false,
+          "Also take the kernel table's CUDA rows that no GPU has run yet (`vescale-train "
+          "--version` lists them; NOTE [GPU-verified]); false: the next verified row runs"),
       key("training.activation_checkpoint", &C::activation_checkpoint, Recompute::kNone,
           "Recompute in the backward instead of keeping activations: none, full (a block keeps "
           "its input only and reruns its forward) or selective (the attention core keeps q, k "

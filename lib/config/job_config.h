@@ -48,7 +48,8 @@ struct JobConfig {
   int64_t max_skipped;              ///< skipped steps in a row before stopping
   Recompute activation_checkpoint;  ///< (NOTE [Recompute])
   bool fused_loss;  ///< the LM head and its cross entropy in one kernel (NOTE [Fused LM loss])
-  bool fused_projections;  ///< q/k/v and gate/up as one GEMM each (NOTE [Fused projections])
+  bool fused_projections;   ///< q/k/v and gate/up as one GEMM each (NOTE [Fused projections])
+  bool unverified_kernels;  ///< take CUDA kernel rows no GPU has run (NOTE [GPU-verified])
   int64_t activation_checkpoint_every;  ///< blocks k-1, 2k-1, ... (0-based) recompute
   // [optimizer]
   OptimizerKind optimizer;

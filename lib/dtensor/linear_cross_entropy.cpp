@@ -31,14 +31,22 @@ using torch::autograd::variable_list;
 // pipeline). What stays for the backward is dx [rows, C] and dw [V, C]; the forward's time in
 // the step's anatomy now holds the head's backward GEMMs. Without grad mode or a differentiable
 // input the chunks skip the gradients (evaluation).
-// - Two routes from a chunk's logits (LossRoute). On CUDA with the whole vocabulary on the rank:
-//   ATen's log-softmax and its backward, two kernels a chunk that read bf16 and write float32
-//   and the reverse (no cast passes), plus the zeros with -1/N at the targets the backward takes:
-//   ~24 bytes of memory traffic per logit, where the unfused cast, log-softmax, NLL and their
-//   backwards take ~46. Elsewhere, pass by pass (max, subtract, exp, sum, divide, scatter the
-//   -1, scale) in place over one float32 copy: on the CPU, at 333 x 50,304 float32 logits,
-//   73 ms on one thread where log-softmax, its backward and the zeros take 153 (they allocate
-//   and fault in two more [rows, vocab] tensors).
+// - Three rows of the kernel table (NOTE [Kernel table]) turn a chunk's logits into its loss
+//   and gradient, chosen from the device, the dtype and whether the vocabulary is split. With the
+//   whole vocabulary on a CUDA rank: ATen's log-softmax and its backward, two kernels a chunk
+//   plus the zeros with -1/N at the targets the backward takes, ~24 bytes of memory traffic per
+//   float32 logit where the unfused cast, log-softmax, NLL and their backwards take ~46; bf16 and
+//   float16 logits are widened to float32 first by an explicit cast (the "widened" row). Never
+//   ATen's half_to_float flag: CUDA's kernel converts float16 only, and bf16 with it failed at
+//   the first step on an H100 (issue [31]); the CPU has no such mode at all, so no CPU test could
+//   run that call. Elsewhere, pass by pass (max, subtract, exp, sum, divide, scatter the -1,
+//   scale) in place over one float32 copy: on the CPU, at 333 x 50,304 float32 logits, 73 ms on
+//   one thread where log-softmax, its backward and the zeros take 153 (they allocate and fault
+//   in two more [rows, vocab] tensors). No row asks which device it runs on: the table picks
+//   the row, and a row makes the same ATen calls on every device, so the CPU tests of each row
+//   (tests/dtensor/linear_cross_entropy_test, the device faked in the table's context) run what
+//   CUDA runs. A CUDA row waits for a GPU run before it is taken (NOTE [GPU-verified]): until
+//   the widened row has one, bf16 on CUDA goes pass by pass.
 // - Padding: only the weight's first `real` rows are classes; the padded ones take no part (the
 //   unfused head adds a -inf mask to them, whose exp is 0) and get a zero gradient.
 // - Vocab-parallel: each chunk's row maxima all-reduce (max) over the groups the vocabulary is
@@ -68,22 +76,14 @@ bool low_precision(at::ScalarType t) {
   return t == at::kBFloat16 || t == at::kHalf;
 }
 
-/// A chunk of rows: their summed loss (a scalar in the loss's type) and, when asked, their
-/// logits' gradient over N in the logits' type.
-struct Chunk {
-  at::Tensor loss;
-  at::Tensor grad;
-};
-
-/// The whole vocabulary on this rank: log-softmax in one kernel and its backward in another
-/// (on CUDA they read bf16 logits and write float32 log-probabilities, and the reverse; the CPU's
-/// have no such mode, so its logits are widened first).
-Chunk log_softmax_chunk(const at::Tensor& logits, const at::Tensor& t, double n_global, bool grad) {
-  const bool low = low_precision(logits.scalar_type());
-  const bool in_kernel = low && logits.is_cuda();
-  const at::Tensor in = low && !in_kernel ? logits.to(at::kFloat) : logits;
-  const at::Tensor logp = at::_log_softmax(in, 1, in_kernel);
-  Chunk c{logp.gather(1, t.unsqueeze(1)).sum().neg(), at::Tensor()};
+/// The whole vocabulary on this rank: log-softmax in one kernel and its backward in another, on
+/// float32 or float64 logits (bf16 and float16 ones widened to float32 first: NOTE [Fused LM
+/// loss]).
+LossChunk log_softmax_chunk(const at::Tensor& logits, const at::Tensor& t, double n_global,
+                            bool grad) {
+  const at::Tensor in = low_precision(logits.scalar_type()) ? logits.to(at::kFloat) : logits;
+  const at::Tensor logp = at::_log_softmax(in, 1, /*half_to_float=*/false);
+  LossChunk c{logp.gather(1, t.unsqueeze(1)).sum().neg(), at::Tensor()};
   if (!grad) return c;
   // d loss / d logp is -1/N at each row's target; log-softmax's backward turns that into
   // (softmax - onehot) / N.
@@ -96,8 +96,8 @@ Chunk log_softmax_chunk(const at::Tensor& logits, const at::Tensor& t, double n_
 
 /// Pass by pass in `acc`: each row's max, then its sum of exponentials and target logit (each
 /// all-reduced over `vocab.groups` when the vocabulary is split), then the gradient in place.
-Chunk passes_chunk(const at::Tensor& logits, const at::Tensor& t, const VocabSlice& vocab,
-                   at::ScalarType acc, double n_global, bool grad) {
+LossChunk passes_chunk(const at::Tensor& logits, const at::Tensor& t, const VocabSlice& vocab,
+                       at::ScalarType acc, double n_global, bool grad) {
   const int64_t r = logits.size(0), v = logits.size(1);
   at::Tensor z = logits.scalar_type() == acc ? logits : logits.to(acc);
   const double inf = std::numeric_limits<double>::infinity();
@@ -115,7 +115,7 @@ Chunk passes_chunk(const at::Tensor& logits, const at::Tensor& t, const VocabSli
   for (const comm::Group* g : vocab.groups)
     g->all_reduce(packed, comm::ReduceOp::kSum);
   const at::Tensor sum_exp = packed[0];
-  Chunk c{(sum_exp.log() - packed[1]).sum(), at::Tensor()};
+  LossChunk c{(sum_exp.log() - packed[1]).sum(), at::Tensor()};
   if (!grad) return c;
   // z becomes the logits' gradient: softmax, less 1 at the target, over N.
   z.div_(sum_exp.unsqueeze(1));
@@ -126,6 +126,21 @@ Chunk passes_chunk(const at::Tensor& logits, const at::Tensor& t, const VocabSli
 }
 
 }  // namespace
+
+LossChunk loss_chunk(kernels::LossPathId path, const at::Tensor& logits, const at::Tensor& targets,
+                     const VocabSlice& vocab, at::ScalarType acc, double n_global, bool grad) {
+  if (path == kernels::LossPathId::kPasses)
+    return passes_chunk(logits, targets, vocab, acc, n_global, grad);
+  VS_CHECK(vocab.groups.empty(),
+           "[loss] the log-softmax rows need the whole vocabulary on the rank");
+  return log_softmax_chunk(logits, targets, n_global, grad);
+}
+
+kernels::LossPathId loss_path_for(const at::Tensor& x, const VocabSlice& vocab) {
+  kernels::KernelContext context{x.device(), x.scalar_type()};
+  context.vocab_split = !vocab.groups.empty();
+  return kernels::take(kernels::kLossPaths, context).id;
+}
 
 int64_t chunk_rows_for(int64_t rows, int64_t columns, int64_t budget) {
   const int64_t per_row = std::max<int64_t>(1, columns) * static_cast<int64_t>(sizeof(float));
@@ -138,7 +153,7 @@ int64_t chunk_budget(const at::Tensor& x) {
 
 at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& t,
                                 const VocabSlice& vocab, double n_global, int64_t chunk_rows,
-                                LossRoute route) {
+                                std::optional<kernels::LossPathId> path) {
   VS_CHECK(x.dim() == 2 && w.dim() == 2 && t.dim() == 1 && x.size(1) == w.size(1) &&
                t.size(0) == x.size(0) && 0 <= vocab.real && vocab.real <= w.size(0),
            "[loss] linear_cross_entropy: x [{}, {}], w [{}, {}], targets [{}], {} real rows",
@@ -149,11 +164,7 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const 
   const at::ScalarType acc = low_precision(compute) ? at::kFloat : compute;
   const int64_t n = x.size(0), v = vocab.real;
   if (chunk_rows <= 0) chunk_rows = chunk_rows_for(n, v, chunk_budget(x));
-  if (route == LossRoute::kAuto) {
-    route = x.is_cuda() && vocab.groups.empty() ? LossRoute::kLogSoftmax : LossRoute::kPasses;
-  }
-  VS_CHECK(route == LossRoute::kPasses || vocab.groups.empty(),
-           "[loss] the log-softmax route needs the whole vocabulary on the rank");
+  const kernels::LossPathId row = path ? *path : loss_path_for(x, vocab);
 
   std::shared_ptr<LinearCrossEntropyBackward> node;
   at::Tensor loss = at::zeros({}, x.options().dtype(acc));
@@ -171,10 +182,8 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const 
       const int64_t e = std::min(n, s + chunk_rows);
       const at::Tensor xc = xd.slice(0, s, e);
       const at::Tensor logits = at::mm(xc, w_real.t());
-      const Chunk c =
-          route == LossRoute::kLogSoftmax
-              ? log_softmax_chunk(logits, targets.slice(0, s, e), n_global, track)
-              : passes_chunk(logits, targets.slice(0, s, e), vocab, acc, n_global, track);
+      const LossChunk c =
+          loss_chunk(row, logits, targets.slice(0, s, e), vocab, acc, n_global, track);
       loss.add_(c.loss);
       if (!track) continue;
       at::Tensor dx_rows = dx.slice(0, s, e);

@@ -6,9 +6,11 @@
 #include <ATen/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "comm/group.h"
+#include "kernels/kernel_table.h"
 
 namespace vescale::local {
 
@@ -21,12 +23,23 @@ struct VocabSlice {
   std::vector<const comm::Group*> groups;
 };
 
-/// How a chunk's loss and gradient are computed from its logits (NOTE [Fused LM loss]).
-enum class LossRoute {
-  kAuto,        ///< log-softmax on CUDA with the whole vocabulary on the rank, else passes
-  kLogSoftmax,  ///< ATen's log-softmax and its backward (the whole vocabulary only)
-  kPasses,      ///< max, exp, sum and the gradient's passes (any vocabulary split)
+/// A chunk of rows: their summed loss (a scalar in the loss's type) and, when asked, their
+/// logits' gradient over N in the logits' type.
+struct LossChunk {
+  at::Tensor loss;
+  at::Tensor grad;
 };
+
+/// One chunk's loss and gradient from its logits [rows, columns of this slice] and targets
+/// [rows] by the LM loss table's row `path` (NOTE [Fused LM loss]): the same ATen calls on every
+/// device, so that a CPU test of a row tests what CUDA runs. `acc`: the loss's type (float32 for
+/// bf16 and float16 logits). The log-softmax rows need vocab.groups empty.
+LossChunk loss_chunk(kernels::LossPathId path, const at::Tensor& logits, const at::Tensor& targets,
+                     const VocabSlice& vocab, at::ScalarType acc, double n_global, bool grad);
+
+/// The LM loss table's row for logits of `x`'s device and type over `vocab` (NOTE [Kernel
+/// table]).
+kernels::LossPathId loss_path_for(const at::Tensor& x, const VocabSlice& vocab);
 
 /// sum over rows r of cross_entropy(x[r] w^T, t[r]) / n_global, for hidden states x [n, C], head
 /// rows w [v, C] (the slice `vocab` of the padded vocabulary) and targets t [n]: a float32 scalar
@@ -34,11 +47,11 @@ enum class LossRoute {
 /// with the loss, chunk by chunk, and scaled by the loss's gradient in backward). Under
 /// vocab-parallelism the rows' log-sum-exp and target logits are summed over `vocab.groups`, and
 /// x's gradient is this slice's part (summed over the groups by the caller). `chunk_rows`: rows
-/// per chunk (0: chunk_rows_for(n, vocab.real, chunk_budget(x))); `route`: kLogSoftmax needs
-/// vocab.groups empty.
+/// per chunk (0: chunk_rows_for(n, vocab.real, chunk_budget(x))); `path`: the loss table's row
+/// (default loss_path_for(x, vocab)); the log-softmax rows need vocab.groups empty.
 at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& t,
                                 const VocabSlice& vocab, double n_global, int64_t chunk_rows = 0,
-                                LossRoute route = LossRoute::kAuto);
+                                std::optional<kernels::LossPathId> path = std::nullopt);
 
 /// The rows a chunk of linear_cross_entropy takes: its float32 logits [rows, columns] within
 /// `budget` bytes (at least 1 row; all of them when they fit).

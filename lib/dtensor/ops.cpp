@@ -283,7 +283,7 @@ DTensor causal_attention(const DTensor& q, const DTensor& k, const DTensor& v) {
          kernels::KernelContext context{l[0].device(), l[0].scalar_type()};
          context.kv_cache = cache != nullptr;
          context.cp_ring = ring != nullptr;
-         const kernels::AttentionPath& path = kernels::choose(kernels::kAttentionPaths, context);
+         const kernels::AttentionPath& path = kernels::take(kernels::kAttentionPaths, context);
          switch (path.id) {
            case kernels::AttentionPathId::kKvCache:
              return cache->attend(l[0], l[1], l[2]);

@@ -6,6 +6,7 @@
 //   AdamW             fused > foreach
 //   linear            at::linear > mm + bias add
 //   matmul precision  TF32 > float32
+//   LM loss           log-softmax > widened log-softmax > pass by pass (NOTE [Fused LM loss])
 // A path needs a build flag (the LibTorch version that brings its kernel, NOTE [Version
 // guards]) and run-time conditions on a KernelContext: the device and dtype, and for attention
 // whether a KV cache (NOTE [KV cache]) or a context-parallel ring (NOTE [Ring attention]) is
@@ -13,16 +14,30 @@
 // those would see this forward's or this rank's tokens only (the fused kernel once ran ahead of
 // the ring). The KV cache's and the ring's kernels need dtensor/ state, so their rows name no
 // kernel: ops::causal_attention runs them when the table picks them. Who dispatches through the
-// tables: ops::causal_attention, ops::linear (kernels::linear), AdamW::step and the job's matmul
-// precision (configure_matmul_precision). The `[device]` line (fast_paths_summary) and
-// `--version` (build_summary) are written from the tables, and tests/kernels/kernel_table_test
-// runs every path of every table against the explicit one.
+// tables: ops::causal_attention, ops::linear (kernels::linear), AdamW::step, the job's matmul
+// precision (configure_matmul_precision) and the fused LM loss (local::linear_cross_entropy, whose
+// rows name no kernel either: their chunks all-reduce over the vocabulary's groups). The
+// `[device]` line (fast_paths_summary) and `--version` (build_summary, a line a row) are written
+// from the tables, and tests/kernels/kernel_table_test runs every path of every table against the
+// explicit one.
+//
+// NOTE [GPU-verified]
+// A row that only CUDA takes (its conditions hold on no other device) is GPU code: the CPU tests
+// never run it, and one such row, the log-softmax loss with ATen's half_to_float flag on bf16
+// logits, landed with CPU tests only and failed at the first bf16 step on an H100 (issue [31]).
+// So each CUDA row records the last scripts/gpu-check.sh run that took it and passed: the date
+// and the GPU as nvidia-smi names it (`gpu_run`). A CUDA row with no such run is not taken: the
+// next row that holds runs instead, and the `[device]` line says why; training.unverified_kernels
+// = true opts in (set_unverified_kernels, process-wide). gpu-check opts in on its CUDA runs and
+// prints the rows each passing run took (taken_rows(), the `[kernels]` line at the end of a
+// run), with the `gpu_run` to write into the row. The last row of a table is never CUDA-only.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 
 #include <array>
+#include <atomic>
 #include <string>
 
 #include "core/device.h"
@@ -40,6 +55,11 @@ struct BuildFlags {
 };
 inline constexpr BuildFlags kThisBuild{};
 
+/// Whether CUDA rows that no GPU has run are taken (training.unverified_kernels; NOTE
+/// [GPU-verified]). Process-wide, off until set; the default of every KernelContext.
+void set_unverified_kernels(bool take);
+bool unverified_kernels();
+
 /// What a table needs to know to pick a path.
 struct KernelContext {
   Device device = kCpu;
@@ -47,7 +67,16 @@ struct KernelContext {
   bool kv_cache = false;  ///< a KvCacheScope is open (generation)
   bool cp_ring = false;   ///< a context-parallel ring is open
   BuildFlags build = kThisBuild;
+  bool vocab_split = false;                ///< the LM loss's vocabulary is split over ranks
+  bool unverified = unverified_kernels();  ///< take CUDA rows no GPU has run (NOTE [GPU-verified])
 };
+
+/// The last gpu-check run that took a CUDA row and passed (NOTE [GPU-verified]).
+struct GpuRun {
+  const char* date;  ///< "2026-11-27"; nullptr: the row has not run on a GPU
+  const char* gpu;   ///< as nvidia-smi names it: "NVIDIA H100 80GB HBM3"
+};
+inline constexpr GpuRun kNotYetRun{nullptr, nullptr};
 
 /// Why a path cannot run in a context ("CUDA only"), or nullptr when it can.
 using Unmet = const char* (*)(const KernelContext&);
@@ -60,8 +89,12 @@ struct KernelPath {
   bool BuildFlags::*built;  ///< the build flag it needs, or nullptr
   const char* since;        ///< the LibTorch version that brings that flag, or nullptr
   Unmet unmet;              ///< its run-time conditions
-  Fn* run;          ///< its kernel; nullptr where ops.cpp runs it or where there is nothing to run
+  Fn* run;          ///< its kernel; nullptr where its caller runs it or there is nothing to run
   bool summarised;  ///< named in the `[device]` line (and, with a build flag, in --version)
+  bool cuda_only;   ///< only CUDA takes it (NOTE [GPU-verified])
+  GpuRun gpu_run;   ///< a CUDA row's last GPU run, or kNotYetRun
+  /// Set once a dispatch takes the row in this process (taken_rows()).
+  mutable std::atomic<bool> taken{false};
 };
 
 // ---- the tables -------------------------------------------------------------------------------
@@ -89,30 +122,53 @@ using MatmulPrecisionFn = void();
 using MatmulPrecisionPath = KernelPath<MatmulPrecisionId, MatmulPrecisionFn>;
 extern const std::array<MatmulPrecisionPath, 2> kMatmulPrecisionPaths;
 
-/// Calls `visit(table)` for every table, in the order of the `[device]` line.
+/// NOTE [Fused LM loss]: how a chunk's loss and gradient come from its logits. The rows name no
+/// kernel: local::linear_cross_entropy runs them (the passes all-reduce over the vocabulary).
+enum class LossPathId {
+  kLogSoftmax,         ///< ATen's log-softmax and its backward on float32 or float64 logits
+  kWidenedLogSoftmax,  ///< the same on bf16 or float16 logits widened to float32 first
+  kPasses,             ///< max, exp, sum and the gradient pass by pass (any vocabulary split)
+};
+using LossFn = void();
+using LossPath = KernelPath<LossPathId, LossFn>;
+extern const std::array<LossPath, 3> kLossPaths;
+
+/// Calls `visit(table, op)` for every table and the op it serves, in the order of the `[device]`
+/// line.
 template <typename Visit>
 void for_each_table(Visit&& visit) {
-  visit(kAttentionPaths);
-  visit(kAdamWPaths);
-  visit(kLinearPaths);
-  visit(kMatmulPrecisionPaths);
+  visit(kAttentionPaths, "attention");
+  visit(kAdamWPaths, "AdamW");
+  visit(kLinearPaths, "linear");
+  visit(kMatmulPrecisionPaths, "matmul precision");
+  visit(kLossPaths, "LM loss");
 }
 
 // ---- choosing ---------------------------------------------------------------------------------
 
+/// Whether a GPU has run `path`, or it needs none (not CUDA-only).
+template <typename Path>
+bool gpu_verified(const Path& path) {
+  return !path.cuda_only || path.gpu_run.date != nullptr;
+}
+
 /// Whether `path` can run in `context`.
 template <typename Path>
 bool holds(const Path& path, const KernelContext& context) {
-  return (path.built == nullptr || context.build.*path.built) && path.unmet(context) == nullptr;
+  return (path.built == nullptr || context.build.*path.built) && path.unmet(context) == nullptr &&
+         (gpu_verified(path) || context.unverified);
 }
+
+inline constexpr const char* kNotYetRunOnAGpu =
+    "not yet run on a GPU; training.unverified_kernels = true takes it";
 
 /// Why `path` cannot run in `context` ("needs LibTorch 2.0", "CUDA only"), or "" when it can.
 template <typename Path>
 std::string why_not(const Path& path, const KernelContext& context) {
   if (path.built != nullptr && !(context.build.*path.built))
     return std::string("needs LibTorch ") + path.since;
-  const char* unmet = path.unmet(context);
-  return unmet == nullptr ? std::string() : std::string(unmet);
+  if (const char* unmet = path.unmet(context); unmet != nullptr) return unmet;
+  return gpu_verified(path) || context.unverified ? std::string() : kNotYetRunOnAGpu;
 }
 
 /// The first path of `table` that holds in `context` (the last holds everywhere).
@@ -122,6 +178,20 @@ const Path& choose(const std::array<Path, N>& table, const KernelContext& contex
     if (holds(path, context)) return path;
   }
   return table.back();
+}
+
+/// Marks `path` as taken by a dispatch of this process (taken_rows()); returns it.
+template <typename Path>
+const Path& mark_taken(const Path& path) {
+  if (!path.taken.load(std::memory_order_relaxed))
+    path.taken.store(true, std::memory_order_relaxed);
+  return path;
+}
+
+/// choose(), for a dispatch that runs the path: marks it taken.
+template <typename Path, size_t N>
+const Path& take(const std::array<Path, N>& table, const KernelContext& context) {
+  return mark_taken(choose(table, context));
 }
 
 // ---- dispatch and summaries -------------------------------------------------------------------
@@ -139,8 +209,16 @@ bool configure_matmul_precision(Device device, at::ScalarType dtype);
 std::string fast_paths_summary(Device device, at::ScalarType dtype);
 
 /// For --version: "LibTorch 1.13.0 (CPU only); fast paths built in: ..." or, for a CUDA build,
-/// "LibTorch 2.6.0 (CUDA 12.4, NCCL 2.22.3; no GPU visible); fast paths built in: ...".
-/// `nccl_version` is comm::nccl_version() ("" without NCCL).
+/// "LibTorch 2.6.0 (CUDA 12.4, NCCL 2.22.3; no GPU visible); fast paths built in: ...", then a
+/// line a row of every table: "  attention: fused attention: CUDA, GPU-verified 2026-11-27
+/// NVIDIA H100 80GB HBM3". `nccl_version` is comm::nccl_version() ("" without NCCL).
 std::string build_summary(const std::string& nccl_version);
+
+/// "GPU-verified 2026-11-27 NVIDIA H100 80GB HBM3", or "not yet run on a GPU" (NOTE
+/// [GPU-verified]).
+std::string gpu_run_text(const GpuRun& run);
+
+/// The rows dispatches took in this process, in table order: "fused attention, at::linear, ...".
+std::string taken_rows();
 
 }  // namespace vescale::kernels

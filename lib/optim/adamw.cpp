@@ -24,8 +24,8 @@ const kernels::AdamWPath& adamw_path(const std::vector<at::Tensor>& tensors) {
   const kernels::KernelContext context{p.device(), p.scalar_type()};
   const kernels::AdamWPath& path = kernels::choose(kernels::kAdamWPaths, context);
   if (path.id == kernels::AdamWPathId::kFused && !fused::adamw_takes(tensors))
-    return kernels::kAdamWPaths.back();
-  return path;
+    return kernels::mark_taken(kernels::kAdamWPaths.back());
+  return kernels::mark_taken(path);
 }
 
 AdamWHyper hyper(const AdamWOptions& o, double lr, bool decay, int64_t step) {

@@ -1,12 +1,16 @@
 // NOTE [Fused LM loss] on one rank: the chunked kernel's loss and gradients against the unfused
 // head (x w^T, the padded rows masked with -inf, float32 cross entropy for lower precision x),
 // for chunks of 1 row, a few rows that do not divide the batch, and all rows; with padding and
-// without; by both routes (passes, log-softmax); scaled by an upstream gradient other than 1.
+// without; by every row of the loss table (passes, log-softmax, widened log-softmax); scaled by an
+// upstream gradient other than 1. And each row the table picks for a CUDA device, faked in the
+// table's context, run on the CPU: a row makes the same ATen calls on every device.
 #include "dtensor/linear_cross_entropy.h"
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -60,21 +64,20 @@ TEST(LinearCrossEntropy, MatchesTheUnfusedHeadForEveryChunking) {
       const std::vector<at::Tensor> ref = loss_and_grads(
           [&](const at::Tensor& a, const at::Tensor& b) { return unfused(a, b, t, real); }, x, w,
           0.25);
-      for (const auto route : {local::LossRoute::kPasses, local::LossRoute::kLogSoftmax}) {
+      for (const kernels::LossPath& route : kernels::kLossPaths) {
         for (int64_t chunk : {int64_t{1}, int64_t{3}, n}) {
           local::VocabSlice vocab;
           vocab.real = real;
           const std::vector<at::Tensor> got = loss_and_grads(
               [&](const at::Tensor& a, const at::Tensor& b) {
                 return local::linear_cross_entropy(a, b, t, vocab, static_cast<double>(n), chunk,
-                                                   route);
+                                                   route.id);
               },
               x, w, 0.25);
           for (size_t i = 0; i < got.size(); ++i) {
-            const std::string label =
-                std::string(at::toString(k.dtype)) + " " + names[i] + ", " + std::to_string(real) +
-                " real rows of " + std::to_string(v) + ", chunks of " + std::to_string(chunk) +
-                (route == local::LossRoute::kPasses ? ", passes" : ", log-softmax");
+            const std::string label = std::string(at::toString(k.dtype)) + " " + names[i] + ", " +
+                                      std::to_string(real) + " real rows of " + std::to_string(v) +
+                                      ", chunks of " + std::to_string(chunk) + ", " + route.name;
             const double err = expect_close(got[i], ref[i], k.rtol, k.atol, label);
             std::printf("%s: max relative error %.3g\n", label.c_str(), err);
           }
@@ -85,6 +88,58 @@ TEST(LinearCrossEntropy, MatchesTheUnfusedHeadForEveryChunking) {
         }
       }
     }
+  }
+}
+
+// Issue [31]: the log-softmax row once passed ATen's half_to_float flag for bf16 logits on CUDA,
+// whose kernel converts float16 only: bf16 training died at its first step. No CPU test ran
+// that call, as the CPU took another branch. Now the table picks the row from (device, dtype)
+// and the row asks nothing of the device, so the rows a CUDA device gets run here as they
+// would there.
+TEST(LinearCrossEntropy, TheRowsOfAFakedCudaDeviceRunOnTheCpu) {
+  const Device cuda(c10::kCUDA, 0);  // a name for the table: nothing is allocated on it
+  const int64_t rows = 9, columns = 50;
+  at::manual_seed(7);
+  const at::Tensor logits64 = at::randn({rows, columns}, at::kDouble) * 3;
+  const at::Tensor t = at::randint(columns, {rows}, at::kLong);
+  local::VocabSlice vocab;
+  vocab.real = columns;
+  const double n = 16;
+  struct Expect {
+    at::ScalarType dtype;
+    bool opted_in;
+    kernels::LossPathId row;
+    double tolerance;  // of the loss (float32 from the same logits) and of the gradient's dtype
+  };
+  for (const Expect& e : {
+           Expect{at::kBFloat16, false, kernels::LossPathId::kPasses, 1e-2},
+           Expect{at::kBFloat16, true, kernels::LossPathId::kWidenedLogSoftmax, 1e-2},
+           Expect{at::kHalf, false, kernels::LossPathId::kPasses, 2e-3},
+           Expect{at::kHalf, true, kernels::LossPathId::kWidenedLogSoftmax, 2e-3},
+           Expect{at::kFloat, false, kernels::LossPathId::kLogSoftmax, 1e-5},
+       }) {
+    kernels::KernelContext context{cuda, e.dtype};
+    context.unverified = e.opted_in;
+    const kernels::LossPath& row = kernels::choose(kernels::kLossPaths, context);
+    const std::string label = fmt::format("cuda (faked) {}{}: {}", c10::toString(e.dtype),
+                                          e.opted_in ? ", unverified rows taken" : "", row.name);
+    EXPECT_EQ(row.id, e.row) << label;
+    // The reference from the very logits the row sees, in float64.
+    const at::Tensor logits = logits64.to(e.dtype);
+    const at::Tensor logp = at::log_softmax(logits.to(at::kDouble), 1);
+    const double loss_ref = -logp.gather(1, t.unsqueeze(1)).sum().item<double>();
+    const at::Tensor grad_ref = (logp.exp() - at::one_hot(t, columns).to(at::kDouble)) / n;
+    const local::LossChunk got =
+        local::loss_chunk(row.id, logits, t, vocab, at::kFloat, n, /*grad=*/true);
+    EXPECT_EQ(got.loss.scalar_type(), at::kFloat) << label;
+    EXPECT_EQ(got.grad.scalar_type(), e.dtype) << label;
+    const double loss_error = std::abs(got.loss.item<double>() - loss_ref) / std::abs(loss_ref);
+    const double grad_error = (got.grad.to(at::kDouble) - grad_ref).abs().max().item<double>() /
+                              grad_ref.abs().max().item<double>();
+    std::printf("%s: loss relative error %.3g, gradient %.3g\n", label.c_str(), loss_error,
+                grad_error);
+    EXPECT_LE(loss_error, e.tolerance) << label;
+    EXPECT_LE(grad_error, e.tolerance) << label;
   }
 }
 

@@ -93,7 +93,9 @@ TEST(FastPaths, SummariesSayWhatIsOnAndWhy) {
           std::string(kHasFusedAttention ? "float64 is the reference" : "needs LibTorch 2.0") +
           "), blocked attention off (float64 is the reference), fused AdamW off (" +
           (kHasFusedAdamW ? "float64 is the reference" : "needs LibTorch 2.1") +
-          "), TF32 matmuls off (float64 is the reference)");
+          "), TF32 matmuls off (float64 is the reference), log-softmax loss on (" +
+          gpu_run_text(kLossPaths.front().gpu_run) +
+          "), widened log-softmax loss off (bfloat16 and float16 logits only)");
   const std::string cpu = fast_paths_summary(kCpu, at::kFloat);
   EXPECT_NE(cpu.find("TF32 matmuls off (CUDA only)"), std::string::npos) << cpu;
   EXPECT_NE(cpu.find("blocked attention on"), std::string::npos) << cpu;

@@ -17,6 +17,7 @@
 
 #include "dtensor/context_parallel.h"
 #include "dtensor/kv_cache.h"
+#include "dtensor/linear_cross_entropy.h"
 #include "dtensor/ring_attention.h"
 #include "support/run_ranks.h"
 #include "support/tensors.h"
@@ -34,19 +35,24 @@ std::string describe(const KernelContext& c) {
   return c.device.str() + " " + c10::toString(c.dtype) + (c.kv_cache ? ", KV cache" : "") +
          (c.cp_ring ? ", cp ring" : "") +
          (c.build.fused_attention ? ", fused attention built" : "") +
-         (c.build.fused_adamw ? ", fused AdamW built" : "");
+         (c.build.fused_adamw ? ", fused AdamW built" : "") +
+         (c.vocab_split ? ", vocabulary split" : "") +
+         (c.unverified ? ", unverified rows taken" : "");
 }
 
 /// Every context a table can be asked about: both devices, four dtypes, a KV cache and a ring
-/// open or not, and this build, a build with none of the LibTorch kernels and one with all.
+/// open or not, this build, a build with none of the LibTorch kernels and one with all, the
+/// vocabulary split or not, and the rows no GPU has run taken or not.
 std::vector<KernelContext> every_context() {
   std::vector<KernelContext> out;
   const BuildFlags none{false, false, false}, all{true, true, true};
   for (const Device& device : {kCpu, kGpu}) {
     for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf}) {
-      for (int open = 0; open < 4; ++open) {
-        for (const BuildFlags& build : {kThisBuild, none, all})
-          out.push_back({device, dtype, (open & 1) != 0, (open & 2) != 0, build});
+      for (int open = 0; open < 16; ++open) {
+        for (const BuildFlags& build : {kThisBuild, none, all}) {
+          out.push_back({device, dtype, (open & 1) != 0, (open & 2) != 0, build, (open & 4) != 0,
+                         (open & 8) != 0});
+        }
       }
     }
   }
@@ -99,8 +105,86 @@ TEST(KernelTable, AdamWLinearAndMatmulPrecisionOrders) {
   }
 }
 
+TEST(KernelTable, LossIsLogSoftmaxThenWidenedThenPasses) {
+  for (const KernelContext& c : every_context()) {
+    const bool low = c.dtype == at::kBFloat16 || c.dtype == at::kHalf;
+    const bool whole_on_cuda = c.device.is_cuda() && !c.vocab_split;
+    LossPathId expected = LossPathId::kPasses;
+    if (whole_on_cuda && !low) {
+      expected = LossPathId::kLogSoftmax;
+    } else if (whole_on_cuda && c.unverified) {  // the widened row has not run on a GPU yet
+      expected = LossPathId::kWidenedLogSoftmax;
+    }
+    EXPECT_EQ(choose(kLossPaths, c).id, expected) << describe(c);
+  }
+}
+
+// NOTE [GPU-verified]
+TEST(KernelTable, ACudaRowNoGpuHasRunIsSkippedUnlessOptedIn) {
+  const KernelContext bf16_on_cuda{kGpu, at::kBFloat16};
+  EXPECT_FALSE(bf16_on_cuda.unverified);  // off by default
+  const LossPath& widened = kLossPaths[1];
+  ASSERT_EQ(widened.id, LossPathId::kWidenedLogSoftmax);
+  ASSERT_EQ(widened.gpu_run.date, nullptr) << "verified on a GPU: pick another unverified row";
+  EXPECT_EQ(choose(kLossPaths, bf16_on_cuda).id, LossPathId::kPasses);
+  EXPECT_EQ(why_not(widened, bf16_on_cuda), kNotYetRunOnAGpu);
+  const std::string device_line = fast_paths_summary(kGpu, at::kBFloat16);
+  EXPECT_NE(device_line.find(std::string("widened log-softmax loss off (") + kNotYetRunOnAGpu),
+            std::string::npos)
+      << device_line;
+
+  set_unverified_kernels(true);  // training.unverified_kernels = true
+  const KernelContext opted_in{kGpu, at::kBFloat16};
+  set_unverified_kernels(false);
+  EXPECT_TRUE(opted_in.unverified);
+  EXPECT_EQ(choose(kLossPaths, opted_in).id, LossPathId::kWidenedLogSoftmax);
+  EXPECT_TRUE(why_not(widened, opted_in).empty());
+}
+
+TEST(KernelTable, CudaRowsAreThoseNoOtherDeviceTakesAndSayTheirGpuRun) {
+  const std::vector<KernelContext> contexts = every_context();
+  for_each_table([&](const auto& table, const char* op) {
+    EXPECT_FALSE(table.back().cuda_only) << op << ": the last row must hold everywhere";
+    for (const auto& path : table) {
+      const bool on_cpu = std::any_of(contexts.begin(), contexts.end(), [&](const auto& c) {
+        return !c.device.is_cuda() && holds(path, c);
+      });
+      EXPECT_EQ(path.cuda_only, !on_cpu) << op << ": " << path.name;
+      const std::string said = gpu_run_text(path.gpu_run);
+      if (path.gpu_run.date != nullptr) {
+        EXPECT_TRUE(path.cuda_only)
+            << path.name << ": a GPU run recorded for a row any device runs";
+        EXPECT_EQ(said.rfind("GPU-verified 20", 0), 0u) << said;
+        EXPECT_NE(said.find("NVIDIA "), std::string::npos) << said;
+      } else {
+        EXPECT_EQ(said, "not yet run on a GPU");
+      }
+    }
+  });
+  // --version: a line a row, each CUDA row with its GPU run.
+  const std::string version = build_summary("");
+  for_each_table([&](const auto& table, const char* op) {
+    for (const auto& path : table) {
+      const std::string line =
+          fmt::format("  {}: {}: {}", op, path.name, path.cuda_only ? "CUDA" : "any device");
+      const size_t at = version.find(line);
+      ASSERT_NE(at, std::string::npos) << line << " in\n" << version;
+      const std::string rest = version.substr(at, version.find('\n', at) - at);
+      EXPECT_EQ(rest.find(gpu_run_text(path.gpu_run)) != std::string::npos, path.cuda_only) << rest;
+    }
+  });
+}
+
+TEST(KernelTable, DispatchesMarkTheRowsTheyTake) {
+  // This process has run other tests: only what a dispatch here must have marked is asserted.
+  const at::Tensor x = at::ones({2, 3}), w = at::ones({4, 3});
+  linear(x, w, at::Tensor());
+  EXPECT_TRUE(kLinearPaths.back().taken.load());
+  EXPECT_NE(taken_rows().find("mm + bias add"), std::string::npos) << taken_rows();
+}
+
 TEST(KernelTable, TheExplicitPathHoldsEverywhereAndAPathOffSaysWhy) {
-  for_each_table([](const auto& table) {
+  for_each_table([](const auto& table, const char*) {
     for (const KernelContext& c : every_context()) {
       EXPECT_TRUE(holds(table.back(), c)) << table.back().name << ", " << describe(c);
       for (const auto& path : table)
@@ -291,8 +375,23 @@ Outputs run_matmul(const MatmulPrecisionPath& path, Device device, at::ScalarTyp
   return {out};
 }
 
+/// A chunk's loss and its logits' gradient by a loss row (NOTE [Fused LM loss]): 40 columns, 6
+/// of them padding, targets among the real ones.
+Outputs run_loss(const LossPath& path, Device device, at::ScalarType dtype) {
+  const int64_t rows = 12, columns = 40;
+  local::VocabSlice vocab;
+  vocab.real = columns - 6;
+  const at::Tensor logits = pattern({rows, vocab.real}, 0.8).mul(4).to(dtype).to(device);
+  const at::Tensor targets = at::arange(rows, at::kLong).mul(5).remainder(vocab.real).to(device);
+  const at::ScalarType acc = dtype == at::kDouble ? at::kDouble : at::kFloat;
+  const local::LossChunk c = local::loss_chunk(path.id, logits, targets, vocab, acc, 24.0, true);
+  return {c.loss, c.grad};
+}
+
 void check_every_table(Device device) {
   auto nothing_open = [](const auto&, KernelContext&) {};
+  // Every loss row runs here, the ones no GPU has run too (NOTE [GPU-verified]).
+  auto loss_open = [](const LossPath&, KernelContext& context) { context.unverified = true; };
   auto attention_open = [](const AttentionPath& path, KernelContext& context) {
     context.kv_cache = path.id == AttentionPathId::kKvCache;
     context.cp_ring = path.id == AttentionPathId::kCpRing;
@@ -301,6 +400,7 @@ void check_every_table(Device device) {
   ran += check_paths("AdamW", kAdamWPaths, device, nothing_open, run_adamw);
   ran += check_paths("linear", kLinearPaths, device, nothing_open, run_linear);
   ran += check_paths("matmul", kMatmulPrecisionPaths, device, nothing_open, run_matmul);
+  ran += check_paths("LM loss", kLossPaths, device, loss_open, run_loss);
   EXPECT_GT(ran, 0);
 }
 
@@ -311,7 +411,7 @@ TEST(KernelTable, EveryPathMatchesTheExplicitOneOnTheCpu) {
 TEST(KernelTable, EveryPathMatchesTheExplicitOneOnCuda) {
   if (!at::hasCUDA())
     GTEST_SKIP() << "no GPU: the CUDA paths (fused attention and AdamW where LibTorch has them, "
-                    "at::linear, TF32 matmuls) run where one is";
+                    "at::linear, TF32 matmuls, the log-softmax losses) run where one is";
   check_every_table(kGpu);
 }
 
