@@ -100,7 +100,8 @@ int64_t peak_resident_bytes();
 /// Measured float32 FLOP/s of this process multiplying two n x n matrices, timed for about
 /// `seconds` after one warm-up call.
 double measured_matmul_flops(int64_t n, double seconds);
-/// measured_matmul_flops(512, 0.2): the MFU peak when metrics.peak_flops is 0.
+/// measured_matmul_flops(512, 0.2): the CPU's MFU peak when metrics.peak_flops is 0 (NOTE [MFU
+/// peak]).
 double measured_peak_flops();
 
 }  // namespace vescale

@@ -22,13 +22,23 @@
 #include "train/evaluator.h"
 #include "train/job.h"
 #include "train/metrics.h"
+#include "train/model_factory.h"
 #include "train/nonfinite.h"
+#include "train/peak_flops.h"
 #include "train/preemption.h"
 #include "train/run_folder.h"
 #include "train/tensorboard.h"
 
 namespace vescale {
 namespace {
+
+/// The per-rank peak of the MFU (NOTE [MFU peak]), said once: gpu-check reads it.
+double mfu_peak(const Job& job) {
+  const PeakFlops peak = job_peak_flops(job.config().peak_flops, job.model->mesh().mesh().device(),
+                                        job_dtype(job.config()));
+  log_rank0("[mfu] peak {:.4g} TFLOP/s per rank: {}", peak.flops / 1e12, peak.source);
+  return peak.flops;
+}
 
 /// What the loop needs to turn steps into metrics lines.
 struct Meter {
@@ -38,7 +48,7 @@ struct Meter {
         samples_per_step(static_cast<double>(job.config().global_batch_size)),
         tokens_per_step(samples_per_step * job.model->task().tokens_per_sample()),
         flops_per_sample(job.model->task().flops_per_sample()),
-        peak(job.config().peak_flops > 0 ? job.config().peak_flops : measured_peak_flops()) {}
+        peak(mfu_peak(job)) {}
 
   comm::CommStats& stats;
   double world_size, samples_per_step, tokens_per_step, flops_per_sample, peak;

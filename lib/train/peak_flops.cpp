@@ -1,0 +1,145 @@
+#include "train/peak_flops.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <array>
+#include <chrono>
+
+#include "kernels/kernel_table.h"
+#include "train/metrics.h"
+
+namespace vescale {
+namespace {
+
+// NOTE [MFU peak]
+// MFU is model FLOPs (6 N + 12 L C T a token) per second over the peak of the device. On a GPU
+// the peak is the datasheet's dense figure for the matmuls the job runs: bf16/float16 tensor
+// cores, TF32 (float32 with TF32 matmuls, the kernel table's TF32 row), or plain float32. The
+// table below knows a GPU by a part of its name and its compute capability (both from the
+// driver: NOTE [GPU facts from the driver]); a GPU it does not know gets a short measured matmul
+// on that device in that dtype, and metrics.peak_flops overrides both. The CPU keeps a measured
+// float32 matmul. It was once measured on the host CPU for every device: an H100 reported
+// "mfu 196378%" (issue [31]).
+// Order: the more specific name first ("H100 PCIe" before "H100").
+constexpr std::array<GpuPeaks, 8> kGpuPeaks{{
+    // NVIDIA H100 Tensor Core GPU datasheet, PCIe column: bf16 1,513 TFLOP/s and TF32 756 with
+    // sparsity, float32 51.
+    {"H100 PCIe", 9, 0, 756.5e12, 378e12, 51.2e12, "NVIDIA H100 datasheet (PCIe)"},
+    // The same datasheet, H100 NVL column: 1,671 and 835 with sparsity, float32 60.
+    {"H100 NVL", 9, 0, 835.5e12, 417.5e12, 60e12, "NVIDIA H100 datasheet (NVL)"},
+    // The same datasheet, SXM column ("NVIDIA H100 80GB HBM3"): 1,979 and 989 with sparsity,
+    // float32 67.
+    {"H100", 9, 0, 989.4e12, 494.7e12, 66.9e12, "NVIDIA H100 datasheet (SXM)"},
+    // NVIDIA H200 datasheet, H200 NVL column: 1,671 and 835 with sparsity, float32 60.
+    {"H200 NVL", 9, 0, 835.5e12, 417.5e12, 60e12, "NVIDIA H200 datasheet (NVL)"},
+    // The same datasheet, SXM column ("NVIDIA H200"): the H100 SXM's figures.
+    {"H200", 9, 0, 989.4e12, 494.7e12, 66.9e12, "NVIDIA H200 datasheet (SXM)"},
+    // NVIDIA A100 Tensor Core GPU datasheet, SXM and PCIe alike: bf16 312 (624 with sparsity),
+    // TF32 156, float32 19.5.
+    {"A100", 8, 0, 312e12, 156e12, 19.5e12, "NVIDIA A100 datasheet"},
+    // NVIDIA L40S datasheet: bf16 733 and TF32 366 with sparsity, float32 91.6.
+    {"L40S", 8, 9, 366.5e12, 183e12, 91.6e12, "NVIDIA L40S datasheet"},
+    // NVIDIA Ada Lovelace architecture whitepaper, GeForce RTX 4090: bf16 with float32
+    // accumulation 165.2 dense, TF32 82.6, float32 82.6.
+    {"RTX 4090", 8, 9, 165.2e12, 82.6e12, 82.6e12, "NVIDIA Ada Lovelace whitepaper (RTX 4090)"},
+}};
+
+const GpuPeaks* find_gpu(const GpuFacts& gpu) {
+  for (const GpuPeaks& row : kGpuPeaks) {
+    if (gpu.name.find(row.pattern) == std::string::npos) continue;
+    // A name the table knows on another chip (a future "H100 ..." of capability 10) is not it.
+    if (gpu.major != 0 && (gpu.major != row.major || gpu.minor != row.minor)) return nullptr;
+    return &row;
+  }
+  return nullptr;
+}
+
+const char* kind_name(MatmulKind kind) {
+  switch (kind) {
+    case MatmulKind::kHalf:
+      return "bf16/float16";
+    case MatmulKind::kTf32:
+      return "TF32";
+    case MatmulKind::kFloat32:
+      break;
+  }
+  return "float32";
+}
+
+/// The matmul kind of a job computing `dtype`, or nullopt where the table has no column (float64).
+std::optional<MatmulKind> matmul_kind(at::ScalarType dtype, bool tf32) {
+  if (dtype == at::kBFloat16 || dtype == at::kHalf) return MatmulKind::kHalf;
+  if (dtype == at::kFloat) return tf32 ? MatmulKind::kTf32 : MatmulKind::kFloat32;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<double> table_peak_flops(const GpuFacts& gpu, MatmulKind kind) {
+  const GpuPeaks* row = find_gpu(gpu);
+  if (row == nullptr) return std::nullopt;
+  switch (kind) {
+    case MatmulKind::kHalf:
+      return row->half;
+    case MatmulKind::kTf32:
+      return row->tf32;
+    case MatmulKind::kFloat32:
+      break;
+  }
+  return row->float32;
+}
+
+PeakFlops device_peak_flops(Device device, const GpuFacts& gpu, at::ScalarType dtype, bool tf32,
+                            const MeasureMatmul& measure) {
+  if (!device.is_cuda()) {
+    return {measure(kCpu, at::kFloat), "a float32 matmul measured on the CPU"};
+  }
+  const std::string name = gpu.name.empty() ? device.str() : gpu.name;
+  if (const std::optional<MatmulKind> kind = matmul_kind(dtype, tf32)) {
+    if (const std::optional<double> peak = table_peak_flops(gpu, *kind)) {
+      return {*peak,
+              fmt::format("{}, dense {} ({})", name, kind_name(*kind), find_gpu(gpu)->source)};
+    }
+  }
+  return {measure(device, dtype),
+          fmt::format("a {} matmul measured on {} (not in the device table)", c10::toString(dtype),
+                      name)};
+}
+
+double measured_matmul_rate(Device device, at::ScalarType dtype, int64_t n, double seconds) {
+  if (!device.is_cuda() && dtype == at::kFloat) return measured_matmul_flops(n, seconds);
+  const auto options = at::TensorOptions().device(device).dtype(dtype);
+  const at::Tensor a = at::randn({n, n}, options), b = at::randn({n, n}, options);
+  // A read of one element waits for the device's queue: the clock stops after the matmuls.
+  auto sync = [](const at::Tensor& c) { c.flatten()[0].item<double>(); };
+  sync(at::matmul(a, b));  // warm-up: the library's plans and the allocator
+  int64_t iters = 0;
+  double elapsed = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (elapsed < seconds) {
+    at::Tensor c;
+    for (int i = 0; i < 8; ++i)
+      c = at::matmul(a, b);
+    sync(c);
+    iters += 8;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return 2.0 * static_cast<double>(n * n * n) * static_cast<double>(iters) / elapsed;
+}
+
+PeakFlops job_peak_flops(double configured, Device device, at::ScalarType dtype) {
+  if (configured > 0) return {configured, "metrics.peak_flops"};
+  // Float32 runs as TF32 where the kernel table sets TF32 matmuls (configure_matmul_precision).
+  // A named context: GCC 14 takes a reference bound from a temporary argument for dangling.
+  const kernels::KernelContext context{device, dtype};
+  const bool tf32 = kernels::choose(kernels::kMatmulPrecisionPaths, context).id ==
+                    kernels::MatmulPrecisionId::kTf32;
+  return device_peak_flops(
+      device, gpu_facts(device), dtype, tf32, [](Device on, at::ScalarType type) {
+        // The CPU's figure as ever; a GPU's at a size that fills it.
+        return on.is_cuda() ? measured_matmul_rate(on, type, 4096, 0.2) : measured_peak_flops();
+      });
+}
+
+}  // namespace vescale
