@@ -2,13 +2,18 @@
 # Checks vescale-train on a GPU machine in one call (docs/design.md §18 "One GPU check"):
 #   build    the wheel route: scripts/setup-cuda.sh configures build-cuda/ (Release) against the
 #            machine's PyTorch, then only vescale-train is built
-#   parity   a small GPT (dropout 0.1) and a small Llama for 20 steps on CUDA (one rank, NCCL)
-#            against the CPU: float64, float32 and bf16 losses; dp 2 over Gloo on 2 processes; a
-#            CUDA checkpoint resumed on the CPU; eval and greedy generate from it on CUDA against
-#            the CPU
+#   parity   a small GPT (dropout 0.1), Llama and Mixtral for 20 steps on CUDA (one rank, NCCL)
+#            against the CPU: float64, float32 and bf16 losses (GPT bf16 also with every CUDA
+#            kernel row taken, those no GPU has run too: training.unverified_kernels); dp 2 over
+#            Gloo on 2 processes; a CUDA checkpoint resumed on the CPU; eval and greedy generate
+#            from it on CUDA against the CPU. Then the kernel rows the passing CUDA runs took
+#            (NOTE [GPU-verified]): those the binary does not yet call GPU-verified are printed
+#            with the line to write into lib/kernels/kernel_table.cpp
 #   bench    GPT-2 124M bf16, batch 16 x 1024 (configs/gpt2-124m.toml) in vescale-train, in
 #            vescale-train without its fused loss and projections (the "before" of [25]), PyTorch
-#            eager and torch.compile (bench/peers/gpt_torch.py): tokens/s, MFU, peak GPU memory
+#            eager and torch.compile (bench/peers/gpt_torch.py): tokens/s, MFU, peak GPU memory;
+#            and vescale-train's own MFU (metrics.jsonl, from the device's peak: NOTE [MFU peak])
+#            against this script's 6N + 12LCT at the same tokens/s, within 1 point
 #   profile  train --profile 3-3: the Chrome trace's phase and CUDA kernel events
 # Last it prints a table of every figure against its bar, also written to
 # bench/results/<gpu>-<YYYY-MM-DD>.txt and DIR/table.txt, and, when OUT is set (the GPU machine's
@@ -100,8 +105,23 @@ fi
 
 PASSED=0 FAILED=0 SKIPPED=0 BUILD_FAILED=0
 HEADER=() BUILD_ROWS=() STAGE_ROWS=() PARITY_ROWS=() BENCH_ROWS=() PROFILE_ROWS=()
+KERNEL_ROWS=() MFU_ROWS=()
+VERIFIED_RUNS=()  # the device-side runs whose parity rows passed: their kernel rows are verified
 
 say() { echo "[gpu-check ${SECONDS}s] $*"; }
+
+# why_failed NAME: one line on why run NAME failed: its exit status and its first error line (or
+# its last line), short enough for a table cell.
+why_failed() {
+  local log=$LOGS/$1.log line rc=${RUN_FAILED[$1]:-?}
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    echo "$1 timed out (exit $rc: its limit, or the call's END, came first)"
+    return
+  fi
+  line=$(grep -m1 -E '(^|\] )(error|Error|terminate)' "$log" 2>/dev/null || tail -1 "$log" 2>/dev/null)
+  line=$(tr -d '\r' <<<"$line" | tr '|' '/' | cut -c1-160)
+  echo "$1 exited $rc: ${line:-no output}"
+}
 
 # tally ok|FAIL|skipped: counts a check's outcome for the summary line.
 tally() {
@@ -138,12 +158,14 @@ table() {
     [ $MODE = cpu ] && echo "(* --cpu: the \"cuda\" side ran on the CPU)"
     echo
   fi
+  [ ${#KERNEL_ROWS[@]} -gt 0 ] && printf '%s\n' "${KERNEL_ROWS[@]}" ""
   if [ ${#BENCH_ROWS[@]} -gt 0 ]; then
     echo "| bench: $BENCH_TITLE | tokens/s | MFU | median ms | peak allocated | peak reserved | nvidia-smi max | warm-up s | loss first → last |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     printf '%s\n' "${BENCH_ROWS[@]}"
     echo
   fi
+  [ ${#MFU_ROWS[@]} -gt 0 ] && printf '%s\n' "${MFU_ROWS[@]}" ""
   [ ${#PROFILE_ROWS[@]} -gt 0 ] && printf '%s\n' "${PROFILE_ROWS[@]}" ""
   echo "gpu-check: $PASSED passed, $FAILED failed, $SKIPPED skipped"
 }
@@ -378,6 +400,28 @@ build_stage() {
     cmake --build build-cuda --target vescale-train -j "$(nproc)"
 }
 
+# warning_sites LOG: "-Wflag at lib/x.cpp:12, ..." for the warnings of a build log: each one's
+# last line of this tree among the lines that lead to it (up to 5 sites).
+warning_sites() {
+  python3 - "$1" "$PWD" <<'PY'
+import re, sys
+root = sys.argv[2].rstrip("/") + "/"
+ours = re.compile(re.escape(root) + r"((?:lib|app|models|tests|plugins|bench)/[^:' ]+:\d+)")
+sites, context = [], []
+for line in open(sys.argv[1], errors="replace"):
+    context.append(line)
+    if "warning:" not in line:
+        continue
+    flag = re.search(r"\[(-W[^\]=]+)", line)
+    found = [m.group(1) for l in context[-40:] for m in ours.finditer(l)]
+    site = f"{flag.group(1) if flag else 'warning'} at {found[-1] if found else 'a library header'}"
+    if site not in sites:
+        sites.append(site)
+    context = []
+print(", ".join(sites[:5]))
+PY
+}
+
 # build_and_report NOTE COMMAND...: builds, and makes the build row: time, warnings, last lines.
 build_and_report() {
   local note=$1 started=$SECONDS rc warnings
@@ -385,6 +429,11 @@ build_and_report() {
   timeout "${BUILD_LIMIT:-$(limit 420)}" "$@" >"$LOGS/build.log" 2>&1
   rc=$?
   warnings=$(grep -c 'warning:' "$LOGS/build.log")
+  # Where each warning comes from in this tree (a warning inside a library header names the
+  # line of ours that inlined it), so that a GPU machine's compiler names its sites.
+  local sites
+  sites=$(warning_sites "$LOGS/build.log")
+  [ -n "$sites" ] && warnings="$warnings ($sites)"
   say "build: exit $rc in $((SECONDS - started)) s, $warnings warnings; its last lines:"
   tail -3 "$LOGS/build.log" | sed 's/^/    /'
   if [ $rc = 0 ] && [ -x "$BIN" ]; then
@@ -418,11 +467,13 @@ compare() {
   local side
   for side in "$ref" "$run"; do
     if [ -n "${RUN_FAILED[$side]:-}" ]; then
-      figure="$side exited ${RUN_FAILED[$side]}"
+      figure=$(why_failed "$side")
       status=1
     fi
   done
   parity_row "$name" "$bar" "$figure" $status
+  [[ ${PARITY_ROWS[-1]} == *"| ok |" ]] && VERIFIED_RUNS+=("$run")
+  return 0
 }
 
 write_parity_configs() {
@@ -459,11 +510,15 @@ EOF
   # Llama: grouped-query attention (2 key/value heads for 4), no dropout in that family.
   sed -e 's/^name = "gpt"$/name = "llama"\nn_kv_head = 2/' -e '/^dropout/d' \
     -e 's/^# gpu-check.*/# gpu-check'"'"'s parity job: a small Llama/' "$LOGS/small.toml" >"$LOGS/llama.toml"
+  # Mixtral: Llama's attention, each layer's MLP 4 SwiGLU experts, 2 a token (a float32 router).
+  sed -e 's/^name = "gpt"$/name = "mixtral"\nn_kv_head = 2\nintermediate_size = 96\nnum_experts = 4\nexperts_per_token = 2/' \
+    -e '/^dropout/d' -e 's/^# gpu-check.*/# gpu-check'"'"'s parity job: a small Mixtral/' \
+    "$LOGS/small.toml" >"$LOGS/mixtral.toml"
 }
 
 parity_stage() {
   write_parity_configs
-  local small=$LOGS/small.toml llama=$LOGS/llama.toml
+  local small=$LOGS/small.toml llama=$LOGS/llama.toml mixtral=$LOGS/mixtral.toml
   local f64=(--training.dtype=float64) f32=(--training.dtype=float32)
   vrun cpu64 120 "$small" --training.device=cpu "${f64[@]}"
   vrun dev64 120 "$small" --training.device=$DEV "${f64[@]}" --checkpoint.interval=10 \
@@ -472,11 +527,25 @@ parity_stage() {
   vrun cpu32 120 "$small" --training.device=cpu "${f32[@]}"
   vrun dev32 120 "$small" --training.device=$DEV "${f32[@]}"
   compare "gpt float32, $SIDE vs cpu" 1e-4 cpu32 dev32
-  vrun devbf16 120 "$small" --training.device=$DEV --training.dtype=bfloat16
+  local bf16=(--training.dtype=bfloat16) unverified=(--training.unverified_kernels=true)
+  vrun devbf16 120 "$small" --training.device=$DEV "${bf16[@]}"
   compare "gpt bf16 on $SIDE vs float32 on cpu" 2e-2 cpu32 devbf16
+  # Every CUDA kernel row, those no GPU has run too (NOTE [GPU-verified]).
+  vrun devbf16_unverified 120 "$small" --training.device=$DEV "${bf16[@]}" "${unverified[@]}"
+  compare "gpt bf16 on $SIDE, unverified kernel rows taken, vs float32 on cpu" 2e-2 cpu32 \
+    devbf16_unverified
+  vrun dev32_unverified 120 "$small" --training.device=$DEV "${f32[@]}" "${unverified[@]}"
+  compare "gpt float32 on $SIDE, unverified kernel rows taken, vs cpu" 1e-4 cpu32 \
+    dev32_unverified
   vrun llama_cpu64 120 "$llama" --training.device=cpu "${f64[@]}"
   vrun llama_dev64 120 "$llama" --training.device=$DEV "${f64[@]}"
   compare "llama float64, $SIDE vs cpu" 1e-10 llama_cpu64 llama_dev64
+  vrun llama_cpu32 120 "$llama" --training.device=cpu "${f32[@]}"
+  vrun llama_devbf16 120 "$llama" --training.device=$DEV "${bf16[@]}"
+  compare "llama bf16 on $SIDE vs float32 on cpu" 2e-2 llama_cpu32 llama_devbf16
+  vrun mixtral_cpu32 120 "$mixtral" --training.device=cpu "${f32[@]}"
+  vrun mixtral_devbf16 120 "$mixtral" --training.device=$DEV "${bf16[@]}"
+  compare "mixtral bf16 on $SIDE vs float32 on cpu" 2e-2 mixtral_cpu32 mixtral_devbf16
 
   # Several ranks over Gloo (the wheel ships Gloo inside libtorch_cpu and no headers: NOTE [Gloo
   # headers] in scripts/fetch-cuda-deps.sh): dp 2 on 2 CPU processes gives the 1-process losses.
@@ -523,6 +592,40 @@ PY
     status=1
   fi
   parity_row "greedy generate of 16 tokens from it, $SIDE vs cpu: tokens that differ" 0 "$figure" $status
+  kernel_rows
+}
+
+# kernel_rows: the kernel table's rows that the passing device-side runs took (their `[kernels]`
+# lines), and for each CUDA row of the binary (its --version) whether one of them took it. On a GPU
+# a row that the binary says is "not yet run on a GPU" and a passing run took is verified now:
+# the line to write into its row is printed (NOTE [GPU-verified]).
+kernel_rows() {
+  local taken
+  taken=$(for run in ${VERIFIED_RUNS[@]+"${VERIFIED_RUNS[@]}"}; do
+    [[ $run == dev* || $run == *_dev* ]] || continue  # the device side only
+    sed -n 's/.*\[kernels\] rank 0 took: //p' "$LOGS/$run.log"
+  done | tr ',' '\n' | sed 's/^ *//' | grep -v '^$' | sort -u | paste -sd ',' | sed 's/,/, /g')
+  KERNEL_ROWS+=("kernels: rows the passing $SIDE runs took: ${taken:-none}")
+  local row name state verified=() unverified_now=() missed=()
+  while IFS= read -r row; do
+    name=$(sed -E 's/^  [^:]+: (.+): CUDA.*/\1/' <<<"$row")  # at::linear has colons
+    state=$(sed -E 's/.*CUDA, //' <<<"$row")
+    if [[ ", $taken, " == *", $name, "* ]]; then
+      [[ $state == *"not yet run on a GPU"* ]] && unverified_now+=("$name") || verified+=("$name")
+    else
+      missed+=("$name")
+    fi
+  done < <("$BIN" --version 2>/dev/null | grep -E '^  [^:]+: .+: CUDA')
+  if [ $MODE = gpu ]; then
+    local today gpu
+    today=$(date -u +%F)
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+    KERNEL_ROWS+=("kernels: CUDA rows verified again: $(IFS=,; echo "${verified[*]:-none}" | sed 's/,/, /g')")
+    KERNEL_ROWS+=("kernels: CUDA rows verified for the first time: $(IFS=,; echo "${unverified_now[*]:-none}" | sed 's/,/, /g')${unverified_now[*]:+ (write {\"$today\", \"$gpu\"} as their gpu_run in lib/kernels/kernel_table.cpp)}")
+    KERNEL_ROWS+=("kernels: CUDA rows no passing run took: $(IFS=,; echo "${missed[*]:-none}" | sed 's/,/, /g')")
+  else
+    KERNEL_ROWS+=("kernels: CUDA rows (--cpu: none taken here): $(IFS=,; echo "${missed[*]:-none}" | sed 's/,/, /g')")
+  fi
 }
 
 bench_stage() {
@@ -539,12 +642,60 @@ print(t["global_batch_size"] * t["seq_len"], t.get("dtype", "float32"))' "$confi
   BENCH_TITLE="$(basename "$config" .toml) $dtype, $tokens tokens a step, $BENCH_STEPS steps, medians after step $WARMUP"
   local steps=(--training.steps="$BENCH_STEPS")
 
-  bench_vescale bench_vescale "vescale-train" "$config" "$tokens" "$flops" "$peak" "${steps[@]}"
+  # Its MFU from the peak it finds for the device (NOTE [MFU peak]): the MFU row checks it.
+  bench_vescale bench_vescale "vescale-train" "$config" "$tokens" "$flops" "$peak" "${steps[@]}" \
+    --metrics.peak_flops=0
+  mfu_row bench_vescale "$flops" "$peak"
   # The same without NOTE [Fused LM loss] and NOTE [Fused projections]: their gain in this run.
   bench_vescale bench_vescale_unfused "vescale-train (unfused)" "$config" "$tokens" "$flops" \
     "$peak" "${steps[@]}" --training.fused_loss=false --training.fused_projections=false
   bench_peer torch-eager "$config" "$flops" "$peak" "${steps[@]}"
   bench_peer torch-compile "$config" "$flops" "$peak" "${steps[@]}" --compile
+}
+
+# mfu_row RUN FLOPS_PER_TOKEN CONFIG_PEAK: vescale-train's MFU in RUN's metrics.jsonl against this
+# script's count (FLOPS_PER_TOKEN at the line's own tokens/s) over the peak it expects: on an
+# H100 SXM or H200 the config's metrics.peak_flops (their dense bf16 figure), else the peak the
+# run said it used (its `[mfu]` line), which then checks the FLOP count only.
+mfu_row() {
+  local run=$1 flops=$2 config_peak=$3 said expected source figure status verdict=FAIL
+  if [ ! -f "$LOGS/$run.log" ]; then
+    MFU_ROWS+=("mfu: skipped: vescale-train's bench row did not run")
+    tally skipped
+    return
+  fi
+  if [ -n "${RUN_FAILED[$run]:-}" ] || [ ! -f "$LOGS/$run.jsonl" ]; then
+    MFU_ROWS+=("mfu: FAIL: $(why_failed "$run")")
+    tally FAIL
+    return
+  fi
+  said=$(sed -n 's/.*\[mfu\] peak \([0-9.e+-]*\) TFLOP\/s per rank: \(.*\)/\1|\2/p' "$LOGS/$run.log" | head -1)
+  expected="${said%%|*}e12" source="vescale-train's own peak (${said#*|})"
+  if [ $MODE = gpu ] && [[ $config_peak != 0* ]] &&
+    [[ $GPU_NAME =~ H100\ 80GB\ HBM3|H200$ ]]; then
+    expected=$config_peak source="the config's metrics.peak_flops, $GPU_NAME's dense bf16"
+  fi
+  if [ -z "$said" ]; then
+    figure="no [mfu] line in $run.log" status=1
+  else
+    figure=$(python3 - "$LOGS/$run.jsonl" "$flops" "$expected" "$WARMUP" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+flops, peak, warmup = float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+pairs = [(100 * r["mfu"], 100 * flops * r["tokens_per_s"] / peak) for r in rows if r["step"] > warmup]
+if not pairs:
+    sys.exit(print("no steps to compare") or 1)
+worst = max(abs(a - b) for a, b in pairs)
+print(f"{pairs[-1][0]:.2f}% vs {pairs[-1][1]:.2f}%, at most {worst:.2f} points apart")
+sys.exit(worst > 1.0)
+PY
+    )
+    status=$?
+  fi
+  [ $status = 0 ] && verdict=ok
+  MFU_ROWS+=("mfu: vescale-train's metrics.jsonl vs 6N + 12LCT over $source: $figure (bar 1 point): $verdict")
+  tally $verdict
+  say "mfu: $figure: $verdict"
 }
 
 # bench_vescale RUN WHO CONFIG TOKENS FLOPS PEAK ARGS...: vescale-train's row WHO from run RUN of
@@ -561,7 +712,7 @@ bench_vescale() {
     BENCH_ROWS+=("$(bench_row "$figures" "$(smi_max "$run")" "$flops" "$peak")")
     tally ok
   else
-    BENCH_ROWS+=("| $who | FAIL: $(tail -1 "$LOGS/$run.log") |")
+    BENCH_ROWS+=("| $who | FAIL: $(why_failed "$run") |")
     tally FAIL
   fi
 }
@@ -697,7 +848,7 @@ torch_line() {
   fi
 }
 
-RESULTS=""
+RESULTS="" GPU_NAME=""
 if [ $MODE = gpu ]; then
   GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   RESULTS=bench/results/$(gpu_short_name "$GPU_NAME")-$(date -u +%F).txt
@@ -714,7 +865,7 @@ else
   BUILD_ROWS+=("build: not asked for (--stages); binary $BIN")
 fi
 if [ -x "$BIN" ] && [ $BUILD_FAILED = 0 ]; then
-  HEADER[3]="vescale-train: $("$BIN" --version 2>&1 | paste -sd ' ' | cut -c1-300)"
+  HEADER[3]="vescale-train: $("$BIN" --version 2>&1 | head -2 | paste -sd ' ' | cut -c1-300)"
 fi
 publish
 

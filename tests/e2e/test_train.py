@@ -356,6 +356,12 @@ class Version(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("LibTorch ", result.stdout)
         self.assertIn("fast paths built in: ", result.stdout)
+        # NOTE [GPU-verified]: a line a kernel row, each CUDA row with its GPU run or none.
+        self.assertIn("\n  attention: fused attention: CUDA, ", result.stdout)
+        self.assertIn("GPU-verified 2026-11-27 NVIDIA H100 80GB HBM3", result.stdout)
+        self.assertIn("\n  LM loss: widened log-softmax loss: CUDA, not yet run on a GPU\n",
+                      result.stdout)
+        self.assertIn("\n  LM loss: pass-by-pass loss: any device", result.stdout)
 
     def test_training_logs_its_device_and_fast_paths(self):
         tmp = tempfile.mkdtemp(prefix="vescale-device-")
@@ -365,6 +371,11 @@ class Version(unittest.TestCase):
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertIn("[device] rank 0 computes on cpu (training.device = cpu), comm backend gloo; "
                           "fused attention off", result.stderr)
+            # The MFU's peak, measured on the CPU (NOTE [MFU peak]), and the kernel rows taken.
+            self.assertRegex(result.stderr, r"\[mfu\] peak [0-9.e+-]+ TFLOP/s per rank: a float32 "
+                                            r"matmul measured on the CPU")
+            self.assertRegex(result.stderr, r"\[kernels\] rank 0 took: .*explicit attention|"
+                                            r"\[kernels\] rank 0 took: .*blocked attention")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
