@@ -22,7 +22,12 @@ else
   CONFIGURE+=(-DCMAKE_UNITY_BUILD="${UNITY:-ON}")
   command -v ninja >/dev/null && CONFIGURE+=(-G Ninja)  # an existing folder keeps its generator
 fi
+source scripts/lib/stage_clock.sh
+stage_begin configure
 cmake -S . -B "$BUILD_DIR" "${CONFIGURE[@]}" "$@"
+stage_end
 TARGET_ARGS=()
 for t in ${TARGETS:-}; do TARGET_ARGS+=(--target "$t"); done
+stage_begin build
 cmake --build "$BUILD_DIR" -j "${JOBS:-2}" "${TARGET_ARGS[@]}"
+stage_end

@@ -266,6 +266,8 @@ trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+source "$SRC/scripts/lib/stage_clock.sh"
+stage_begin "CUDA root set-up"
 make_root
 unmount_all  # a run killed by SIGKILL leaves its mounts
 mount_all
@@ -273,6 +275,13 @@ install_packages
 make_cudnn_standin
 copy_tree
 fetch_debs
+stage_end
+stage_begin "CUDA build"
 build
-run_tests "$@"
+stage_end
+stage_begin "CUDA tests"
+tests_rc=0
+run_tests "$@" || tests_rc=$?
+stage_end
+[ "$tests_rc" -eq 0 ] || exit "$tests_rc"
 note "passed in $SECONDS s"
