@@ -68,9 +68,12 @@ comm::Group connect_job(const JobConfig& config, const LaunchEnv& env) {
     world.flight()->set_dump_file(dump);
     comm::watch_flight(world.flight());
   }
-  log_rank0("[device] rank 0 computes on {} (training.device = {}), comm backend {}; {}",
+  log_rank0("[device] rank 0 computes on {} (training.device = {}), comm backend {}; {}{}",
             device.str(), config_name(config.device), comm::backend_name(world.backend()),
-            kernels::fast_paths_summary(device, job_dtype(config)));
+            kernels::fast_paths_summary(device, job_dtype(config)),
+            config.unverified_kernels
+                ? "; kernel rows no GPU has run are taken (training.unverified_kernels = true)"
+                : "");
   return world;
 }
 

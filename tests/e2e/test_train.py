@@ -377,6 +377,14 @@ class Version(unittest.TestCase):
                                             r"matmul measured on the CPU")
             self.assertRegex(result.stderr, r"\[kernels\] rank 0 took: .*explicit attention|"
                                             r"\[kernels\] rank 0 took: .*blocked attention")
+            # NOTE [GPU-verified]: the opt-in is said where the device is (CPU rows run here).
+            opted = run("train", CONFIG, "--parallel.dp=1", "--parallel.tp=1", "--training.steps=1",
+                        "--training.device=cpu", "--training.unverified_kernels=true",
+                        f"--job.dump_folder={tmp}/opted")
+            self.assertEqual(opted.returncode, 0, opted.stderr)
+            self.assertIn("; kernel rows no GPU has run are taken (training.unverified_kernels = "
+                          "true)", opted.stderr)
+            self.assertNotIn("rows no GPU has run are taken", result.stderr)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
