@@ -61,8 +61,7 @@ TEST(BlockedCausalAttention, MatchesTheExplicitKernelValuesAndGradients) {
       const at::Tensor upstream = pattern({2, 3, t, 8}, 0.9).to(c.dtype);
       const auto blocked = output_and_grads(local::blocked_causal_attention, qkv, upstream);
       const auto reference = output_and_grads(local::causal_attention, qkv, upstream);
-      const auto exact =
-          output_and_grads(local::causal_attention, qkv64, upstream.to(at::kDouble));
+      const auto exact = output_and_grads(local::causal_attention, qkv64, upstream.to(at::kDouble));
       for (size_t i = 0; i < blocked.size(); ++i) {
         ASSERT_EQ(blocked[i].scalar_type(), c.dtype);
         const at::Tensor actual = blocked[i].to(at::kDouble),
