@@ -21,6 +21,11 @@ namespace {
 // on that device in that dtype, and metrics.peak_flops overrides both. The CPU keeps a measured
 // float32 matmul. It was once measured on the host CPU for every device: an H100 reported
 // "mfu 196378%" (issue [31]).
+// The device table, the driver's facts and the measurement on a GPU are CUDA-only code, and no
+// GPU has run them yet: as a kernel table row (NOTE [GPU-verified]) they are taken only once
+// kDevicePeakRun records a gpu-check run (its MFU row) or with training.unverified_kernels =
+// true. Until then a CUDA job without metrics.peak_flops keeps the old figure, a float32 matmul
+// on the host CPU, and its [mfu] line says that this is not the GPU's peak.
 // Order: the more specific name first ("H100 PCIe" before "H100").
 constexpr std::array<GpuPeaks, 8> kGpuPeaks{{
     // NVIDIA H100 Tensor Core GPU datasheet, PCIe column: bf16 1,513 TFLOP/s and TF32 756 with
@@ -74,7 +79,14 @@ std::optional<MatmulKind> matmul_kind(at::ScalarType dtype, bool tf32) {
   return std::nullopt;
 }
 
+/// The last gpu-check run whose MFU row held the device table's peak (NOTE [GPU-verified]).
+constexpr kernels::GpuRun kDevicePeakRun = kernels::kNotYetRun;
+
 }  // namespace
+
+bool device_peaks_taken() {
+  return kDevicePeakRun.date != nullptr || kernels::unverified_kernels();
+}
 
 std::optional<double> table_peak_flops(const GpuFacts& gpu, MatmulKind kind) {
   const GpuPeaks* row = find_gpu(gpu);
@@ -130,6 +142,13 @@ double measured_matmul_rate(Device device, at::ScalarType dtype, int64_t n, doub
 
 PeakFlops job_peak_flops(double configured, Device device, at::ScalarType dtype) {
   if (configured > 0) return {configured, "metrics.peak_flops"};
+  if (device.is_cuda() && !device_peaks_taken()) {
+    return {measured_peak_flops(),
+            fmt::format("a float32 matmul measured on the host CPU, not {}'s peak: the device "
+                        "table is {} (set metrics.peak_flops, or training.unverified_kernels = "
+                        "true)",
+                        device.str(), kernels::gpu_run_text(kDevicePeakRun))};
+  }
   // Float32 runs as TF32 where the kernel table sets TF32 matmuls (configure_matmul_precision).
   // A named context: GCC 14 takes a reference bound from a temporary argument for dangling.
   const kernels::KernelContext context{device, dtype};

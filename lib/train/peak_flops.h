@@ -46,8 +46,13 @@ PeakFlops device_peak_flops(Device device, const GpuFacts& gpu, at::ScalarType d
 /// warm-up call (on CUDA the device is synchronised before the clock stops).
 double measured_matmul_rate(Device device, at::ScalarType dtype, int64_t n, double seconds);
 
-/// The job's MFU peak: metrics.peak_flops when it is set (> 0), else device_peak_flops for this
-/// process's GPU, measuring where the table has none.
+/// Whether a CUDA job takes device_peak_flops: once a GPU has run it, or with
+/// training.unverified_kernels = true (NOTE [GPU-verified]).
+bool device_peaks_taken();
+
+/// The job's MFU peak: metrics.peak_flops when it is set (> 0); else on CUDA, where
+/// device_peaks_taken(), device_peak_flops for this process's GPU (measuring where the table has
+/// none); else a float32 matmul measured on the host CPU.
 PeakFlops job_peak_flops(double configured, Device device, at::ScalarType dtype);
 
 }  // namespace vescale

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/kernel_table.h"
+
 namespace vescale {
 namespace {
 
@@ -74,6 +76,21 @@ TEST(PeakFlops, TheCpuKeepsItsMeasuredFloat32Rate) {
   EXPECT_DOUBLE_EQ(job_peak_flops(3e12, kCpu, at::kFloat).flops, 3e12);
   EXPECT_EQ(job_peak_flops(3e12, kCpu, at::kFloat).source, "metrics.peak_flops");
   EXPECT_TRUE(gpu_facts(kCpu).name.empty());
+}
+
+// NOTE [GPU-verified]: the device table is CUDA-only code no GPU has run yet, so a CUDA job
+// keeps the host CPU's figure unless it opts in.
+TEST(PeakFlops, TheDeviceTableIsNotTakenBeforeAGpuHasRunIt) {
+  ASSERT_FALSE(device_peaks_taken()) << "verified on a GPU: this test's premise is gone";
+  const PeakFlops gpu = job_peak_flops(0, kGpu, at::kBFloat16);  // measures on the CPU only
+  EXPECT_GT(gpu.flops, 0);
+  EXPECT_NE(gpu.source.find("measured on the host CPU, not cuda:0's peak: the device table is "
+                            "not yet run on a GPU"),
+            std::string::npos)
+      << gpu.source;
+  kernels::set_unverified_kernels(true);
+  EXPECT_TRUE(device_peaks_taken());
+  kernels::set_unverified_kernels(false);
 }
 
 TEST(PeakFlops, AMeasuredMatmulRateIsPositiveInEachDtype) {
