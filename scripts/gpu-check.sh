@@ -456,6 +456,7 @@ parity_row() {
     verdict=ok
   fi
   PARITY_ROWS+=("| $name | $figure | $bar | $verdict |")
+  PARITY_VERDICT=$verdict
   tally $verdict
   say "parity: $name: $figure (bar $bar): $verdict"
 }
@@ -473,7 +474,7 @@ compare() {
     fi
   done
   parity_row "$name" "$bar" "$figure" $status
-  [[ ${PARITY_ROWS[-1]} == *"| ok |" ]] && VERIFIED_RUNS+=("$run")
+  [ "$PARITY_VERDICT" = ok ] && VERIFIED_RUNS+=("$run")
   return 0
 }
 

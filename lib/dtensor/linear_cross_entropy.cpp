@@ -72,16 +72,13 @@ struct LinearCrossEntropyBackward : torch::autograd::Node {
   }
 };
 
-bool low_precision(at::ScalarType t) {
-  return t == at::kBFloat16 || t == at::kHalf;
-}
-
 /// The whole vocabulary on this rank: log-softmax in one kernel and its backward in another, on
 /// float32 or float64 logits (bf16 and float16 ones widened to float32 first: NOTE [Fused LM
 /// loss]).
 LossChunk log_softmax_chunk(const at::Tensor& logits, const at::Tensor& t, double n_global,
                             bool grad) {
-  const at::Tensor in = low_precision(logits.scalar_type()) ? logits.to(at::kFloat) : logits;
+  const at::Tensor in =
+      kernels::is_half_or_bf16(logits.scalar_type()) ? logits.to(at::kFloat) : logits;
   const at::Tensor logp = at::_log_softmax(in, 1, /*half_to_float=*/false);
   LossChunk c{logp.gather(1, t.unsqueeze(1)).sum().neg(), at::Tensor()};
   if (!grad) return c;
@@ -161,7 +158,7 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const 
   const bool track =
       torch::autograd::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad());
   const at::ScalarType compute = x.scalar_type();
-  const at::ScalarType acc = low_precision(compute) ? at::kFloat : compute;
+  const at::ScalarType acc = kernels::is_half_or_bf16(compute) ? at::kFloat : compute;
   const int64_t n = x.size(0), v = vocab.real;
   if (chunk_rows <= 0) chunk_rows = chunk_rows_for(n, v, chunk_budget(x));
   const kernels::LossPathId row = path ? *path : loss_path_for(x, vocab);

@@ -39,10 +39,6 @@ const char* unmet_fast(const KernelContext& c) {
   return cuda != nullptr ? cuda : unmet_not_float64(c);
 }
 
-bool is_half_or_bf16(at::ScalarType t) {
-  return t == at::kBFloat16 || t == at::kHalf;
-}
-
 /// ATen's log-softmax loss: CUDA, the whole vocabulary on the rank.
 const char* unmet_log_softmax(const KernelContext& c) {
   if (const char* cuda = unmet_cuda(c); cuda != nullptr) return cuda;

@@ -55,6 +55,11 @@ struct BuildFlags {
 };
 inline constexpr BuildFlags kThisBuild{};
 
+/// bf16 or float16: the types whose matmuls and losses accumulate in float32.
+inline bool is_half_or_bf16(at::ScalarType t) {
+  return t == at::kBFloat16 || t == at::kHalf;
+}
+
 /// Whether CUDA rows that no GPU has run are taken (training.unverified_kernels; NOTE
 /// [GPU-verified]). Process-wide, off until set; the default of every KernelContext.
 void set_unverified_kernels(bool take);

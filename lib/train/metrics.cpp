@@ -267,18 +267,29 @@ double measured_peak_flops() {
   return measured_matmul_flops(512, 0.2);
 }
 
-double measured_matmul_flops(int64_t n, double seconds) {
-  at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
-  at::Tensor c = at::matmul(a, b);  // warm up
+double measured_matmul_flops(int64_t n, double seconds, Device device, at::ScalarType dtype) {
+  const auto options = at::TensorOptions().device(device).dtype(dtype);
+  const at::Tensor a = at::randn({n, n}, options), b = at::randn({n, n}, options);
+  // A GPU queues its matmuls: the clock reads after a batch of them, once an element of the last
+  // one is read back (which waits for the queue). The CPU's are done when they return.
+  const bool queued = device.is_cuda();
+  const int64_t batch = queued ? 8 : 1;
+  auto done = [queued](const at::Tensor& c) {
+    if (queued) c.flatten()[0].item<double>();
+  };
+  done(at::matmul(a, b));  // warm up
   int64_t iters = 0;
   const auto start = std::chrono::steady_clock::now();
   double elapsed = 0;
   while (elapsed < seconds) {
-    c = at::matmul(a, b);
-    ++iters;
+    at::Tensor c;
+    for (int64_t i = 0; i < batch; ++i)
+      c = at::matmul(a, b);
+    done(c);
+    iters += batch;
     elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
-  return 2.0 * n * n * n * static_cast<double>(iters) / elapsed;
+  return 2.0 * static_cast<double>(n * n * n) * static_cast<double>(iters) / elapsed;
 }
 
 }  // namespace vescale

@@ -2,6 +2,8 @@
 // per line in <dump_folder>/metrics.jsonl.
 #pragma once
 
+#include <c10/core/ScalarType.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "comm/comm_stats.h"
+#include "core/device.h"
 #include "core/gpu_memory.h"
 #include "train/step_anatomy.h"
 
@@ -97,9 +100,11 @@ int64_t drop_metrics_after(const std::filesystem::path& path, int64_t step);
 int64_t resident_bytes();
 /// The most resident memory this process has had, in bytes.
 int64_t peak_resident_bytes();
-/// Measured float32 FLOP/s of this process multiplying two n x n matrices, timed for about
-/// `seconds` after one warm-up call.
-double measured_matmul_flops(int64_t n, double seconds);
+/// Measured FLOP/s of this process multiplying two n x n matrices in `dtype` on `device`, timed
+/// for about `seconds` after one warm-up call (on a GPU the clock reads once the queued matmuls
+/// are done).
+double measured_matmul_flops(int64_t n, double seconds, Device device = kCpu,
+                             at::ScalarType dtype = at::kFloat);
 /// measured_matmul_flops(512, 0.2): the CPU's MFU peak when metrics.peak_flops is 0 (NOTE [MFU
 /// peak]).
 double measured_peak_flops();

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <chrono>
 
 #include "kernels/kernel_table.h"
 #include "train/metrics.h"
@@ -74,9 +73,21 @@ const char* kind_name(MatmulKind kind) {
 
 /// The matmul kind of a job computing `dtype`, or nullopt where the table has no column (float64).
 std::optional<MatmulKind> matmul_kind(at::ScalarType dtype, bool tf32) {
-  if (dtype == at::kBFloat16 || dtype == at::kHalf) return MatmulKind::kHalf;
+  if (kernels::is_half_or_bf16(dtype)) return MatmulKind::kHalf;
   if (dtype == at::kFloat) return tf32 ? MatmulKind::kTf32 : MatmulKind::kFloat32;
   return std::nullopt;
+}
+
+double peak_of(const GpuPeaks& row, MatmulKind kind) {
+  switch (kind) {
+    case MatmulKind::kHalf:
+      return row.half;
+    case MatmulKind::kTf32:
+      return row.tf32;
+    case MatmulKind::kFloat32:
+      break;
+  }
+  return row.float32;
 }
 
 /// The last gpu-check run whose MFU row held the device table's peak (NOTE [GPU-verified]).
@@ -91,15 +102,7 @@ bool device_peaks_taken() {
 std::optional<double> table_peak_flops(const GpuFacts& gpu, MatmulKind kind) {
   const GpuPeaks* row = find_gpu(gpu);
   if (row == nullptr) return std::nullopt;
-  switch (kind) {
-    case MatmulKind::kHalf:
-      return row->half;
-    case MatmulKind::kTf32:
-      return row->tf32;
-    case MatmulKind::kFloat32:
-      break;
-  }
-  return row->float32;
+  return peak_of(*row, kind);
 }
 
 PeakFlops device_peak_flops(Device device, const GpuFacts& gpu, at::ScalarType dtype, bool tf32,
@@ -108,36 +111,14 @@ PeakFlops device_peak_flops(Device device, const GpuFacts& gpu, at::ScalarType d
     return {measure(kCpu, at::kFloat), "a float32 matmul measured on the CPU"};
   }
   const std::string name = gpu.name.empty() ? device.str() : gpu.name;
-  if (const std::optional<MatmulKind> kind = matmul_kind(dtype, tf32)) {
-    if (const std::optional<double> peak = table_peak_flops(gpu, *kind)) {
-      return {*peak,
-              fmt::format("{}, dense {} ({})", name, kind_name(*kind), find_gpu(gpu)->source)};
-    }
+  const std::optional<MatmulKind> kind = matmul_kind(dtype, tf32);
+  if (const GpuPeaks* row = find_gpu(gpu); row != nullptr && kind) {
+    return {peak_of(*row, *kind),
+            fmt::format("{}, dense {} ({})", name, kind_name(*kind), row->source)};
   }
   return {measure(device, dtype),
           fmt::format("a {} matmul measured on {} (not in the device table)", c10::toString(dtype),
                       name)};
-}
-
-double measured_matmul_rate(Device device, at::ScalarType dtype, int64_t n, double seconds) {
-  if (!device.is_cuda() && dtype == at::kFloat) return measured_matmul_flops(n, seconds);
-  const auto options = at::TensorOptions().device(device).dtype(dtype);
-  const at::Tensor a = at::randn({n, n}, options), b = at::randn({n, n}, options);
-  // A read of one element waits for the device's queue: the clock stops after the matmuls.
-  auto sync = [](const at::Tensor& c) { c.flatten()[0].item<double>(); };
-  sync(at::matmul(a, b));  // warm-up: the library's plans and the allocator
-  int64_t iters = 0;
-  double elapsed = 0;
-  const auto start = std::chrono::steady_clock::now();
-  while (elapsed < seconds) {
-    at::Tensor c;
-    for (int i = 0; i < 8; ++i)
-      c = at::matmul(a, b);
-    sync(c);
-    iters += 8;
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  return 2.0 * static_cast<double>(n * n * n) * static_cast<double>(iters) / elapsed;
 }
 
 PeakFlops job_peak_flops(double configured, Device device, at::ScalarType dtype) {
@@ -157,7 +138,7 @@ PeakFlops job_peak_flops(double configured, Device device, at::ScalarType dtype)
   return device_peak_flops(
       device, gpu_facts(device), dtype, tf32, [](Device on, at::ScalarType type) {
         // The CPU's figure as ever; a GPU's at a size that fills it.
-        return on.is_cuda() ? measured_matmul_rate(on, type, 4096, 0.2) : measured_peak_flops();
+        return on.is_cuda() ? measured_matmul_flops(4096, 0.2, on, type) : measured_peak_flops();
       });
 }
 

@@ -33,7 +33,7 @@ struct PeakFlops {
   std::string source;  ///< "NVIDIA H100 80GB HBM3, dense bf16/f16 (the device table)"
 };
 
-/// `measure(device, dtype)`: a matmul rate measured on the device (measured_matmul_rate).
+/// `measure(device, dtype)`: a matmul rate measured on the device (measured_matmul_flops).
 using MeasureMatmul = std::function<double(Device, at::ScalarType)>;
 
 /// The MFU peak of a job computing `dtype` on `device` (`tf32`: its float32 matmuls run as TF32):
@@ -41,10 +41,6 @@ using MeasureMatmul = std::function<double(Device, at::ScalarType)>;
 /// dtype; on the CPU a float32 matmul measured there, as ever.
 PeakFlops device_peak_flops(Device device, const GpuFacts& gpu, at::ScalarType dtype, bool tf32,
                             const MeasureMatmul& measure);
-
-/// FLOP/s of `n` x `n` matmuls in `dtype` on `device`, timed for about `seconds` after one
-/// warm-up call (on CUDA the device is synchronised before the clock stops).
-double measured_matmul_rate(Device device, at::ScalarType dtype, int64_t n, double seconds);
 
 /// Whether a CUDA job takes device_peak_flops: once a GPU has run it, or with
 /// training.unverified_kernels = true (NOTE [GPU-verified]).

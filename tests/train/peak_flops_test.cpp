@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/kernel_table.h"
+#include "train/metrics.h"
 
 namespace vescale {
 namespace {
@@ -95,7 +96,7 @@ TEST(PeakFlops, TheDeviceTableIsNotTakenBeforeAGpuHasRunIt) {
 
 TEST(PeakFlops, AMeasuredMatmulRateIsPositiveInEachDtype) {
   for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16}) {
-    const double rate = measured_matmul_rate(kCpu, dtype, 64, 0.01);
+    const double rate = measured_matmul_flops(64, 0.01, kCpu, dtype);
     std::printf("64 x 64 %s matmuls on the CPU: %.3g FLOP/s\n", c10::toString(dtype), rate);
     EXPECT_GT(rate, 1e6) << dtype;
   }
