@@ -12,11 +12,12 @@
 #include "comm/group.h"
 #include "core/error.h"
 #include "kernels/fused.h"
+#include "support/tensors.h"
 
 namespace vescale::kernels {
 namespace {
 
-const Device kGpu(c10::kCUDA, 0);  // a device name only: nothing is allocated on it
+using testing::kGpu;
 
 bool use_fused_attention(Device device, at::ScalarType dtype) {
   return choose(kAttentionPaths, {device, dtype}).id == AttentionPathId::kFused;

@@ -28,7 +28,7 @@ namespace {
 using testing::pattern;
 using Outputs = std::vector<at::Tensor>;
 
-const Device kGpu(c10::kCUDA, 0);  // for the order tests a device name only
+using testing::kGpu;
 const at::ScalarType kDtypes[] = {at::kFloat, at::kDouble, at::kBFloat16};
 
 std::string describe(const KernelContext& c) {

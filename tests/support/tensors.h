@@ -16,4 +16,8 @@ at::Tensor box_of(const at::Tensor& full, const DTensorSpec& spec);
 /// The elements of `t` (any device, floating type and shape) as doubles, in order.
 std::vector<double> to_vector(const at::Tensor& t);
 
+/// A CUDA device as a name only, for the tests of what a device chooses: nothing is allocated on
+/// it, so they run where there is no GPU.
+inline const c10::Device kGpu(c10::kCUDA, 0);
+
 }  // namespace vescale::testing

@@ -13,36 +13,37 @@
 namespace vescale {
 namespace {
 
-void expect_fused_matches_unfused(const std::string& toml, const std::vector<std::string>& layout,
-                                  const std::string& label) {
+void expect_fused_loss_matches_unfused(const std::string& toml,
+                                       const std::vector<std::string>& layout,
+                                       const std::string& label) {
   testing::expect_switch_matches(toml, layout, "training.fused_loss", label, 1e-12);
 }
 
 TEST(FusedLoss, OneProcess) {
-  expect_fused_matches_unfused(testing::kGptRun, {}, "GPT 1 process");
-  expect_fused_matches_unfused(testing::kLlamaRun, {}, "Llama 1 process");
+  expect_fused_loss_matches_unfused(testing::kGptRun, {}, "GPT 1 process");
+  expect_fused_loss_matches_unfused(testing::kLlamaRun, {}, "Llama 1 process");
 }
 
 TEST(FusedLoss, VocabParallel) {
-  expect_fused_matches_unfused(testing::kGptRun,
-                               {"parallel.tp=2", "parallel.plan=\"gpt/megatron-tp\""},
-                               "GPT tp2 megatron-tp");
-  expect_fused_matches_unfused(testing::kLlamaRun,
-                               {"parallel.tp=2", "parallel.plan=\"llama/megatron-sp\""},
-                               "Llama tp2 megatron-sp");
+  expect_fused_loss_matches_unfused(testing::kGptRun,
+                                    {"parallel.tp=2", "parallel.plan=\"gpt/megatron-tp\""},
+                                    "GPT tp2 megatron-tp");
+  expect_fused_loss_matches_unfused(testing::kLlamaRun,
+                                    {"parallel.tp=2", "parallel.plan=\"llama/megatron-sp\""},
+                                    "Llama tp2 megatron-sp");
   // Vocab 40 padded to 64 at tp 4: rank 2 holds rows 32..47 (8 real), rank 3 only padding.
-  expect_fused_matches_unfused(
+  expect_fused_loss_matches_unfused(
       testing::kGptRun,
       {"model.vocab_size=40", "parallel.tp=4", "parallel.plan=\"gpt/megatron-sp\""},
       "GPT tp4 megatron-sp, vocab 40 padded to 64");
 }
 
 TEST(FusedLoss, PipelineAndContextParallel) {
-  expect_fused_matches_unfused(testing::kGptRun, {"parallel.pp=2"}, "GPT pp2");
-  expect_fused_matches_unfused(
+  expect_fused_loss_matches_unfused(testing::kGptRun, {"parallel.pp=2"}, "GPT pp2");
+  expect_fused_loss_matches_unfused(
       testing::kGptRun, {"parallel.cp=2", "training.seq_len=64", "model.block_size=64"}, "GPT cp2");
-  expect_fused_matches_unfused(testing::kGptRun, {"parallel.dp=2", "parallel.zero=3"},
-                               "GPT dp2 ZeRO-3");
+  expect_fused_loss_matches_unfused(testing::kGptRun, {"parallel.dp=2", "parallel.zero=3"},
+                                    "GPT dp2 ZeRO-3");
 }
 
 }  // namespace

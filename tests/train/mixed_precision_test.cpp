@@ -14,10 +14,10 @@ namespace vescale {
 namespace {
 
 using testing::fresh_folder;
+using testing::kGptRun;
 using testing::RunOutput;
 using testing::train;
 using testing::train_in;
-const std::string& kGpt = testing::kGptRun;
 
 const std::vector<std::string> kSteps{"training.steps=20", "checkpoint.interval=0",
                                       "parallel.microbatches=2", "lr_scheduler.decay=\"constant\""};
@@ -33,7 +33,7 @@ std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std:
 }
 
 TEST(MixedPrecision, Bf16CurvesStayWithin2PercentOfFloat32) {
-  const RunOutput f32 = train(kGpt, in("float32", kSteps));
+  const RunOutput f32 = train(kGptRun, in("float32", kSteps));
   const std::vector<std::pair<std::vector<std::string>, std::string>> layouts{
       {{}, "bf16 1 process"},
       {{"parallel.dp=2", "parallel.tp=2", "parallel.plan=\"gpt/megatron-sp\""},
@@ -43,7 +43,7 @@ TEST(MixedPrecision, Bf16CurvesStayWithin2PercentOfFloat32) {
       {{"parallel.pp=2", "parallel.dp=2", "parallel.zero=1"}, "bf16 PP2 x DP2 zero 1"},
   };
   for (const auto& [layout, label] : layouts)
-    testing::expect_curves_close(train(kGpt, in("bfloat16", plus(kSteps, layout))), f32,
+    testing::expect_curves_close(train(kGptRun, in("bfloat16", plus(kSteps, layout))), f32,
                                  label + ", 20 steps vs float32", 0.02);
 }
 
@@ -71,14 +71,14 @@ TEST(MixedPrecision, CheckpointsHoldFloat32StateBothWays) {
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {"bfloat16", "float32"}, {"float32", "bfloat16"}}) {
     const std::string folder = fresh_folder("vescale-bf16");
-    const RunOutput whole = train_in(folder, kGpt, in(from, save), /*keep=*/true);
+    const RunOutput whole = train_in(folder, kGptRun, in(from, save), /*keep=*/true);
     const std::string step5 = folder + "/checkpoints/step-000005";
     const CheckpointReader reader(step5);
     for (const auto& name : reader.names())
       EXPECT_EQ(reader.dtype(name), at::kFloat) << from << " run: " << name;
     // Steps 6-10 in the other precision from the step-5 state follow the first run's curve.
     const RunOutput resumed =
-        train(kGpt, in(to, plus(save, {"checkpoint.load=\"" + step5 + "\""})));
+        train(kGptRun, in(to, plus(save, {"checkpoint.load=\"" + step5 + "\""})));
     std::filesystem::remove_all(folder);
     ASSERT_EQ(resumed.losses.size(), 5u);
     double worst = 0;

@@ -9,12 +9,13 @@
 #include <vector>
 
 #include "kernels/kernel_table.h"
+#include "support/tensors.h"
 #include "train/metrics.h"
 
 namespace vescale {
 namespace {
 
-const Device kGpu(c10::kCUDA, 0);  // a name only: nothing runs on it
+using testing::kGpu;
 
 /// A measurement that says what it was asked.
 struct FakeMeasure {

@@ -12,9 +12,9 @@ namespace vescale {
 namespace {
 
 using testing::expect_matches;
+using testing::kGptRun;  // vocab 64 padded to a multiple of 16 x tp: 64
 using testing::RunOutput;
 using testing::train;
-const std::string& kGpt = testing::kGptRun;  // vocab 64 padded to a multiple of 16 x tp: 64
 
 const std::vector<std::string> kTp2x2{"parallel.tp=4", "parallel.tp_shape=[2, 2]",
                                       "parallel.plan=\"gpt/megatron-tp-2d\""};
@@ -25,22 +25,22 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 }
 
 TEST(TensorParallel2d, MatchesOneProcess) {
-  const RunOutput ref = train(kGpt, {});
-  expect_matches(train(kGpt, kTp2x2), ref, "GPT tp_shape [2, 2] megatron-tp-2d");
-  expect_matches(train(kGpt, with(kTp2x2, {"parallel.dp=2", "parallel.microbatches=2"})), ref,
+  const RunOutput ref = train(kGptRun, {});
+  expect_matches(train(kGptRun, kTp2x2), ref, "GPT tp_shape [2, 2] megatron-tp-2d");
+  expect_matches(train(kGptRun, with(kTp2x2, {"parallel.dp=2", "parallel.microbatches=2"})), ref,
                  "GPT DP2 x tp_shape [2, 2]");
-  expect_matches(train(kGpt, {"parallel.tp=2", "parallel.tp_shape=[1, 2]",
-                              "parallel.plan=\"gpt/megatron-tp-2d\""}),
+  expect_matches(train(kGptRun, {"parallel.tp=2", "parallel.tp_shape=[1, 2]",
+                                 "parallel.plan=\"gpt/megatron-tp-2d\""}),
                  ref, "GPT tp_shape [1, 2]");
 }
 
 TEST(TensorParallel2d, CheckpointsMoveToAndFromOneDimensionalLayouts) {
   const std::string constant = "lr_scheduler.decay=\"constant\"";
-  const RunOutput ref = train(kGpt, {constant});
+  const RunOutput ref = train(kGptRun, {constant});
   const std::vector<std::string> tp2{"parallel.tp=2", "parallel.plan=\"gpt/megatron-sp\""};
-  expect_matches(testing::resume_across(kGpt, kTp2x2, "sharded", tp2, {constant}), ref,
+  expect_matches(testing::resume_across(kGptRun, kTp2x2, "sharded", tp2, {constant}), ref,
                  "tp_shape [2, 2] sharded -> TP2 megatron-sp");
-  expect_matches(testing::resume_across(kGpt, {}, "merged", kTp2x2, {constant}), ref,
+  expect_matches(testing::resume_across(kGptRun, {}, "merged", kTp2x2, {constant}), ref,
                  "1 process merged -> tp_shape [2, 2]");
 }
 

@@ -14,8 +14,8 @@ namespace vescale {
 namespace {
 
 using testing::expect_matches;
+using testing::kGptRun;
 using testing::train;
-const std::string& kGpt = testing::kGptRun;
 
 // Trains `vocab` tokens padded to a multiple of `multiple` x tp under `plan`, and 1 process
 // with the same padded vocabulary.
@@ -24,10 +24,10 @@ void expect_tp_matches_one_process(int64_t tp, int64_t vocab, int64_t multiple,
   const int64_t padded = (vocab + multiple * tp - 1) / (multiple * tp) * (multiple * tp);
   const std::string vocab_key = "model.vocab_size=" + std::to_string(vocab);
   const testing::RunOutput one_process =
-      train(kGpt, {vocab_key, "model.vocab_multiple=" + std::to_string(multiple * tp)});
+      train(kGptRun, {vocab_key, "model.vocab_multiple=" + std::to_string(multiple * tp)});
   const testing::RunOutput tp_run =
-      train(kGpt, {vocab_key, "model.vocab_multiple=" + std::to_string(multiple),
-                   "parallel.tp=" + std::to_string(tp), "parallel.plan=\"" + plan + "\""});
+      train(kGptRun, {vocab_key, "model.vocab_multiple=" + std::to_string(multiple),
+                      "parallel.tp=" + std::to_string(tp), "parallel.plan=\"" + plan + "\""});
   expect_matches(tp_run, one_process,
                  fmt::format("GPT TP{} {}, vocab {} padded to {} ({} rows a rank)", tp, plan, vocab,
                              padded, padded / tp));

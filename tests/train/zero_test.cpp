@@ -17,10 +17,10 @@ namespace {
 
 using testing::expect_matches;
 using testing::fresh_folder;
+using testing::kGptRun;
 using testing::RunOutput;
 using testing::train;
 using testing::train_in;
-const std::string& kGpt = testing::kGptRun;
 const std::string& kMlp = testing::kMlpRun;
 
 std::vector<std::string> with(std::vector<std::string> layout, const std::string& more) {
@@ -46,28 +46,28 @@ void expect_every_stage(const std::string& toml, const std::vector<std::string>&
 }
 
 const RunOutput& gpt_reference() {
-  static const RunOutput ref = train(kGpt, {});
+  static const RunOutput ref = train(kGptRun, {});
   return ref;
 }
 
 TEST(Zero, GptDp2AndDp4) {
-  expect_every_stage(kGpt, {"parallel.dp=2"}, gpt_reference(), "GPT DP2 (4 micro-batches)");
-  expect_every_stage(kGpt, {"parallel.dp=4", "parallel.microbatches=2"}, gpt_reference(),
+  expect_every_stage(kGptRun, {"parallel.dp=2"}, gpt_reference(), "GPT DP2 (4 micro-batches)");
+  expect_every_stage(kGptRun, {"parallel.dp=4", "parallel.microbatches=2"}, gpt_reference(),
                      "GPT DP4 (2 micro-batches)");
 }
 
 TEST(Zero, GptDp2Tp2MegatronSp) {
-  expect_every_stage(kGpt,
+  expect_every_stage(kGptRun,
                      {"parallel.dp=2", "parallel.tp=2", "parallel.plan=\"gpt/megatron-sp\"",
                       "parallel.microbatches=2"},
                      gpt_reference(), "GPT DP2 x TP2 megatron-sp");
 }
 
 TEST(Zero, GptPp2Dp2) {
-  expect_every_stage(kGpt, {"parallel.pp=2", "parallel.dp=2", "parallel.microbatches=2"},
+  expect_every_stage(kGptRun, {"parallel.pp=2", "parallel.dp=2", "parallel.microbatches=2"},
                      gpt_reference(), "GPT PP2 x DP2 1f1b");
-  expect_matches(train(kGpt, {"parallel.pp=2", "parallel.dp=2", "parallel.pp_schedule=\"zbv\"",
-                              "parallel.pp_virtual=2", "parallel.microbatches=2", zero(3)}),
+  expect_matches(train(kGptRun, {"parallel.pp=2", "parallel.dp=2", "parallel.pp_schedule=\"zbv\"",
+                                 "parallel.pp_virtual=2", "parallel.microbatches=2", zero(3)}),
                  gpt_reference(), "GPT PP2 zbv x DP2 zero 3 vs 1 process");
 }
 
@@ -84,14 +84,14 @@ TEST(Zero, ClippingCountsEachElementOnce) {
   // A clip far below the gradient norm scales every step: a norm that counted a piece twice (or
   // missed one) would scale differently from the 1-process run.
   const std::string clip = "training.grad_clip=0.05";
-  const RunOutput ref = train(kGpt, {clip});
+  const RunOutput ref = train(kGptRun, {clip});
   for (int stage = 1; stage <= 3; ++stage) {
     expect_matches(
-        train(kGpt, {clip, "parallel.dp=2", "parallel.tp=2", "parallel.plan=\"gpt/megatron-sp\"",
-                     "parallel.microbatches=2", zero(stage)}),
+        train(kGptRun, {clip, "parallel.dp=2", "parallel.tp=2", "parallel.plan=\"gpt/megatron-sp\"",
+                        "parallel.microbatches=2", zero(stage)}),
         ref, "clipped DP2 x TP2 zero " + std::to_string(stage));
-    expect_matches(train(kGpt, {clip, "parallel.pp=2", "parallel.dp=2", "parallel.microbatches=2",
-                                zero(stage)}),
+    expect_matches(train(kGptRun, {clip, "parallel.pp=2", "parallel.dp=2",
+                                   "parallel.microbatches=2", zero(stage)}),
                    ref, "clipped PP2 x DP2 zero " + std::to_string(stage));
   }
 }
@@ -99,7 +99,7 @@ TEST(Zero, ClippingCountsEachElementOnce) {
 TEST(Zero, Float32CurvesStayWithin1e4) {
   const std::vector<std::string> f32{"training.dtype=\"float32\"", "training.steps=20",
                                      "checkpoint.interval=0", "parallel.microbatches=2"};
-  const RunOutput ref = train(kGpt, f32);
+  const RunOutput ref = train(kGptRun, f32);
   const std::vector<std::pair<std::vector<std::string>, std::string>> layouts{
       {{"parallel.dp=2", "parallel.tp=2", "parallel.plan=\"gpt/megatron-sp\"", zero(3)},
        "float32 DP2 x TP2 zero 3, 20 steps"},
@@ -109,7 +109,7 @@ TEST(Zero, Float32CurvesStayWithin1e4) {
   for (const auto& [layout, label] : layouts) {
     std::vector<std::string> overrides = f32;
     overrides.insert(overrides.end(), layout.begin(), layout.end());
-    testing::expect_curves_close(train(kGpt, overrides), ref, label, 1e-4);
+    testing::expect_curves_close(train(kGptRun, overrides), ref, label, 1e-4);
   }
 }
 
@@ -117,7 +117,7 @@ TEST(Zero, CheckpointsMoveBetweenStagesAndLayouts) {
   // 3 steps in one layout, stage and format, steps 4-5 resumed in another: the curve and the
   // parameters of 5 uninterrupted steps on 1 process (constant LR).
   const std::string constant = "lr_scheduler.decay=\"constant\"";
-  const RunOutput ref = train(kGpt, {constant});
+  const RunOutput ref = train(kGptRun, {constant});
   const std::vector<std::string> dp2_tp2{"parallel.dp=2", "parallel.tp=2",
                                          "parallel.plan=\"gpt/megatron-sp\"",
                                          "parallel.microbatches=2"};
@@ -139,7 +139,8 @@ TEST(Zero, CheckpointsMoveBetweenStagesAndLayouts) {
       {{}, "merged", dp4, "1 process merged -> DP4 zero 3"},
   };
   for (const Case& c : cases)
-    expect_matches(testing::resume_across(kGpt, c.from, c.format, c.to, {constant}), ref, c.label);
+    expect_matches(testing::resume_across(kGptRun, c.from, c.format, c.to, {constant}), ref,
+                   c.label);
 }
 
 TEST(Zero, ResumeInTheSameLayoutIsBitwise) {
@@ -147,12 +148,12 @@ TEST(Zero, ResumeInTheSameLayoutIsBitwise) {
     const std::vector<std::string> layout{
         "parallel.dp=2",           "parallel.tp=2", "parallel.plan=\"gpt/megatron-sp\"",
         "parallel.microbatches=2", zero(3),         "checkpoint.format=\"" + format + "\""};
-    const RunOutput whole = train(kGpt, layout);
+    const RunOutput whole = train(kGptRun, layout);
     const std::string first = fresh_folder("vescale-zero");
-    train_in(first, kGpt, with(with(layout, "training.steps=5"), "checkpoint.interval=3"), true);
+    train_in(first, kGptRun, with(with(layout, "training.steps=5"), "checkpoint.interval=3"), true);
     // Steps 4 and 5 from the step-3 checkpoint (the run also wrote step 3 of 5).
     const RunOutput resumed =
-        train(kGpt, with(layout, "checkpoint.load=\"" + first + "/checkpoints/step-000003\""));
+        train(kGptRun, with(layout, "checkpoint.load=\"" + first + "/checkpoints/step-000003\""));
     std::filesystem::remove_all(first);
     ASSERT_EQ(resumed.losses.size(), 2u);
     EXPECT_EQ(resumed.losses[0], whole.losses[3]) << format;
@@ -173,7 +174,7 @@ StepFigures measure_step(std::vector<std::string> overrides) {
   // A GPT of 8 blocks, so that one layer is a small part of the whole.
   overrides.insert(overrides.end(), {"model.n_layer=8", "model.n_embd=32",
                                      "job.dump_folder=\"" + fresh_folder("vescale-zero") + "\""});
-  const JobConfig config = JobConfig::parse(kGpt, "zero_test.toml", overrides);
+  const JobConfig config = JobConfig::parse(kGptRun, "zero_test.toml", overrides);
   StepFigures out;
   testing::run_ranks(static_cast<int>(config.world_size()), [&](const comm::Group& world) {
     auto job = build_job(config, world);
