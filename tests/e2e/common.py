@@ -115,8 +115,10 @@ def metrics_lines(folder):
 
 def train_losses(config, folder, *args, timeout=600):
     """Runs `vescale-train train CONFIG` into `folder`; returns the per-step losses of its
-    metrics.jsonl (run with --metrics.log_interval=1)."""
-    result = run("train", config, f"--job.dump_folder={folder}", *args, timeout=timeout)
+    metrics.jsonl (run with --metrics.log_interval=1). A stated MFU peak spares each rank the
+    0.2 s matmul timing that finds the CPU's (NOTE [MFU peak]); `args` may set another."""
+    result = run("train", config, f"--job.dump_folder={folder}", "--metrics.peak_flops=1e12",
+                 *args, timeout=timeout)
     if result.returncode != 0:
         raise AssertionError(f"train {args} failed ({result.returncode}):\n{result.stderr[-3000:]}")
     return [m["loss"] for m in metrics_lines(folder)]

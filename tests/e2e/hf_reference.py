@@ -12,7 +12,8 @@ open made explicit: a float64 model routes in float64 (Hugging Face's softmax(dt
 round a float64 model's router to float32), and among equal probabilities the lower expert index
 wins (torch.topk leaves ties unordered).
 
-usage: hf_reference.py MODEL_DIR TEXT_FILE SEQ_LEN WINDOWS VAL_FRACTION DTYPE"""
+usage: hf_reference.py TEXT_FILE SEQ_LEN WINDOWS VAL_FRACTION MODEL_DIR DTYPE [MODEL_DIR DTYPE ...]
+(one loss a line, one per MODEL_DIR)"""
 import json
 import math
 import os
@@ -168,24 +169,28 @@ def mixtral(config, w, idx):
 
 
 def main():
-    folder, text, seq_len, windows, val_fraction, dtype = sys.argv[1:]
+    """hf_reference.py TEXT SEQ_LEN WINDOWS VAL_FRACTION FOLDER DTYPE [FOLDER DTYPE ...]: the mean
+    validation loss of each exported FOLDER in DTYPE, one a line (one process for all: torch's
+    import is most of its time)."""
+    text, seq_len, windows, val_fraction, *pairs = sys.argv[1:]
     seq_len, windows, val_fraction = int(seq_len), int(windows), float(val_fraction)
-    dtype = {"float64": torch.float64, "float32": torch.float32}[dtype]
-    config, weights = read_model(folder)
-    weights = {k: v.to(dtype) for k, v in weights.items()}
-    model = {"GPT2LMHeadModel": gpt2, "LlamaForCausalLM": llama,
-             "MixtralForCausalLM": mixtral}[config["architectures"][0]]
     with open(text, "rb") as f:
         data = f.read()
     n_val = int(len(data) * val_fraction)
     val = torch.tensor(list(data[len(data) - n_val:]), dtype=torch.long)
-    losses = []
-    with torch.no_grad():
-        for wnd in range(windows):
-            chunk = val[wnd * seq_len:wnd * seq_len + seq_len + 1]
-            logits = model(config, weights, chunk[:-1].unsqueeze(0))
-            losses.append(F.cross_entropy(logits[0], chunk[1:]).item())
-    print(repr(sum(losses) / len(losses)))
+    for folder, dtype in zip(pairs[0::2], pairs[1::2]):
+        dtype = {"float64": torch.float64, "float32": torch.float32}[dtype]
+        config, weights = read_model(folder)
+        weights = {k: v.to(dtype) for k, v in weights.items()}
+        model = {"GPT2LMHeadModel": gpt2, "LlamaForCausalLM": llama,
+                 "MixtralForCausalLM": mixtral}[config["architectures"][0]]
+        losses = []
+        with torch.no_grad():
+            for wnd in range(windows):
+                chunk = val[wnd * seq_len:wnd * seq_len + seq_len + 1]
+                logits = model(config, weights, chunk[:-1].unsqueeze(0))
+                losses.append(F.cross_entropy(logits[0], chunk[1:]).item())
+        print(repr(sum(losses) / len(losses)))
 
 
 if __name__ == "__main__":

@@ -122,11 +122,15 @@ def config_text(family, text_path):
     return model + common.replace("[parallel]\n", "[parallel]" + plan, 1)
 
 
-def reference_loss(folder, text, dtype):
+def reference_losses(text, *exports):
+    """The reference's loss on each (folder, dtype) in `exports`, in one process."""
     import subprocess
-    out = subprocess.run([SYSTEM_PYTHON, REFERENCE, folder, text, str(SEQ), str(WINDOWS),
-                          str(VAL_FRACTION), dtype], check=True, capture_output=True, text=True)
-    return float(out.stdout.strip())
+    out = subprocess.run([SYSTEM_PYTHON, REFERENCE, text, str(SEQ), str(WINDOWS),
+                          str(VAL_FRACTION), *(x for pair in exports for x in pair)],
+                         check=True, capture_output=True, text=True)
+    losses = [float(line) for line in out.stdout.split()]
+    assert len(losses) == len(exports), out.stdout
+    return losses
 
 
 def header_dtypes(path):
@@ -137,24 +141,38 @@ def header_dtypes(path):
 
 
 class HFExport(unittest.TestCase):
-    def setUp(self):
-        self.folder = tempfile.mkdtemp(prefix="vescale-hf-")
-        self.text = os.path.join(self.folder, "text.txt")
-        with open(self.text, "w") as f:  # varied enough that a loss means something
+    # One training run per family for the whole class (each method used to train its own, the
+    # same run up to 4 times): nothing writes into a trained run's folder, and each method's
+    # exports go to a folder of its own.
+    @classmethod
+    def setUpClass(cls):
+        cls.shared = tempfile.mkdtemp(prefix="vescale-hf-runs-")
+        cls.text = os.path.join(cls.shared, "text.txt")
+        with open(cls.text, "w") as f:  # varied enough that a loss means something
             for i in range(400):
                 f.write(f"line {i}: the {i * 7 % 13}th fox jumps over {i * 3 % 11} lazy dogs.\n")
+        cls.runs = {}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.shared, ignore_errors=True)
+
+    def setUp(self):
+        self.folder = tempfile.mkdtemp(prefix="vescale-hf-")
 
     def tearDown(self):
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def trained(self, family):
-        config = os.path.join(self.folder, f"{family}.toml")
-        with open(config, "w") as f:
-            f.write(config_text(family, self.text))
-        dump = os.path.join(self.folder, family)
-        result = run("train", config, f"--job.dump_folder={dump}", timeout=300)
-        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-        return config, os.path.join(dump, "checkpoints", "latest")
+        if family not in self.runs:
+            config = os.path.join(self.shared, f"{family}.toml")
+            with open(config, "w") as f:
+                f.write(config_text(family, self.text))
+            dump = os.path.join(self.shared, family)
+            result = run("train", config, f"--job.dump_folder={dump}", timeout=300)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            self.runs[family] = config, os.path.join(dump, "checkpoints", "latest")
+        return self.runs[family]
 
     def export(self, checkpoint, name, *args):
         out = os.path.join(self.folder, name)
@@ -164,18 +182,21 @@ class HFExport(unittest.TestCase):
         return out
 
     def test_reference_implementations_compute_evals_loss(self):
+        evals, exports = {}, []
         for family in FAMILIES:
             config, checkpoint = self.trained(family)
             evaluated = run("eval", config, "--checkpoint", checkpoint, *ONE_PROCESS, timeout=300)
             self.assertEqual(evaluated.returncode, 0, evaluated.stderr[-3000:])
-            ours = float(evaluated.stdout.split()[-1])
-            f64 = reference_loss(self.export(checkpoint, f"{family}-f64", "--dtype", "float64"),
-                                 self.text, "float64")
-            f32 = reference_loss(self.export(checkpoint, f"{family}-f32", "--dtype", "float32"),
-                                 self.text, "float32")
-            sharded_dir = self.export(checkpoint, f"{family}-sharded", "--dtype", "float64",
-                                      "--max-shard-size", "8K")
-            sharded = reference_loss(sharded_dir, self.text, "float64")
+            evals[family] = float(evaluated.stdout.split()[-1])
+            exports += [(self.export(checkpoint, f"{family}-f64", "--dtype", "float64"), "float64"),
+                        (self.export(checkpoint, f"{family}-f32", "--dtype", "float32"), "float32"),
+                        (self.export(checkpoint, f"{family}-sharded", "--dtype", "float64",
+                                     "--max-shard-size", "8K"), "float64")]
+        references = reference_losses(self.text, *exports)  # one process for all of them
+        for i, family in enumerate(FAMILIES):
+            ours = evals[family]
+            f64, f32, sharded = references[3 * i:3 * i + 3]
+            sharded_dir = exports[3 * i + 2][0]
             e64, e32 = abs(f64 - ours) / ours, abs(f32 - ours) / ours
             print(f"{family}: eval {ours!r}; reference on the export: float64 {f64!r} "
                   f"(relative error {e64:.2e}), float32 {f32!r} ({e32:.2e}), sharded {sharded!r}")
