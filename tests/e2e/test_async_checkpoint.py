@@ -17,32 +17,36 @@ PIPELINE = ("--parallel.pp=2", "--parallel.dp=1", "--parallel.microbatches=2",
             "--parallel.pp_schedule=1f1b")
 
 # Every dataset (bytes, dtype, shape and attributes), the hard links, and /meta but for the config
-# text (which says checkpoint.async) of two checkpoint files; prints the number of datasets.
+# text (which says checkpoint.async) of each pair of checkpoint files given (A1 B1 A2 B2 ...); prints
+# the number of datasets of each pair, a line a pair. One process for all (h5py's import is most
+# of its time).
 SAME_FILES = """
 import sys, h5py, numpy as np
-a, b = h5py.File(sys.argv[1], 'r'), h5py.File(sys.argv[2], 'r')
 def datasets(f):
     out = []
     f.visititems(lambda n, o: out.append(n) if isinstance(o, h5py.Dataset) else None)
     return sorted(out)
-names = datasets(a)
-assert names == datasets(b), (names, datasets(b))
-for n in names:
-    x, y = a[n], b[n]
-    assert x.dtype == y.dtype and x.shape == y.shape, n
-    assert x[()].tobytes() == y[()].tobytes(), f'{n}: bytes differ'
-    assert sorted(x.attrs) == sorted(y.attrs), n
-    for k in x.attrs:
-        assert np.array_equal(x.attrs[k], y.attrs[k]), (n, k)
-meta_a = {k: v for k, v in a['meta'].attrs.items() if k not in ('config', 'run_id')}
-meta_b = {k: v for k, v in b['meta'].attrs.items() if k not in ('config', 'run_id')}
-assert sorted(meta_a) == sorted(meta_b)
-for k in meta_a:
-    assert np.array_equal(meta_a[k], meta_b[k]), k
-if 'model/lm_head.weight' in a:
-    assert a['model/lm_head.weight'].id == a['model/transformer.wte.weight'].id
-    assert b['model/lm_head.weight'].id == b['model/transformer.wte.weight'].id
-print(len(names))
+for path_a, path_b in zip(sys.argv[1::2], sys.argv[2::2]):
+    print(f'{path_a} against {path_b}:', file=sys.stderr)  # names the pair a failure is in
+    a, b = h5py.File(path_a, 'r'), h5py.File(path_b, 'r')
+    names = datasets(a)
+    assert names == datasets(b), (names, datasets(b))
+    for n in names:
+        x, y = a[n], b[n]
+        assert x.dtype == y.dtype and x.shape == y.shape, n
+        assert x[()].tobytes() == y[()].tobytes(), f'{n}: bytes differ'
+        assert sorted(x.attrs) == sorted(y.attrs), n
+        for k in x.attrs:
+            assert np.array_equal(x.attrs[k], y.attrs[k]), (n, k)
+    meta_a = {k: v for k, v in a['meta'].attrs.items() if k not in ('config', 'run_id')}
+    meta_b = {k: v for k, v in b['meta'].attrs.items() if k not in ('config', 'run_id')}
+    assert sorted(meta_a) == sorted(meta_b)
+    for k in meta_a:
+        assert np.array_equal(meta_a[k], meta_b[k]), k
+    if 'model/lm_head.weight' in a:
+        assert a['model/lm_head.weight'].id == a['model/transformer.wte.weight'].id
+        assert b['model/lm_head.weight'].id == b['model/transformer.wte.weight'].id
+    print(len(names))
 """
 
 
@@ -66,16 +70,22 @@ class AsyncCheckpoints(unittest.TestCase):
 
     def expect_same_files(self, sync_step, async_step, label):
         self.assertEqual(checkpoint_files(sync_step), checkpoint_files(async_step), label)
+        h5_files, pairs = [], []
         for name in checkpoint_files(sync_step):
             path_a, path_b = os.path.join(sync_step, name), os.path.join(async_step, name)
             if not name.endswith(".h5"):
                 with open(path_a) as a, open(path_b) as b:
                     self.assertEqual(a.read(), b.read(), f"{label}: {name}")
                 continue
-            check = subprocess.run([SYSTEM_PYTHON, "-c", SAME_FILES, path_a, path_b],
-                                   capture_output=True, text=True)
-            self.assertEqual(check.returncode, 0, f"{label}: {name}: {check.stderr[-2000:]}")
-            print(f"{label}: {name}: {check.stdout.strip()} datasets bitwise equal")
+            h5_files.append(name)
+            pairs += [path_a, path_b]
+        check = subprocess.run([SYSTEM_PYTHON, "-c", SAME_FILES, *pairs], capture_output=True,
+                               text=True)
+        self.assertEqual(check.returncode, 0, f"{label}: {h5_files}: {check.stderr[-2000:]}")
+        counts = check.stdout.split()
+        self.assertEqual(len(counts), len(h5_files), check.stdout)
+        for name, count in zip(h5_files, counts):
+            print(f"{label}: {name}: {count} datasets bitwise equal")
 
     def check_layout(self, label, fmt, *layout):
         sync_folder, sync_losses = self.train(f"{label}-sync", f"--checkpoint.format={fmt}", *layout)

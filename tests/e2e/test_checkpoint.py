@@ -5,7 +5,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 import unittest
 
 from common import SYSTEM_PYTHON, max_relative, run, system_python_value, train_losses
@@ -44,16 +43,23 @@ class Checkpoints(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
+    saves = {}
+
     def saved(self, name, fmt, *extra, dtype=F64):
-        folder = os.path.join(self.tmp, name)
-        start = time.monotonic()
-        train(folder, *dtype, f"--checkpoint.format={fmt}", "--checkpoint.interval=10", *extra, steps=10)
-        return os.path.join(folder, "checkpoints"), time.monotonic() - start
+        """The checkpoints folder of a 10-step run saving at step 10 in `fmt`. Runs of the same
+        arguments are made once for the class (no test writes into a saved run's folder), under
+        the name of the test that asked first."""
+        key = (fmt, extra, dtype)
+        if key not in self.saves:
+            folder = os.path.join(self.tmp, name)
+            train(folder, *dtype, f"--checkpoint.format={fmt}", "--checkpoint.interval=10", *extra, steps=10)
+            self.saves[key] = os.path.join(folder, "checkpoints")
+        return self.saves[key]
 
     def test_resume_is_bitwise_in_every_format(self):
         straight_final = os.path.join(self.tmp, "straight32", "checkpoints", "step-000020", "model.h5")
         for fmt in ["sharded", "deduped", "merged"]:
-            ckpt, _ = self.saved(f"resume-{fmt}", fmt, dtype=())
+            ckpt = self.saved(f"resume-{fmt}", fmt, dtype=())
             folder = os.path.join(self.tmp, f"resumed-{fmt}")
             losses = train(folder, "--checkpoint.load=" + ckpt, f"--checkpoint.format={fmt}",
                            "--checkpoint.interval=10")
@@ -66,7 +72,7 @@ class Checkpoints(unittest.TestCase):
             print(f"{fmt}: 10 + resume + 10 steps equal the straight 20 bitwise (float32 losses, parameters, Adam)")
 
     def test_load_time_resharding(self):
-        ckpt, _ = self.saved("reshard", "sharded")
+        ckpt = self.saved("reshard", "sharded")
         merged = os.path.join(self.tmp, "reshard.h5")
         self.assertEqual(run("merge", ckpt, "-o", merged).returncode, 0)
         layouts = {"TP4": ("--parallel.dp=1", "--parallel.tp=4"),
@@ -81,8 +87,8 @@ class Checkpoints(unittest.TestCase):
                 self.assertLessEqual(err, 1e-10)
 
     def test_merge_equals_single_process_state_and_opens_with_h5py(self):
-        ckpt, _ = self.saved("merge", "sharded")
-        single, _ = self.saved("merge-single", "merged", "--parallel.dp=1", "--parallel.tp=1", "--parallel.plan=")
+        ckpt = self.saved("merge", "sharded")
+        single = self.saved("merge-single", "merged", "--parallel.dp=1", "--parallel.tp=1", "--parallel.plan=")
         merged = os.path.join(self.tmp, "merged.h5")
         result = run("merge", ckpt, "-o", merged)
         self.assertEqual(result.returncode, 0, result.stderr)
@@ -116,8 +122,8 @@ assert worst <= 1e-10, worst
         print("h5py: merged DP2xTP2 sharded vs 1-process merged:", check.stdout.strip())
 
     def test_eval_reports_the_checkpoint_val_loss(self):
-        ckpt, _ = self.saved("eval", "deduped")
-        with open(os.path.join(self.tmp, "eval", "metrics.jsonl")) as f:
+        ckpt = self.saved("eval", "deduped")
+        with open(os.path.join(os.path.dirname(ckpt), "metrics.jsonl")) as f:
             trained = [json.loads(line) for line in f][-1]["val_loss"]
         for name, overrides in [("DP2xTP2", ()), ("1 process", ("--parallel.dp=1", "--parallel.tp=1", "--parallel.plan="))]:
             result = run("eval", CONFIG, "--checkpoint", ckpt, "--training.dtype=float64", *overrides)
@@ -131,8 +137,8 @@ assert worst <= 1e-10, worst
         # state is read and rounded into its bf16 parameters, as training rounds its masters.
         for name, extra in [("bf16", ("--training.dtype=bfloat16",)),
                             ("zero3", ("--parallel.zero=3", "--training.dtype=float64"))]:
-            ckpt, _ = self.saved(f"eval-{name}", "sharded", *extra, dtype=())
-            with open(os.path.join(self.tmp, f"eval-{name}", "metrics.jsonl")) as f:
+            ckpt = self.saved(f"eval-{name}", "sharded", *extra, dtype=())
+            with open(os.path.join(os.path.dirname(ckpt), "metrics.jsonl")) as f:
                 trained = [json.loads(line) for line in f][-1]["val_loss"]
             result = run("eval", CONFIG, "--checkpoint", ckpt, *extra)
             self.assertEqual(result.returncode, 0, result.stderr[-2000:])
@@ -146,7 +152,7 @@ assert worst <= 1e-10, worst
     def test_sizes_and_throughput(self):
         rows = []
         for fmt in ["sharded", "deduped", "merged"]:
-            ckpt, seconds = self.saved(f"size-{fmt}", fmt, dtype=())
+            ckpt = self.saved(f"size-{fmt}", fmt, dtype=())
             step = os.path.join(ckpt, "step-000010")
             size = sum(os.path.getsize(os.path.join(step, f)) for f in os.listdir(step))
             info = run("inspect", ckpt)
@@ -175,7 +181,7 @@ assert worst <= 1e-10, worst
         self.assertIn("ignoring " + broken + ": it has no COMMIT", result.stderr)
 
     def test_errors_name_the_file(self):
-        ckpt, _ = self.saved("errors", "sharded")
+        ckpt = self.saved("errors", "sharded")
         step = os.path.join(ckpt, "step-000010")
         damaged = os.path.join(self.tmp, "damaged")
         shutil.copytree(step, damaged)

@@ -17,9 +17,10 @@ CONFIG = os.path.join(ROOT, "configs", "gpt-dp2-tp2.toml")
 FAST = ("--metrics.log_interval=1", "--eval.interval=0", "--eval.windows=1")
 TENSOR = "model/transformer.h.0.attn.q_proj.weight"
 
-# h5py edits of checkpoint files, run under the system python: EDIT <file> <what> <args>.
+# h5py edits of checkpoint files, run under the system python: EDIT <files> <what> <args>, the files
+# joined by os.pathsep; one process for all of them (h5py's import is most of its time).
 H5_EDIT = r"""
-import sys, h5py, numpy as np
+import os, sys, h5py, numpy as np
 def crc32c(data):
     table = []
     for b in range(256):
@@ -31,38 +32,40 @@ def crc32c(data):
     for x in data:
         crc = (crc >> 8) ^ table[(crc ^ x) & 0xFF]
     return crc ^ 0xFFFFFFFF
-path, what, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-f = h5py.File(path, 'r' if what in ('offset', 'crc', 'meta') else 'r+')
-if what == 'offset':      # file offset of a dataset's raw bytes
-    print(f[args[0]].id.get_offset())
-elif what == 'crc':       # stored and recomputed checksum of a dataset
-    d = f[args[0]]
-    print(int(d.attrs['crc32c']), crc32c(d[()].tobytes()))
-elif what == 'meta':      # a /meta attribute
-    v = f['meta'].attrs[args[0]]
-    print(v.decode() if isinstance(v, bytes) else v)
-elif what == 'set_meta':
-    f['meta'].attrs[args[0]] = np.int64(int(args[1]))
-elif what == 'set_attr':  # dataset attribute as int64 list
-    f[args[0]].attrs[args[1]] = np.array([int(x) for x in args[2].split(',')], dtype=np.int64)
-elif what == 'del_attr':
-    del f[args[0]].attrs[args[1]]
-elif what == 'to_v1':     # strip what version 2 added
-    f['meta'].attrs['format_version'] = np.int64(1)
-    del f['meta'].attrs['run_id']
-    def strip(name, obj):
-        if isinstance(obj, h5py.Dataset) and 'crc32c' in obj.attrs:
-            del obj.attrs['crc32c']
-    f.visititems(strip)
-elif what == 'to_int32':  # the dataset stored as int32, its checksum recomputed
-    d = f[args[0]]
-    attrs = dict(d.attrs)
-    values = d[()].astype(np.int32)
-    del f[args[0]]
-    n = f.create_dataset(args[0], data=values)
-    for k, v in attrs.items():
-        n.attrs[k] = v
-    n.attrs['crc32c'] = np.int64(crc32c(values.tobytes()))
+paths, what, args = sys.argv[1].split(os.pathsep), sys.argv[2], sys.argv[3:]
+for path in paths:
+    f = h5py.File(path, 'r' if what in ('offset', 'crc', 'meta') else 'r+')
+    if what == 'offset':      # file offset of a dataset's raw bytes
+        print(f[args[0]].id.get_offset())
+    elif what == 'crc':       # stored and recomputed checksum of a dataset
+        d = f[args[0]]
+        print(int(d.attrs['crc32c']), crc32c(d[()].tobytes()))
+    elif what == 'meta':      # a /meta attribute
+        v = f['meta'].attrs[args[0]]
+        print(v.decode() if isinstance(v, bytes) else v)
+    elif what == 'set_meta':
+        f['meta'].attrs[args[0]] = np.int64(int(args[1]))
+    elif what == 'set_attr':  # dataset attribute as int64 list
+        f[args[0]].attrs[args[1]] = np.array([int(x) for x in args[2].split(',')], dtype=np.int64)
+    elif what == 'del_attr':
+        del f[args[0]].attrs[args[1]]
+    elif what == 'to_v1':     # strip what version 2 added
+        f['meta'].attrs['format_version'] = np.int64(1)
+        del f['meta'].attrs['run_id']
+        def strip(name, obj):
+            if isinstance(obj, h5py.Dataset) and 'crc32c' in obj.attrs:
+                del obj.attrs['crc32c']
+        f.visititems(strip)
+    elif what == 'to_int32':  # the dataset stored as int32, its checksum recomputed
+        d = f[args[0]]
+        attrs = dict(d.attrs)
+        values = d[()].astype(np.int32)
+        del f[args[0]]
+        n = f.create_dataset(args[0], data=values)
+        for k, v in attrs.items():
+            n.attrs[k] = v
+        n.attrs['crc32c'] = np.int64(crc32c(values.tobytes()))
+    f.close()
 """
 
 
@@ -72,6 +75,14 @@ def h5(path, what, *args):
     if result.returncode != 0:
         raise AssertionError(result.stderr)
     return result.stdout.strip()
+
+
+def h5_each(step, what, *args):
+    """h5() on every rank file of `step` in one process: a line of output a file."""
+    paths = [os.path.join(step, name) for name in rank_files(step)]
+    lines = h5(os.pathsep.join(paths), what, *args).splitlines()
+    assert what not in ("offset", "crc", "meta") or len(lines) == len(paths), lines
+    return lines
 
 
 def train(folder, *overrides, steps=4, umask=None):
@@ -144,8 +155,7 @@ class CheckpointIntegrity(unittest.TestCase):
         # A file without checksums (format version 1) still loads, with a warning; a version 2 file
         # whose checksum was removed does not.
         old = self.copy(self.step4, "v1")
-        for name in rank_files(old):
-            h5(os.path.join(old, name), "to_v1")
+        h5_each(old, "to_v1")
         result = run("inspect", "--verify", old)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("carry no checksums and are not verified", result.stderr)
@@ -156,8 +166,7 @@ class CheckpointIntegrity(unittest.TestCase):
 
     # 2. Run id
     def test_run_id_in_every_file_and_kept_on_resume(self):
-        ids = {h5(os.path.join(step, name), "meta", "run_id")
-               for step in (self.step2, self.step4) for name in rank_files(step)}
+        ids = set(h5_each(self.step2, "meta", "run_id") + h5_each(self.step4, "meta", "run_id"))
         self.assertEqual(len(ids), 1, ids)
         run_id = ids.pop()
         self.assertRegex(run_id, r"^[0-9a-f]{16}$")
@@ -165,7 +174,7 @@ class CheckpointIntegrity(unittest.TestCase):
         result = train(folder, "--checkpoint.load=latest", steps=6)
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         step6 = os.path.join(folder, "checkpoints", "step-000006")
-        resumed = {h5(os.path.join(step6, name), "meta", "run_id") for name in rank_files(step6)}
+        resumed = set(h5_each(step6, "meta", "run_id"))
         self.assertEqual(resumed, {run_id})
         print(f"run {run_id}: in all 4 rank files of steps 2 and 4, and of step 6 after resuming in place")
 
@@ -213,8 +222,7 @@ class CheckpointIntegrity(unittest.TestCase):
                   "outside its global_shape")]
         for label, what, args, expected in cases:
             bad = self.copy(self.step4, "range-" + label.replace(" ", "-"))
-            for name in rank_files(bad):
-                h5(os.path.join(bad, name), what, *args)
+            h5_each(bad, what, *args)
             line = self.refused(("inspect", bad), expected)
             print(f"{label}: {line}")
         # Another file count than world_size: an extra rank file.
@@ -223,8 +231,7 @@ class CheckpointIntegrity(unittest.TestCase):
         print("extra rank file:", self.refused(("inspect", extra), "rank-00004.h5 is not the file of one of the 4 ranks"))
         # A dataset stored as int32 is not cast into the float model.
         int32 = self.copy(self.step4, "int32")
-        for name in rank_files(int32):
-            h5(os.path.join(int32, name), "to_int32", "/" + TENSOR)
+        h5_each(int32, "to_int32", "/" + TENSOR)
         result = train(os.path.join(self.tmp, "from-int32"), f"--checkpoint.load={int32}", steps=6)
         self.assertNotEqual(result.returncode, 0)
         self.assertIn(f"tensor {TENSOR} is stored as Int but the model's is Float", result.stderr)
