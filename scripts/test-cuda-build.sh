@@ -3,18 +3,34 @@
 # (scripts/setup-cuda.sh: every dependency but LibTorch, CUDA and NCCL from the Debian packages
 # scripts/fetch-cuda-deps.sh downloads, unpacked into a prefix), with Debian 13's CUDA LibTorch
 # 2.6 (CUDA 12.4, NCCL 2.22, GCC 14) standing in for the wheel, inside a Debian 13 root made with
-# debootstrap; as C++20, with CUDA and NCCL on and VESCALE_WERROR=ON; then runs the whole ctest
-# suite there (device CPU: no GPU is needed). So the wheel route is compiled on every change and
-# CI has no third build.
+# debootstrap; as C++20, with CUDA and NCCL on and VESCALE_WERROR=ON; then runs there the tests
+# that the Debian 12 suite cannot stand for (NOTE [What the CUDA check runs]). So the wheel route
+# is compiled on every change and CI has no third build.
 #
-#   scripts/test-cuda-build.sh                  # make or reuse the root, build, run every test
-#   scripts/test-cuda-build.sh -R Collectives   # arguments go to ctest
+#   scripts/test-cuda-build.sh                  # make or reuse the root, build, run the CUDA tests
+#   scripts/test-cuda-build.sh -R Collectives   # arguments go to ctest instead of the CUDA subset
+#   scripts/test-cuda-build.sh --all            # every test of the suite, as the Debian 12 build
+#   scripts/test-cuda-build.sh --set-up         # only make or update the root (CI runs this beside
+#                                               # the Debian 12 build: it is mostly downloads)
+#
+# NOTE [What the CUDA check runs]: the Debian 12 build already compiles and runs every test; what
+# only this build can show is (1) that every file compiles without a warning as C++20 under GCC
+# 14 against LibTorch 2.6's headers, with the CUDA-only files (lib/comm/nccl_backend.cpp,
+# lib/core/gpu_memory.cpp, lib/train/gpu_activity.cpp) in place of their CPU stubs, and (2) what
+# those files and LibTorch 2.6 do at run time on a machine without a GPU. So it builds
+# vescale-train and the test binary (unity build, as the Debian 12 build; no benchmarks) and runs
+# the tests those files feed: the backend choice and NCCL's refusals (Backends, Collectives,
+# PointToPoint, FastPaths' build summary, JobConfig), the metrics' GPU memory (Metrics), the
+# device tables (Device, PeakFlops, KernelTable, LinearCrossEntropy, FusedLoss), every op rule
+# against LibTorch 2.6's single-device op (OpRules), and three runs of the real binary: the fused
+# loss, a Llama, and the profiler's trace (e2e.test_fused_loss, test_llama, test_flight_recorder).
+# A change to what those files do adds its test here. `--all` runs everything (about 25 minutes).
 #
 # Environment:
 #   VESCALE_CUDA_ROOT  the Debian 13 root (default /var/cache/vescale-train/debian13-cuda; about
-#                      11 GB). Made on the first run (about 3 minutes and 2.9 GB of packages), then
+#                      11 GB). Made on the first run (about 5 minutes and 2.9 GB of packages), then
 #                      reused: later runs install only what is missing and rebuild only what
-#                      changed. Delete the folder to start afresh.
+#                      changed (the root's own ccache). Delete the folder to start afresh.
 #   DEBIAN_MIRROR      the archive debootstrap fetches from (default: debootstrap's own)
 #   JOBS               build and ctest jobs (default 2)
 #   CXX_STANDARD       the C++ standard of the build (default 20: PyTorch 2.12 and later need it)
@@ -37,6 +53,8 @@ ROOT=${VESCALE_CUDA_ROOT:-/var/cache/vescale-train/debian13-cuda}
 JOBS=${JOBS:-2}
 CXX_STANDARD=${CXX_STANDARD:-20}
 SUITE=trixie
+# NOTE [What the CUDA check runs] above.
+CUDA_CHECK_TESTS='^(Ranks/)?(Backends|Collectives|PointToPoint|FastPaths|JobConfig|Metrics|Device|PeakFlops|KernelTable|LinearCrossEntropy|FusedLoss|OpRules)\.|^e2e\.test_(fused_loss|llama|flight_recorder)$'
 STANDIN_DIR=/usr/local/lib/vescale-ci-cudnn-standin
 
 # The one list of what the root installs: the toolchain, Debian 13's CUDA LibTorch (the wheel's
@@ -49,6 +67,12 @@ PACKAGES=(
   libopenblas0-pthread
   python3 python3-torch-cuda python3-h5py python3-numpy python3-setuptools fortunes
 )
+
+SET_UP_ONLY=0
+if [ "${1:-}" = --set-up ]; then
+  SET_UP_ONLY=1
+  shift
+fi
 
 note() { echo "[cuda-build] [${SECONDS}s] $*"; }
 die() {
@@ -206,8 +230,8 @@ build() {
     BUILD_DIR=/vescale-train/build BUILD_TYPE=Release \
     TORCH_CMAKE_PREFIX=/usr/lib/x86_64-linux-gnu/cmake \
     bash /vescale-train/src/scripts/setup-cuda.sh --configure-only \
-    -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DVESCALE_WERROR=ON \
-    -DVESCALE_CXX_STANDARD="$CXX_STANDARD" >"$log" 2>&1; then
+    -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DVESCALE_WERROR=ON -DCMAKE_UNITY_BUILD=ON \
+    -DVESCALE_BUILD_BENCH=OFF -DVESCALE_CXX_STANDARD="$CXX_STANDARD" >"$log" 2>&1; then
     tail -30 "$log" >&2
     die "the wheel-route configure failed (log: $log)"
   fi
@@ -218,7 +242,8 @@ build() {
     die "the configure step did not choose C++$CXX_STANDARD (log: $log)"
   note "building with $JOBS jobs (log: $ROOT/vescale-train/build.log)"
   local rc=0
-  in_root cmake --build /vescale-train/build -j "$JOBS" >"$ROOT/vescale-train/build.log" 2>&1 || rc=$?
+  in_root cmake --build /vescale-train/build -j "$JOBS" --target vescale-train vescale_tests \
+    >"$ROOT/vescale-train/build.log" 2>&1 || rc=$?
   # Debian 13's libtorch_cpu.so needs libfmt.so.10 and the prefix's spdlog libfmt.so.9, so ld
   # warns that the two "may conflict" when it links the binaries. They cannot: fmt 9 and 10 keep
   # their symbols in different inline namespaces (fmt::v9, fmt::v10), and the tests run the
@@ -251,6 +276,12 @@ report_skips() {
 }
 
 run_tests() {
+  if [ $# -eq 0 ]; then
+    set -- -R "$CUDA_CHECK_TESTS"
+    note "running the tests the CUDA build alone can show (NOTE [What the CUDA check runs])"
+  elif [ "$1" = --all ]; then
+    shift
+  fi
   note "running ctest with $JOBS jobs"
   local rc=0
   in_root bash -c 'cd /vescale-train/build && exec ctest -j "$1" --output-on-failure --timeout 900 "${@:2}"' \
@@ -267,7 +298,10 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 source "$SRC/scripts/lib/stage_clock.sh"
-stage_begin "CUDA root set-up"
+# After a --set-up run (.ci/run's, beside the Debian 12 stages) this stage only checks the root.
+root_stage="CUDA root set-up"
+[ -z "${VESCALE_CUDA_ROOT_READY:-}" ] || root_stage="CUDA root check"
+stage_begin "$root_stage"
 make_root
 unmount_all  # a run killed by SIGKILL leaves its mounts
 mount_all
@@ -276,6 +310,10 @@ make_cudnn_standin
 copy_tree
 fetch_debs
 stage_end
+if [ $SET_UP_ONLY = 1 ]; then
+  note "the root is ready (--set-up: not building)"
+  exit 0
+fi
 stage_begin "CUDA build"
 build
 stage_end
