@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Times CI as it runs: .ci/run on a fresh clone of HEAD in a new temporary folder (issue [32]; the
+# table in docs/testing.md). Prints the date, commit, machine, each stage, the total and how busy
+# the CPUs were; the whole log is kept in /tmp.
+#
+#   scripts/time-ci.sh                     # warm: this machine's ccache and Debian 13 root
+#   CCACHE_DIR=$(mktemp -d) VESCALE_CUDA_ROOT=/var/cache/vescale-train/cold scripts/time-ci.sh
+#                                          # cold: an empty ccache and a root made afresh
+#
+# Run it alone on the machine: anything beside it is in its figures. Needs root, as .ci/run does.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+work=$(mktemp -d /tmp/vescale-time-ci.XXXXXX)
+log=$work.log
+git clone -q . "$work/vescale-train"
+commit=$(git -C "$work/vescale-train" rev-parse --short HEAD)
+echo "[time-ci] $(date -u '+%Y-%m-%d %H:%M') UTC, commit $commit, $(nproc) cores," \
+  "ccache ${CCACHE_DIR:-default}, root ${VESCALE_CUDA_ROOT:-default}; log $log"
+
+cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $6 + $7 + $8, $5 }' /proc/stat; }
+read -r busy0 idle0 < <(cpu_ticks)
+start=$SECONDS
+rc=0
+(cd "$work/vescale-train" && bash .ci/run) >"$log" 2>&1 || rc=$?
+read -r busy1 idle1 < <(cpu_ticks)
+
+grep -E '^\[ci\]|^\[long tier\]|tests passed|tests failed' "$log" || true
+echo "[time-ci] .ci/run exit $rc after $((SECONDS - start)) s; the CPUs were busy" \
+  "$(((busy1 - busy0) * 100 / (busy1 - busy0 + idle1 - idle0 + 1)))% of the time"
+rm -rf "$work"
+exit $rc
