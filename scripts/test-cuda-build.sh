@@ -24,7 +24,9 @@
 # device tables (Device, PeakFlops, KernelTable, LinearCrossEntropy, FusedLoss), every op rule
 # against LibTorch 2.6's single-device op (OpRules), and three runs of the real binary: the fused
 # loss, a Llama, and the profiler's trace (e2e.test_fused_loss, test_llama, test_flight_recorder).
-# A change to what those files do adds its test here. `--all` runs everything (about 25 minutes).
+# It compiles only the test files those tests are in (CUDA_CHECK_TEST_FILES, with tests/support),
+# so `--all` and -R arguments reconfigure the build with every test file first. A change to what
+# those files do adds its test here.
 #
 # Environment:
 #   VESCALE_CUDA_ROOT  the Debian 13 root (default /var/cache/vescale-train/debian13-cuda; about
@@ -53,7 +55,10 @@ ROOT=${VESCALE_CUDA_ROOT:-/var/cache/vescale-train/debian13-cuda}
 JOBS=${JOBS:-2}
 CXX_STANDARD=${CXX_STANDARD:-20}
 SUITE=trixie
-# NOTE [What the CUDA check runs] above.
+# NOTE [What the CUDA check runs] above: the tests, and the files (under tests/) they are in.
+CUDA_CHECK_TEST_FILES="comm/group_test.cpp;kernels/fast_paths_test.cpp;config/job_config_test.cpp;\
+train/metrics_test.cpp;core/device_test.cpp;train/peak_flops_test.cpp;kernels/kernel_table_test.cpp;\
+dtensor/linear_cross_entropy_test.cpp;train/fused_loss_test.cpp;dtensor/ops_test.cpp"
 CUDA_CHECK_TESTS='^(Ranks/)?(Backends|Collectives|PointToPoint|FastPaths|JobConfig|Metrics|Device|PeakFlops|KernelTable|LinearCrossEntropy|FusedLoss|OpRules)\.|^e2e\.test_(fused_loss|llama|flight_recorder)$'
 STANDIN_DIR=/usr/local/lib/vescale-ci-cudnn-standin
 
@@ -222,6 +227,9 @@ fetch_debs() {
 }
 
 build() {
+  # Only the CUDA tests' files, unless other tests were asked for (-R, --all): then all of them.
+  local test_files=$CUDA_CHECK_TEST_FILES
+  [ $# -eq 0 ] || test_files=""
   note "configuring through scripts/setup-cuda.sh (Debian 13's LibTorch as the wheel, C++$CXX_STANDARD)"
   # -O2 as the Debian 12 build's RelWithDebInfo (the same optimiser warnings), without its debug
   # information, which nobody reads here and which costs compile time and disk.
@@ -231,7 +239,8 @@ build() {
     TORCH_CMAKE_PREFIX=/usr/lib/x86_64-linux-gnu/cmake \
     bash /vescale-train/src/scripts/setup-cuda.sh --configure-only \
     -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DVESCALE_WERROR=ON -DCMAKE_UNITY_BUILD=ON \
-    -DVESCALE_BUILD_BENCH=OFF -DVESCALE_CXX_STANDARD="$CXX_STANDARD" >"$log" 2>&1; then
+    -DVESCALE_BUILD_BENCH=OFF -DVESCALE_TEST_FILES="$test_files" \
+    -DVESCALE_CXX_STANDARD="$CXX_STANDARD" >"$log" 2>&1; then
     tail -30 "$log" >&2
     die "the wheel-route configure failed (log: $log)"
   fi
@@ -315,7 +324,7 @@ if [ $SET_UP_ONLY = 1 ]; then
   exit 0
 fi
 stage_begin "CUDA build"
-build
+build "$@"
 stage_end
 stage_begin "CUDA tests"
 tests_rc=0
