@@ -31,16 +31,14 @@ skipped=() ran=() ran_hashes=()
 if [ $mode != asked ]; then
   # A name that is no test would never run: refuse it, and a tier past its 10.
   known=$(cd "${BUILD_DIR:-build}" && ctest -N | sed -n 's/^ *Test *#[0-9]*: //p')
-  count=0
-  for name in $(long_tier_names); do
-    count=$((count + 1))
+  names=$(long_tier_names)
+  count=$(wc -w <<<"$names")
+  [ "$count" -le 10 ] || { echo "error: $LONG_TIER_LIST lists $count tests; the long tier holds 10 at most" >&2; exit 2; }
+  for name in $names; do
     grep -qxF "$name" <<<"$known" || {
       echo "error: $LONG_TIER_LIST names $name, which is not a test of the suite (ctest -N)" >&2
       exit 2
     }
-  done
-  [ $count -le 10 ] || { echo "error: $LONG_TIER_LIST lists $count tests; the long tier holds 10 at most" >&2; exit 2; }
-  for name in $(long_tier_names); do
     hash=$(long_tier_hash "$name")
     if [ $mode = changed ] && [ "$hash" = "$(long_tier_stamp "$name")" ]; then
       skipped+=("$name")
