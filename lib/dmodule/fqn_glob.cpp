@@ -1,6 +1,7 @@
 #include "dmodule/fqn_glob.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace vescale {
 namespace {

@@ -1,6 +1,7 @@
 #include "dtensor/kv_cache.h"
 
 #include <ATen/ATen.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "kernels/local_kernels.h"

@@ -1,6 +1,7 @@
 #include "generate/sampler.h"
 
 #include <ATen/ATen.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <numeric>

@@ -2,6 +2,7 @@
 // position equal a full forward's without it; greedy tokens are the same on 1 process, tp2, tp4
 // and pp2, with and without the cache; a seed's samples repeat and do not depend on the layout.
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -42,7 +43,7 @@ T on_model(const JobConfig& config, const std::function<T(ParallelModel&)>& fn) 
 /// The worst |difference| between the logits of a full forward over 20 tokens and those of a
 /// 5-token prefill followed by 15 one-token forwards against the cache.
 double cached_against_full(ParallelModel& model) {
-  torch::autograd::AutoGradMode no_grad(false);
+  c10::AutoGradMode no_grad(false);
   const at::Tensor tokens = at::arange(40, at::kLong).view({2, 20}).mul(7).remainder(50);
   const at::Tensor full = forward_logits(model, tokens).value();
   KvCache cache(32);
