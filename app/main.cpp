@@ -7,6 +7,7 @@
 #include "commands/commands.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/quick_exit.h"
 #include "kernels/kernel_table.h"
 
 namespace {
@@ -26,9 +27,7 @@ const CommandEntry kCommands[] = {
     {vescale::app::add_data_command},
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   vescale::app::Invocation invocation;
   invocation.argv.assign(argv, argv + argc);
 
@@ -71,3 +70,9 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  vescale::exit_flushed(run(argc, argv));
+}  // NOTE [Quick exit]
