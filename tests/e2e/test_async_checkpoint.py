@@ -98,16 +98,14 @@ class AsyncCheckpoints(unittest.TestCase):
         for step in ["step-000005", "step-000010"]:
             self.expect_same_files(os.path.join(sync_folder, "checkpoints", step),
                                    os.path.join(async_folder, "checkpoints", step), f"{label} {step}")
-        # Resuming from step 5 of either continues the same curve, bitwise.
-        resumed = {}
-        for mode, folder in [("sync", sync_folder), ("async", async_folder)]:
-            _, losses = self.train(f"{label}-resume-{mode}", f"--checkpoint.format={fmt}",
-                                   "--checkpoint.load=" + os.path.join(folder, "checkpoints", "step-000005"),
-                                   *layout)
-            resumed[mode] = losses
-        self.assertEqual(resumed["async"], resumed["sync"], f"{label}: resumed losses differ")
-        self.assertEqual(resumed["async"], sync_losses[5:], f"{label}: resume is not exact")
-        print(f"{label}: async files and resume equal sync's bitwise ({len(resumed['async'])} resumed steps)")
+        # Resuming from the async step 5 continues the straight curve, bitwise. (Resuming from the
+        # sync one is test_checkpoint's, and the two step folders were just found byte-equal.)
+        _, resumed = self.train(f"{label}-resume", f"--checkpoint.format={fmt}",
+                                "--checkpoint.load=" + os.path.join(async_folder, "checkpoints", "step-000005"),
+                                *layout)
+        self.assertEqual(resumed, sync_losses[5:], f"{label}: resume is not exact")
+        print(f"{label}: async files equal sync's bitwise, and resuming from them continues the "
+              f"curve bitwise ({len(resumed)} resumed steps)")
 
     def test_sharded(self):
         self.check_layout("sharded", "sharded")

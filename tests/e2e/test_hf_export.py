@@ -151,7 +151,7 @@ class HFExport(unittest.TestCase):
         with open(cls.text, "w") as f:  # varied enough that a loss means something
             for i in range(400):
                 f.write(f"line {i}: the {i * 7 % 13}th fox jumps over {i * 3 % 11} lazy dogs.\n")
-        cls.runs = {}
+        cls.runs, cls.exports, cls.evals = {}, {}, {}
 
     @classmethod
     def tearDownClass(cls):
@@ -174,6 +174,26 @@ class HFExport(unittest.TestCase):
             self.runs[family] = config, os.path.join(dump, "checkpoints", "latest")
         return self.runs[family]
 
+    def exported(self, family, dtype):
+        """The class's export of `family`'s run in `dtype` (made once: nothing writes into it)."""
+        if (family, dtype) not in self.exports:
+            _, checkpoint = self.trained(family)
+            out = os.path.join(self.shared, f"{family}-{dtype}")
+            result = run("export", checkpoint, "-o", out, "--format", "hf", "--dtype", dtype, timeout=300)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            print(result.stdout.strip())
+            self.exports[(family, dtype)] = out
+        return self.exports[(family, dtype)]
+
+    def evaluated(self, family):
+        """`vescale-train eval` of `family`'s run on one process (run once for the class)."""
+        if family not in self.evals:
+            config, checkpoint = self.trained(family)
+            result = run("eval", config, "--checkpoint", checkpoint, *ONE_PROCESS, timeout=300)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            self.evals[family] = float(result.stdout.split()[-1])
+        return self.evals[family]
+
     def export(self, checkpoint, name, *args):
         out = os.path.join(self.folder, name)
         result = run("export", checkpoint, "-o", out, "--format", "hf", *args, timeout=300)
@@ -185,11 +205,9 @@ class HFExport(unittest.TestCase):
         evals, exports = {}, []
         for family in FAMILIES:
             config, checkpoint = self.trained(family)
-            evaluated = run("eval", config, "--checkpoint", checkpoint, *ONE_PROCESS, timeout=300)
-            self.assertEqual(evaluated.returncode, 0, evaluated.stderr[-3000:])
-            evals[family] = float(evaluated.stdout.split()[-1])
-            exports += [(self.export(checkpoint, f"{family}-f64", "--dtype", "float64"), "float64"),
-                        (self.export(checkpoint, f"{family}-f32", "--dtype", "float32"), "float32"),
+            evals[family] = self.evaluated(family)
+            exports += [(self.exported(family, "float64"), "float64"),
+                        (self.exported(family, "float32"), "float32"),
                         (self.export(checkpoint, f"{family}-sharded", "--dtype", "float64",
                                      "--max-shard-size", "8K"), "float64")]
         references = reference_losses(self.text, *exports)  # one process for all of them
@@ -225,13 +243,11 @@ class HFExport(unittest.TestCase):
     def test_import_gives_back_the_exported_model(self):
         for family in ("llama", "llama-tied", "gpt", "mixtral"):
             config, checkpoint = self.trained(family)
-            exported = self.export(checkpoint, f"{family}-hf", "--dtype", "float64")
+            exported = self.exported(family, "float64")
             one = ONE_PROCESS
-            losses = []
-            for source in (checkpoint, "hf:" + exported):
-                result = run("eval", config, "--checkpoint", source, *one, timeout=300)
-                self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-                losses.append(float(result.stdout.split()[-1]))
+            result = run("eval", config, "--checkpoint", "hf:" + exported, *one, timeout=300)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            losses = [self.evaluated(family), float(result.stdout.split()[-1])]
             print(f"{family}: eval of the checkpoint {losses[0]!r}, of hf:DIR {losses[1]!r}")
             self.assertEqual(losses[0], losses[1])
             # generate takes hf:DIR too: the same greedy tokens.
@@ -265,8 +281,8 @@ class HFExport(unittest.TestCase):
             self.assertEqual(differ.strip(), "", f"{family}: parameters that differ")
 
     def test_import_refuses_a_config_of_another_model(self):
-        config, checkpoint = self.trained("llama")
-        exported = self.export(checkpoint, "llama-hf", "--dtype", "float32")
+        config, _ = self.trained("llama")
+        exported = self.exported("llama", "float32")
         result = run("eval", config, "--checkpoint", "hf:" + exported, "--model.n_layer=3")
         self.assertEqual(result.returncode, 2, result.stderr)
         self.assertIn("num_hidden_layers = 2, but this job's model.n_layer = 3", result.stderr)
