@@ -7,6 +7,7 @@
 #include "dtensor/linear_cross_entropy.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 

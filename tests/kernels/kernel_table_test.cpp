@@ -6,6 +6,7 @@
 #include "kernels/kernel_table.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>  // glibc's declarations first: the definitions below must match them
 
 #include <atomic>
 
