@@ -178,11 +178,8 @@ class HFExport(unittest.TestCase):
         """The class's export of `family`'s run in `dtype` (made once: nothing writes into it)."""
         if (family, dtype) not in self.exports:
             _, checkpoint = self.trained(family)
-            out = os.path.join(self.shared, f"{family}-{dtype}")
-            result = run("export", checkpoint, "-o", out, "--format", "hf", "--dtype", dtype, timeout=300)
-            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-            print(result.stdout.strip())
-            self.exports[(family, dtype)] = out
+            self.exports[(family, dtype)] = self.export(checkpoint, f"{family}-{dtype}", "--dtype", dtype,
+                                                        folder=self.shared)
         return self.exports[(family, dtype)]
 
     def evaluated(self, family):
@@ -194,8 +191,9 @@ class HFExport(unittest.TestCase):
             self.evals[family] = float(result.stdout.split()[-1])
         return self.evals[family]
 
-    def export(self, checkpoint, name, *args):
-        out = os.path.join(self.folder, name)
+    def export(self, checkpoint, name, *args, folder=None):
+        """Exports `checkpoint` as folder/name (this test's folder by default)."""
+        out = os.path.join(folder or self.folder, name)
         result = run("export", checkpoint, "-o", out, "--format", "hf", *args, timeout=300)
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         print(result.stdout.strip())
