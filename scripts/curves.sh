@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Records the curves of five layouts, or compares them with a recording: what a refactor
-# that must change no number shows bitwise (issue [27] item 5). Each layout trains
+# Records the curves of nine layouts, or compares them with a recording: what a refactor
+# that must change no number shows bitwise (issues [27] item 5, [33] item 1). Each layout trains
 # configs/gpt-dp2-tp2.toml in float64 (dropout 0.1, seq 64, 6 steps, validation every 3) and keeps
 # every logged loss, val_loss and grad_norm exactly as metrics.jsonl holds them (17 digits).
 #
@@ -26,6 +26,10 @@ declare -A LAYOUTS=(
   [pp2xdp2xtp2]="--parallel.pp=2 --parallel.dp=2 --parallel.tp=2 --parallel.plan=gpt/megatron-sp --parallel.microbatches=2"
   [cp2xtp2]="--parallel.cp=2 --parallel.tp=2 --parallel.dp=1 --parallel.plan=gpt/megatron-sp"
   [zero3-dp2]="--parallel.dp=2 --parallel.tp=1 --parallel.plan= --parallel.zero=3"
+  [zero1-dp2]="--parallel.dp=2 --parallel.tp=1 --parallel.plan= --parallel.zero=1"
+  [zero2-dp2]="--parallel.dp=2 --parallel.tp=1 --parallel.plan= --parallel.zero=2"
+  [tp2]="--parallel.dp=1 --parallel.tp=2 --parallel.plan=gpt/megatron-tp"
+  [pp2]="--parallel.pp=2 --parallel.dp=1 --parallel.tp=1 --parallel.plan= --parallel.microbatches=2"
 )
 COMMON=(--training.dtype="${DTYPE:-float64}" --model.dropout=0.1 --training.seq_len=64 --model.block_size=64
   --training.steps=6 --eval.interval=3 --eval.windows=2 --metrics.log_interval=1

@@ -32,6 +32,9 @@ static_assert(sizeof(Header) <= kHeaderBytes, "the header must fit in one alignm
 std::atomic<int64_t> live_bytes{0};
 std::atomic<int64_t> peak_bytes{0};
 std::atomic<bool> installed{false};
+std::atomic<int64_t> tensor_allocations{0};
+// The most bytes of a 0-dim tensor (a complex double): ATen wraps host scalars in such tensors.
+constexpr size_t kScalarBytes = 16;
 
 void raise_peak(int64_t live) {
   int64_t peak = peak_bytes.load(std::memory_order_relaxed);
@@ -69,6 +72,7 @@ class MeteredAllocator final : public c10::Allocator {
     new (base) Header{static_cast<int64_t>(n), context, deleter};
     raise_peak(live_bytes.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed) +
                static_cast<int64_t>(n));
+    if (n > kScalarBytes) tensor_allocations.fetch_add(1, std::memory_order_relaxed);
     void* data = base + kHeaderBytes;
     return {data, data, &metered_delete, device};
   }
@@ -102,6 +106,10 @@ void install_memory_meter() {
 
 bool memory_meter_installed() {
   return installed.load();
+}
+
+int64_t metered_tensor_allocations() {
+  return tensor_allocations.load(std::memory_order_relaxed);
 }
 
 int64_t metered_live_bytes() {

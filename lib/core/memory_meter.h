@@ -17,6 +17,9 @@ bool memory_meter_installed();
 int64_t metered_live_bytes();
 /// The most live bytes since install or the last reset_metered_peak().
 int64_t metered_peak_bytes();
+/// Allocations since install of more bytes than a scalar (16): the tensors a stretch of code makes,
+/// apart from the 0-dim ones that ATen wraps host scalars in (on a GPU those stay on the host).
+int64_t metered_tensor_allocations();
 /// Starts the peak over from the live bytes now.
 void reset_metered_peak();
 

@@ -14,6 +14,10 @@ namespace vescale {
 /// size across the lists.
 struct AdamWLists {
   std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+  /// Optional: a flat buffer of the params' dtype and device for the explicit update's
+  /// temporaries, which then allocates nothing and works through the tensors a scratch-long
+  /// chunk at a time (all of a chunk's passes while it is in cache).
+  at::Tensor scratch;
 };
 
 struct AdamWHyper {
@@ -23,11 +27,12 @@ struct AdamWHyper {
 
 namespace local {
 
-/// One AdamW update of every tensor of `lists` in place, with foreach ops: the reference
-/// (float64), and the path on the CPU and LibTorch 1.13. Per tensor it is exactly
+/// One AdamW update of every tensor of `lists` in place, op by op: the reference (float64), and
+/// the path on the CPU and LibTorch 1.13. Per element it is exactly
 ///   p *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
 ///   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-/// so the values do not depend on how tensors are grouped.
+/// so the values do not depend on how tensors are grouped, merged or chunked. Contiguous
+/// tensors go a scratch-long chunk at a time when `lists.scratch` is given.
 void adamw_step(const AdamWLists& lists, const AdamWHyper& hyper);
 
 }  // namespace local

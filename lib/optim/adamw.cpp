@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
@@ -11,6 +12,7 @@
 #include "kernels/adamw_update.h"
 #include "kernels/fused.h"
 #include "kernels/kernel_table.h"
+#include "optim/adjacent_runs.h"
 
 namespace vescale {
 namespace {
@@ -43,26 +45,42 @@ void AdamW::step(double lr) {
   // One launch per group of alike tensors: (weight decay on, dtype, device, path). The paths
   // are rows of one array, so their addresses order them.
   using Group = std::tuple<bool, at::ScalarType, std::string, const kernels::AdamWPath*>;
-  std::map<Group, AdamWLists> groups;
+  std::map<Group, std::vector<std::vector<at::Tensor>>> groups;  // {values, grads, m, v}
   for (size_t k = 0; k < views_.size(); ++k) {
     const at::Tensor g = views_[k].grad();
     if (!g.defined()) continue;
-    at::Tensor p = views_[k].value();
-    at::Tensor& exp_avg = state(k, 0);
-    at::Tensor& exp_avg_sq = state(k, 1);
-    if (!exp_avg.defined()) exp_avg = at::zeros_like(p);
-    if (!exp_avg_sq.defined()) exp_avg_sq = at::zeros_like(p);
+    const at::Tensor p = views_[k].value();
+    const at::Tensor& exp_avg = state(k, 0);
+    const at::Tensor& exp_avg_sq = state(k, 1);
     const bool decay = views_[k].weight_decay && options_.weight_decay != 0;
     const kernels::AdamWPath* path = &adamw_path({p, g, exp_avg, exp_avg_sq});
-    AdamWLists& lists = groups[{decay, p.scalar_type(), p.device().str(), path}];
-    lists.params.push_back(p);
-    lists.grads.push_back(g);
-    lists.exp_avgs.push_back(exp_avg);
-    lists.exp_avg_sqs.push_back(exp_avg_sq);
+    auto& lists = groups[{decay, p.scalar_type(), p.device().str(), path}];
+    if (lists.empty()) lists.resize(4);
+    lists[0].push_back(p);
+    lists[1].push_back(g);
+    lists[2].push_back(exp_avg);
+    lists[3].push_back(exp_avg_sq);
   }
-  for (const auto& [group, lists] : groups) {
+  for (auto& [group, tensors] : groups) {
+    // NOTE [Adjacent runs]: the flat buffers' views of a group merge into one run each.
+    std::vector<std::vector<at::Tensor>> runs = merge_adjacent(std::move(tensors));
+    AdamWLists lists{std::move(runs[0]), std::move(runs[1]), std::move(runs[2]), std::move(runs[3]),
+                     at::Tensor()};
+    if (std::get<3>(group)->id == kernels::AdamWPathId::kForeach)
+      lists.scratch = scratch(lists.params.front());
     std::get<3>(group)->run(lists, hyper(options_, lr, std::get<0>(group), steps_));
   }
+}
+
+at::Tensor AdamW::scratch(const at::Tensor& like) {
+  at::Tensor& buffer = scratch_[{like.scalar_type(), like.device().str()}];
+  if (!buffer.defined()) {
+    int64_t largest = 0;
+    for (const ParamView& v : views_)
+      largest = std::max(largest, v.flat.numel());
+    buffer = at::empty({std::min(kScratchElements, largest)}, like.options());
+  }
+  return buffer;
 }
 
 }  // namespace vescale

@@ -3,6 +3,10 @@
 // NOTE [Fast paths].
 #pragma once
 
+#include <map>
+#include <string>
+#include <utility>
+
 #include "optim/optimizer.h"
 
 namespace vescale {
@@ -23,7 +27,13 @@ class AdamW : public Optimizer {
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
 
  private:
+  /// Elements of the explicit update's scratch buffer: a chunk of each pass stays in cache.
+  static constexpr int64_t kScratchElements = int64_t{1} << 16;
+  /// The explicit update's scratch for tensors like `like` (dtype and device), made once.
+  at::Tensor scratch(const at::Tensor& like);
+
   AdamWOptions options_;
+  std::map<std::pair<at::ScalarType, std::string>, at::Tensor> scratch_;
 };
 
 }  // namespace vescale

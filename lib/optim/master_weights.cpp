@@ -4,25 +4,35 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "core/error.h"
+#include "optim/adjacent_runs.h"
 
 namespace vescale {
 
 MasterWeights::MasterWeights(std::vector<ParamView> views,
                              const std::function<at::Tensor(const ParamView&)>& initial)
-    : params_(std::move(views)), grads_(params_.size()) {
-  int64_t offset = 0;
+    : params_(std::move(views)), grads_(params_.size()), offsets_(params_.size()) {
+  // NOTE [Adjacent runs]: the copies in one float32 buffer, in flat_order, as their gradients.
+  int64_t total = 0;
+  for (size_t k : flat_order(params_)) {
+    offsets_[k] = total;
+    total += params_[k].flat.numel();
+  }
+  const at::Tensor buffer =
+      params_.empty() ? at::Tensor()
+                      : at::empty({total}, params_.front().flat.options().dtype(at::kFloat));
   for (size_t k = 0; k < params_.size(); ++k) {
     const ParamView& view = params_[k];
     ParamView master = view;
-    master.flat = initial(view).to(at::kFloat).contiguous().view({-1});
-    VS_CHECK(master.flat.numel() == view.flat.numel(),
-             "[optim] master weights of {}: {} elements for a view of {}", view.name,
-             master.flat.numel(), view.flat.numel());
+    const at::Tensor value = initial(view).reshape({-1});
+    VS_CHECK(value.numel() == view.flat.numel(),
+             "[optim] master weights of {}: {} elements for a view of {}", view.name, value.numel(),
+             view.flat.numel());
+    master.flat = buffer.narrow(0, offsets_[k], view.flat.numel());
+    master.flat.copy_(value);
     master.flat_grad = [this, k] { return grads_[k]; };
     masters_.push_back(std::move(master));
-    offsets_.push_back(offset);
-    offset += view.flat.numel();
   }
+  total_ = total;
 }
 
 void MasterWeights::take_grads() {
@@ -33,10 +43,7 @@ void MasterWeights::take_grads() {
       grads_[k] = g;
       continue;
     }
-    if (!grad_buffer_.defined()) {
-      const int64_t total = offsets_.back() + params_.back().flat.numel();
-      grad_buffer_ = at::empty({total}, g.options().dtype(at::kFloat));
-    }
+    if (!grad_buffer_.defined()) grad_buffer_ = at::empty({total_}, g.options().dtype(at::kFloat));
     grads_[k] = grad_buffer_.narrow(0, offsets_[k], g.numel());
     grads_[k].copy_(g.reshape({-1}));
   }
@@ -48,8 +55,15 @@ int64_t MasterWeights::grad_bytes() const {
 
 void MasterWeights::copy_to_params() {
   torch::autograd::AutoGradMode no_grad(false);
-  for (size_t k = 0; k < params_.size(); ++k)
-    params_[k].flat.copy_(masters_[k].flat);
+  std::vector<std::vector<at::Tensor>> pairs(2);
+  for (size_t k = 0; k < params_.size(); ++k) {
+    pairs[0].push_back(params_[k].flat);
+    pairs[1].push_back(masters_[k].flat);
+  }
+  // One copy where the parameters share one buffer in the masters' order (parallel_model.cpp).
+  pairs = merge_adjacent(std::move(pairs));
+  for (size_t i = 0; i < pairs[0].size(); ++i)
+    pairs[0][i].copy_(pairs[1][i]);
 }
 
 int64_t MasterWeights::bytes() const {

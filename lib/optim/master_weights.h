@@ -1,6 +1,7 @@
 // Master weights for mixed precision (docs/design.md §16): parameters compute in bf16, the
 // optimizer updates float32 copies of the same elements (its state is float32 too), and each step
-// rounds the copies into the parameters. Checkpoints save the copies, so a bf16 run's checkpoint is
+// rounds the copies into the parameters. The copies and their gradients are each one flat buffer
+// (NOTE [Adjacent runs]). Checkpoints save the copies, so a bf16 run's checkpoint is
 // the float32 state of the job and loads into float32 runs (and back).
 #pragma once
 
@@ -40,7 +41,8 @@ class MasterWeights {
   std::vector<ParamView> params_;   // the low-precision elements
   std::vector<ParamView> masters_;  // the float32 copies
   std::vector<at::Tensor> grads_;   // per view: this step's float32 gradient, or undefined
-  std::vector<int64_t> offsets_;    // per view: where its elements start in grad_buffer_
+  std::vector<int64_t> offsets_;    // per view: where its elements start in the flat buffers
+  int64_t total_ = 0;               // elements of all views
   at::Tensor grad_buffer_;
 };
 

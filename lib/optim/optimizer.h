@@ -1,6 +1,7 @@
 // Optimizers over ParamViews (flat ranges of parameters' local tensors): elementwise updates,
-// so a sharded or split step equals the single-device one. Their state is kept per view and
-// reported with the view's global place, for checkpoints.
+// so a sharded or split step equals the single-device one. Their state is kept per view, in one
+// flat buffer per state and dtype (NOTE [Adjacent runs]), and reported with the view's global
+// place, for checkpoints.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -41,14 +42,18 @@ class Optimizer {
   void set_steps(int64_t steps) { steps_ = steps; }
 
  protected:
-  /// State `s` (index into state_names()) of view `k`: flat, undefined until made.
+  /// State `s` (index into state_names()) of view `k`: flat, zeros when first asked for. The
+  /// first call makes every view's state, one buffer per state and per dtype and device of the
+  /// views, laid out in flat_order().
   at::Tensor& state(size_t k, size_t s);
 
   std::vector<ParamView> views_;
   int64_t steps_ = 0;
 
  private:
-  std::vector<std::vector<at::Tensor>> state_;  // [view][state]
+  void make_state();
+
+  std::vector<std::vector<at::Tensor>> state_;  // [view][state], views of flat buffers
 };
 
 }  // namespace vescale

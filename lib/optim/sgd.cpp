@@ -18,8 +18,11 @@ void SGD::step(double lr) {
     at::Tensor d = g;
     if (options_.weight_decay != 0 && views_[k].weight_decay) d = d + options_.weight_decay * p;
     at::Tensor& momentum = state(k, 0);
-    if (!momentum.defined()) {
-      momentum = d.clone();
+    // A resumed job's momentum holds the checkpoint's (steps_ was set before this step).
+    if (started_.empty()) started_.assign(views_.size(), steps_ > 1);
+    if (!started_[k]) {
+      momentum.copy_(d);  // PyTorch's first step: the buffer is the gradient
+      started_[k] = true;
     } else {
       momentum.mul_(options_.momentum).add_(d);
     }

@@ -18,6 +18,7 @@ class SGD : public Optimizer {
 
  private:
   SGDOptions options_;
+  std::vector<bool> started_;  // per view: its momentum holds a gradient (it has had one)
 };
 
 }  // namespace vescale

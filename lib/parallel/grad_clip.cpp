@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "optim/adjacent_runs.h"
 
 namespace vescale {
 
@@ -79,10 +80,21 @@ at::Tensor clip_grad_norm(const std::vector<GradPiece>& pieces, const DeviceMesh
   // factor is a float64 or float32 scalar tensor, as a host scalar would be for the kernel.
   const at::Tensor coef64 = (max_norm / (norm + 1e-6)).clamp_max(1.0);
   const at::Tensor coef32 = coef64.to(at::kFloat);
+  // NOTE [Adjacent runs]: gradients in one flat buffer (the master weights') scale in one pass.
+  const auto scale = [&](const at::Tensor& g) {
+    g.mul_(g.scalar_type() == at::kDouble ? coef64 : coef32);
+  };
+  std::vector<at::Tensor> flat;
   for (const GradPiece& piece : pieces) {
-    if (piece.grad.defined())
-      piece.grad.mul_(piece.grad.scalar_type() == at::kDouble ? coef64 : coef32);
+    if (!piece.grad.defined()) continue;
+    if (piece.grad.is_contiguous()) {
+      flat.push_back(piece.grad.view({-1}));
+    } else {
+      scale(piece.grad);
+    }
   }
+  for (const at::Tensor& g : merge_adjacent(std::move(flat)))
+    scale(g);
   return norm;
 }
 

@@ -52,12 +52,40 @@ ParallelizeOptions init_options(const JobConfig& c, const JobMesh& mesh, Module&
 }
 
 /// Mixed precision: the parameters become bf16 (`dtype`); returns their float32 values by FQN.
-std::map<std::string, at::Tensor> to_compute_dtype(ParallelizedModule& model,
-                                                   at::ScalarType dtype) {
+/// `flat`: they share one buffer, those of 2 or more dims first (the order of the master weights,
+/// NOTE [Adjacent runs]), so that rounding the masters into them is one copy. Not under ZeRO,
+/// whose masters are rows of each parameter (no run to merge) and whose stage 3 frees and
+/// measures each parameter's own storage.
+std::map<std::string, at::Tensor> to_compute_dtype(ParallelizedModule& model, at::ScalarType dtype,
+                                                   bool flat) {
   std::map<std::string, at::Tensor> initial;
-  for (auto& [fqn, p] : model.parameters()) {
+  std::vector<std::pair<std::string, ParameterPtr>> order;
+  for (auto& [fqn, p] : model.parameters())
+    if (p->get().ndim() >= 2) order.emplace_back(fqn, p);
+  for (auto& [fqn, p] : model.parameters())
+    if (p->get().ndim() < 2) order.emplace_back(fqn, p);
+  int64_t total = 0;
+  for (auto& [fqn, p] : order) {
+    const at::Tensor& local = p->get().to_local();
+    flat = flat && local.device() == order.front().second->get().to_local().device();
+    total += local.numel();
+  }
+  at::Tensor buffer;
+  if (flat && !order.empty())
+    buffer = at::empty({total}, order.front().second->get().to_local().options().dtype(dtype));
+  int64_t offset = 0;
+  for (auto& [fqn, p] : order) {
     const at::Tensor state = p->get().to_local().detach();
-    p->value = DTensor(state.to(dtype), p->get().spec());
+    at::Tensor local;
+    if (buffer.defined()) {
+      local = at::empty({0}, buffer.options());
+      local.set_(buffer.storage(), offset, state.sizes());
+      local.copy_(state);
+      offset += state.numel();
+    } else {
+      local = state.to(dtype);
+    }
+    p->value = DTensor(local, p->get().spec());
     p->get().requires_grad_(true);
     initial[fqn] = state;
   }
@@ -107,7 +135,7 @@ ParallelModel::ParallelModel(const JobConfig& c, const comm::Group& world, JobPu
                                init_options(c, mesh_, *task_->model(), pipeline));
   init_s_ = seconds_since(init_start);
   if (dtype_policy(c).mixed()) {
-    float32_init_ = to_compute_dtype(*module_, job_dtype(c));
+    float32_init_ = to_compute_dtype(*module_, job_dtype(c), c.zero == 0);
     if (purpose == JobPurpose::kEvaluate) float32_init_.clear();
   }
   for (auto& [fqn, p] : module_->parameters()) {

@@ -142,7 +142,8 @@ TEST(FastPaths, FusedKernelsRefuseToRunWithoutLibTorchSupport) {
   }
   at::Tensor p = at::zeros({4});
   if (!kHasFusedAdamW) {
-    EXPECT_THROW(fused::adamw_step({{p}, {p}, {p}, {p}}, {0.1, 0.9, 0.95, 1e-8, 0.0, 1}), Error);
+    EXPECT_THROW(fused::adamw_step({{p}, {p}, {p}, {p}, {}}, {0.1, 0.9, 0.95, 1e-8, 0.0, 1}),
+                 Error);
     EXPECT_NO_THROW(fused::adamw_step({}, {0.1, 0.9, 0.95, 1e-8, 0.0, 1}));  // nothing to do
   }
 }

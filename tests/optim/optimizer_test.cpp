@@ -1,13 +1,19 @@
 // Optimizers over flat views: a parameter updated as two half views equals it updated whole,
-// bit for bit, and the state reports each view's global place.
+// bit for bit, and the state reports each view's global place. The explicit AdamW update of
+// tensors merged into one run (NOTE [Adjacent runs]) and worked through chunk by chunk equals it
+// tensor by tensor, bit for bit.
 #include "optim/adamw.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
+#include "kernels/adamw_update.h"
 #include "kernels/kernel_table.h"
+#include "optim/adjacent_runs.h"
 #include "optim/sgd.h"
 #include "support/run_ranks.h"
 #include "support/tensors.h"
@@ -114,6 +120,65 @@ TEST(Optimizer, StateTensorsCarryTheViewsGlobalPlace) {
     EXPECT_EQ(states[0].local.sizes().vec(), (std::vector<int64_t>{3, 4}));
     EXPECT_TRUE(at::equal(states[0].local, at::zeros({3, 4}, at::kDouble)));
   });
+}
+
+TEST(AdjacentRuns, MergeTensorsThatLieEndToEndInEveryList) {
+  const at::Tensor a = at::arange(10, at::kFloat), b = at::arange(10, at::kFloat);
+  // Out of order, with a gap (a[5, 7)) and a tensor of another storage.
+  const at::Tensor other = at::ones({3});
+  const auto merged =
+      merge_adjacent({{a.narrow(0, 3, 2), a.narrow(0, 0, 3), other, a.narrow(0, 7, 3)},
+                      {b.narrow(0, 3, 2), b.narrow(0, 0, 3), other.clone(), b.narrow(0, 7, 3)}});
+  ASSERT_EQ(merged.size(), 2u);
+  std::vector<std::vector<int64_t>> sizes;
+  for (const at::Tensor& t : merged[0])
+    sizes.push_back({t.storage_offset(), t.numel()});
+  // a's runs [0, 5) and [7, 10), and `other`, each once (their order follows the storages).
+  EXPECT_EQ(sizes.size(), 3u);
+  EXPECT_NE(std::find(sizes.begin(), sizes.end(), std::vector<int64_t>{0, 5}), sizes.end());
+  EXPECT_NE(std::find(sizes.begin(), sizes.end(), std::vector<int64_t>{7, 3}), sizes.end());
+  for (size_t i = 0; i < merged[0].size(); ++i)
+    EXPECT_TRUE(at::equal(merged[0][i], merged[1][i]));
+  // Adjacent in one list only: nothing merges.
+  const auto apart = merge_adjacent(
+      {{a.narrow(0, 0, 3), a.narrow(0, 3, 2)}, {b.narrow(0, 5, 3), b.narrow(0, 0, 2)}});
+  EXPECT_EQ(apart.front().size(), 2u);
+}
+
+TEST(Optimizer, ExplicitAdamWMergedAndChunkedEqualsTensorByTensorBitwise) {
+  // Sizes around the vector widths and the chunk, so that elements change between a kernel's
+  // vectorised body and its scalar tail.
+  const std::vector<int64_t> sizes{1, 7, 9, 33, 100, 257, 1031};
+  const AdamWHyper hyper{0.01, 0.9, 0.95, 1e-8, 0.1, 3};
+  for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+    int64_t total = 0;
+    for (int64_t n : sizes)
+      total += n;
+    at::manual_seed(7);
+    const at::Tensor p = at::randn({total}, dtype), g = at::randn({total}, dtype),
+                     m = at::randn({total}, dtype), v = at::rand({total}, dtype);
+    const auto split = [&](const at::Tensor& flat) {
+      std::vector<at::Tensor> pieces;
+      int64_t offset = 0;
+      for (int64_t n : sizes) {
+        pieces.push_back(flat.narrow(0, offset, n));
+        offset += n;
+      }
+      return pieces;
+    };
+    AdamWLists each{split(p.clone()), split(g), split(m.clone()), split(v.clone()), {}};
+    const at::Tensor p2 = p.clone(), m2 = m.clone(), v2 = v.clone();
+    auto runs = merge_adjacent({split(p2), split(g), split(m2), split(v2)});
+    ASSERT_EQ(runs.front().size(), 1u);
+    AdamWLists merged{runs[0], runs[1], runs[2], runs[3], at::empty({64}, dtype)};
+    for (int step = 0; step < 3; ++step) {
+      local::adamw_step(each, hyper);
+      local::adamw_step(merged, hyper);
+    }
+    EXPECT_TRUE(at::equal(at::cat(each.params), p2)) << dtype;
+    EXPECT_TRUE(at::equal(at::cat(each.exp_avg_sqs), v2)) << dtype;
+    EXPECT_FALSE(at::equal(p2, p));
+  }
 }
 
 }  // namespace
