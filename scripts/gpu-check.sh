@@ -14,7 +14,10 @@
 #            eager and torch.compile (bench/peers/gpt_torch.py): tokens/s, MFU, peak GPU memory;
 #            then a short run with metrics.peak_flops = 0 and training.unverified_kernels = true
 #            whose own MFU (metrics.jsonl, from the device's peak: NOTE [MFU peak]) is held to
-#            this script's 6N + 12LCT at the same tokens/s, within 1 point
+#            this script's 6N + 12LCT at the same tokens/s, within 1 point. vescale-train's rows
+#            also split the median step into its phases (fwd bwd sync opt other, NOTE [Step
+#            anatomy]) as the host's clock saw them: on a GPU the host runs ahead, and the phase
+#            holding the step's one host read (opt) also waits out the device's queued work
 #   profile  train --profile 3-3: the Chrome trace's phase and CUDA kernel events
 # Last it prints a table of every figure against its bar, also written to
 # bench/results/<gpu>-<YYYY-MM-DD>.txt and DIR/table.txt, and, when OUT is set (the GPU machine's
@@ -161,8 +164,8 @@ table() {
   fi
   [ ${#KERNEL_ROWS[@]} -gt 0 ] && printf '%s\n' "${KERNEL_ROWS[@]}" ""
   if [ ${#BENCH_ROWS[@]} -gt 0 ]; then
-    echo "| bench: $BENCH_TITLE | tokens/s | MFU | median ms | peak allocated | peak reserved | nvidia-smi max | warm-up s | loss first → last |"
-    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    echo "| bench: $BENCH_TITLE | tokens/s | MFU | median ms | peak allocated | peak reserved | nvidia-smi max | warm-up s | loss first → last | phases, median ms on the host's clock |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     printf '%s\n' "${BENCH_ROWS[@]}"
     echo
   fi
@@ -270,7 +273,11 @@ median = statistics.median(timed)
 def peak(key):
     seen = [r["gpu_mem"][key] for r in rows if "gpu_mem" in r]
     return max(seen) if seen else None
-print(json.dumps(dict(who=sys.argv[4], tokens_per_s=tokens / median,
+# NOTE [Step anatomy]: each phase's median over the same steps, as the host's clock saw it.
+phases = {name: 1e3 * statistics.median(r["time_s"][key] for r in rows if r["step"] > warmup)
+          for name, key in (("fwd", "forward"), ("bwd", "backward"), ("sync", "grad_sync"),
+                            ("opt", "optimizer"), ("other", "other"))}
+print(json.dumps(dict(who=sys.argv[4], tokens_per_s=tokens / median, phases_ms=phases,
                       median_step_ms=median * 1e3,
                       warmup_s=sum(r["step_time_s"] for r in rows if r["step"] <= warmup),
                       peak_alloc_bytes=peak("allocated_peak"),
@@ -290,7 +297,9 @@ mfu = f"{100 * flops * f['tokens_per_s'] / peak:.1f}%" if peak > 0 else "-"
 smi = f"{int(smi) / 1024:.2f} GiB" if smi.isdigit() else "-"
 print(f"| {f['who']} | {f['tokens_per_s']:,.0f} | {mfu} | {f['median_step_ms']:.1f} | "
       f"{gib(f['peak_alloc_bytes'])} | {gib(f['peak_reserved_bytes'])} | {smi} | "
-      f"{f['warmup_s']:.2f} | {f['loss_first']:.3f} → {f['loss_last']:.3f} |")
+      f"{f['warmup_s']:.2f} | {f['loss_first']:.3f} → {f['loss_last']:.3f} | "
+      + (" ".join(f"{k} {v:.1f}" for k, v in f["phases_ms"].items()) if "phases_ms" in f else "-")
+      + " |")
 PY
 }
 

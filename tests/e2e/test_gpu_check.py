@@ -107,6 +107,15 @@ class GpuCheckCpu(unittest.TestCase):
             self.assertAlmostEqual(tokens_per_s * median_ms / 1e3, 512, delta=512 * 0.01, msg=who)
             first, last = (float(x) for x in rows[who][7].split("→"))
             self.assertLess(last, first, f"{who}: the loss does not fall")
+            # vescale-train's rows split the median step into its phases; the peers' cannot
+            phases = rows[who][8].split()
+            if who == "torch-eager":
+                self.assertEqual(phases, ["-"], who)
+                continue
+            self.assertEqual(phases[0::2], ["fwd", "bwd", "sync", "opt", "other"], who)
+            split = sum(float(ms) for ms in phases[1::2])
+            self.assertGreater(split, 0.5 * median_ms, f"{who}: {rows[who][8]}")
+            self.assertLess(split, 1.5 * median_ms, f"{who}: {rows[who][8]}")
         self.assertIn("torch-compile", rows, self.table)
         if torch_major() < 2:
             self.assertRegex(rows["torch-compile"][0], r"^skipped: .*has no torch\.compile")
