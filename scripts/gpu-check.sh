@@ -14,11 +14,14 @@
 #            eager and torch.compile (bench/peers/gpt_torch.py): tokens/s, MFU, peak GPU memory;
 #            then a short run with metrics.peak_flops = 0 and training.unverified_kernels = true
 #            whose own MFU (metrics.jsonl, from the device's peak: NOTE [MFU peak]) is held to
-#            this script's 6N + 12LCT at the same tokens/s, within 1 point. vescale-train's rows
+#            this script's 6N + 12LCT at the same tokens/s, within 1 point; last Llama 1.1B
+#            (configs/llama-1b.toml on one GPU, batch 4 x 2048) with its own MFU. vescale-train's rows
 #            also split the median step into its phases (fwd bwd sync opt other, NOTE [Step
 #            anatomy]) as the host's clock saw them: on a GPU the host runs ahead, and the phase
 #            holding the step's one host read (opt) also waits out the device's queued work
-#   profile  train --profile 3-3: the Chrome trace's phase and CUDA kernel events
+#   profile  train --profile 3-3: the Chrome trace's phase and CUDA kernel events, and from them
+#            (scripts/lib/trace_summary.py) how long the GPU was busy in the step and its 12
+#            kernels of most device time
 # Last it prints a table of every figure against its bar, also written to
 # bench/results/<gpu>-<YYYY-MM-DD>.txt and DIR/table.txt, and, when OUT is set (the GPU machine's
 # tool brings back only what is under $OUT), to $OUT with every run's output in $OUT/logs.tgz.
@@ -277,7 +280,9 @@ def peak(key):
 phases = {name: 1e3 * statistics.median(r["time_s"][key] for r in rows if r["step"] > warmup)
           for name, key in (("fwd", "forward"), ("bwd", "backward"), ("sync", "grad_sync"),
                             ("opt", "optimizer"), ("other", "other"))}
+mfus = [r["mfu"] for r in rows if r["step"] > warmup and r.get("mfu")]
 print(json.dumps(dict(who=sys.argv[4], tokens_per_s=tokens / median, phases_ms=phases,
+                      mfu=statistics.median(mfus) if mfus else None,
                       median_step_ms=median * 1e3,
                       warmup_s=sum(r["step_time_s"] for r in rows if r["step"] <= warmup),
                       peak_alloc_bytes=peak("allocated_peak"),
@@ -294,6 +299,8 @@ import json, sys
 f, smi, flops, peak = json.loads(sys.argv[1]), sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 gib = lambda b: "-" if b is None else f"{b / 2**30:.2f} GiB"
 mfu = f"{100 * flops * f['tokens_per_s'] / peak:.1f}%" if peak > 0 else "-"
+if flops == 0 and f.get("mfu"):  # a model this script does not count: its metrics' own MFU
+    mfu = f"{100 * f['mfu']:.1f}% (its own)"
 smi = f"{int(smi) / 1024:.2f} GiB" if smi.isdigit() else "-"
 print(f"| {f['who']} | {f['tokens_per_s']:,.0f} | {mfu} | {f['median_step_ms']:.1f} | "
       f"{gib(f['peak_alloc_bytes'])} | {gib(f['peak_reserved_bytes'])} | {smi} | "
@@ -669,6 +676,21 @@ print(t["global_batch_size"] * t["seq_len"], t.get("dtype", "float32"))' "$confi
     "$peak" "${steps[@]}" --training.fused_loss=false --training.fused_projections=false
   bench_peer torch-eager "$config" "$flops" "$peak" "${steps[@]}"
   bench_peer torch-compile "$config" "$flops" "$peak" "${steps[@]}" --compile
+  bench_llama
+}
+
+# bench_llama: configs/llama-1b.toml on one GPU (1.1B parameters, 22 layers, GQA 32/4 heads, batch
+# 4 x 2048, bf16, synthetic tokens), its MFU as its metrics count it (NOTE [MFU peak]) against
+# 989 TFLOP/s, the dense bf16 peak of an H100 SXM and an H200; --cpu: configs/llama-tiny.toml.
+bench_llama() {
+  local config=configs/llama-1b.toml batch=4 seq=2048 peak=989e12
+  [ $MODE = cpu ] && config=configs/llama-tiny.toml batch=4 seq=64 peak=0
+  local who="vescale-train $(basename "$config" .toml) B${batch}×$seq"
+  bench_vescale bench_llama "$who" "$config" $((batch * seq)) 0 0 --training.steps="$BENCH_STEPS" \
+    --parallel.dp=1 --parallel.tp=1 --parallel.zero=0 --parallel.microbatches=1 \
+    --parallel.plan=llama/dp-only --training.global_batch_size=$batch --training.seq_len=$seq \
+    --data.source=synthetic --training.device="$DEV" --metrics.peak_flops=$peak \
+    --metrics.log_interval=1 --checkpoint.interval=0 --eval.interval=0 --eval.windows=1
 }
 
 # mfu_row RUN FLOPS_PER_TOKEN CONFIG_PEAK: vescale-train's MFU in RUN's metrics.jsonl against this
@@ -837,6 +859,11 @@ profile_stage() {
   fi
   PROFILE_ROWS+=("profile: trace.json $((bytes / 1024)) KiB, $phases phase events, $kernels kernel events$note: $verdict")
   tally $verdict
+  # The step's GPU busy time (the rest is the device waiting for the host) and its top kernels.
+  local line
+  while IFS= read -r line; do
+    PROFILE_ROWS+=("profile: $line")
+  done < <(python3 scripts/lib/trace_summary.py "$trace" --top 12 2>&1)
 }
 
 # --- main ------------------------------------------------------------------------------------

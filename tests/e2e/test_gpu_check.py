@@ -3,10 +3,12 @@ side then runs on the CPU too, so every parity figure must come out within its b
 the bench has vescale-train's rows (fused and unfused) and the Python peer's eager row
 (torch.compile's row is skipped, with the reason, on a torch before 2.0); the profile's trace has
 phases; the summary line counts no failure. A deadline of 0 skips every stage, saying so."""
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -116,11 +118,38 @@ class GpuCheckCpu(unittest.TestCase):
             split = sum(float(ms) for ms in phases[1::2])
             self.assertGreater(split, 0.5 * median_ms, f"{who}: {rows[who][8]}")
             self.assertLess(split, 1.5 * median_ms, f"{who}: {rows[who][8]}")
+        # Llama's row (llama-tiny under --cpu), with its phases
+        llama = rows.get("vescale-train llama-tiny B4×64")
+        self.assertIsNotNone(llama, self.table)
+        self.assertGreater(float(llama[0].replace(",", "")), 0)
+        self.assertEqual(llama[8].split()[0::2], ["fwd", "bwd", "sync", "opt", "other"])
         self.assertIn("torch-compile", rows, self.table)
         if torch_major() < 2:
             self.assertRegex(rows["torch-compile"][0], r"^skipped: .*has no torch\.compile")
         else:
             self.assertGreater(float(rows["torch-compile"][0].replace(",", "")), 0)
+
+    def test_profile_summary(self):
+        # --cpu: a trace without GPU activity says so
+        self.assertIn("profile: no GPU activity in the trace (a CPU run)", self.table)
+
+    def test_trace_summary_of_gpu_events(self):
+        # A step of 10 ms whose kernels overlap (1.5-4.5 and 4-6 ms) and whose copy runs past its
+        # end: busy 4.5 + 2 ms; another rank's kernel is not counted.
+        span = lambda name, cat, ts, dur, pid=0: dict(name=name, cat=cat, ph="X", ts=ts, dur=dur,
+                                                      pid=pid, tid=1)
+        events = [span("step 3", "step", 1000, 10000), span("gemm", "kernel", 1500, 3000),
+                  span("adamw", "kernel", 4000, 2000), span("Memcpy HtoD", "gpu_memcpy", 9000, 3000),
+                  span("gemm", "kernel", 500, 1000, pid=1)]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.json")
+            with open(path, "w") as f:
+                json.dump({"traceEvents": events}, f)
+            out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts/lib/trace_summary.py"),
+                                  path], capture_output=True, text=True, check=True).stdout
+        lines = out.splitlines()
+        self.assertEqual(lines[0], "step 3: 10.0 ms, GPU busy 6.5 ms (65%), 2 kernels")
+        self.assertEqual([l.split()[-1] for l in lines[1:]], ["gemm", "HtoD", "adamw"])
 
     def test_kernel_rows_and_mfu(self):
         # NOTE [GPU-verified]: the rows the passing "cuda" runs took (here the CPU's), and the
@@ -153,10 +182,10 @@ class GpuCheckCpu(unittest.TestCase):
         self.assertIsNotNone(m, self.table)
         passed, failed, skipped = (int(x) for x in m.groups())
         self.assertEqual(failed, 0)
-        # 12 parity rows, 3 or 4 bench rows, the MFU row, the profile; the build and maybe
+        # 12 parity rows, 4 or 5 bench rows, the MFU row, the profile; the build and maybe
         # compile skipped
-        self.assertGreaterEqual(passed, 17)
-        self.assertEqual(passed + skipped, 19)
+        self.assertGreaterEqual(passed, 18)
+        self.assertEqual(passed + skipped, 20)
         self.assertTrue(self.table.rstrip().endswith(m.group(0)))
 
     def test_logs_keep_each_run(self):
@@ -178,7 +207,7 @@ class GpuCheckOptions(unittest.TestCase):
             self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
             self.assertIn("skipped parity: past the deadline", result.stdout)
             self.assertIn("| torch-compile | skipped: past the deadline |", result.stdout)
-            self.assertRegex(result.stdout, r"\ngpu-check: 0 passed, 0 failed, 7 skipped\n")
+            self.assertRegex(result.stdout, r"\ngpu-check: 0 passed, 0 failed, 8 skipped\n")
 
     def test_unknown_stage_is_refused(self):
         with tempfile.TemporaryDirectory() as out:
