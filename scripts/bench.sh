@@ -48,10 +48,14 @@
 #      active parameters (configs/llama-tiny.toml's SwiGLU of 2 x 172, tp = 1), 40 steps, on 1
 #      process, dp = 2 and (MoE) dp = 2 with ep = 2: tokens/s (median after the first step),
 #      rank 0's parameter bytes, the bytes it sent over ep and dp in a step, peak resident memory.
+#  13. optimizer: the optimizer phase of GPT-2 124M (configs/gpt2-124m.toml at 1 x 32 tokens a
+#      step, so that the phase is a large part of the step) in float32 and bf16 on 1 process: the
+#      median of steps 3-6 of its `opt` time (NOTE [Step anatomy]), of the step, and the state
+#      bytes; OLD_TRAIN=<binary> adds that binary's rows, alternating with this one's, twice each.
 # Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or peers, comm, train, pipeline,
-# checkpoint, export, recompute, cp, generate, flight, fused, moe, peer-threads, prepare; a comma
-# list) runs only those tables. BENCH=prepare (data prepare of a 537 MB corpus, ~16 minutes here)
-# is not in the default set.
+# checkpoint, export, recompute, cp, generate, flight, fused, moe, peer-threads, prepare,
+# optimizer; a comma list) runs only those tables. BENCH=prepare (data prepare of a 537 MB corpus,
+# ~16 minutes here) and BENCH=optimizer (~4 minutes) are not in the default set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -613,6 +617,34 @@ for v in variants:
     print(f"| {int(vocab):,} | {loss} | {proj} | {t:,.0f} | {lo:,.0f}-{hi:,.0f} | {t / base[0]:.2f}x | "
           f"{act / 2**20:.1f} MiB | {act / base[3]:.2f} | {peak} |")
 PY
+done
+fi
+
+if wanted optimizer; then
+echo
+echo "optimizer phase (NOTE [Adjacent runs]): GPT-2 124M, 1 x 32 tokens a step, 1 process, 6 steps;"
+echo "medians of steps 3-6; two rounds that alternate the binaries"
+printf '| binary | dtype | opt ms | step ms | optimizer state + masters |\n| --- | --- | --- | --- | --- |\n'
+binaries=("$BIN")
+[ -n "${OLD_TRAIN:-}" ] && binaries=("$OLD_TRAIN" "$BIN")
+for dtype in float32 bfloat16; do
+  for round in 1 2; do
+    for bin in "${binaries[@]}"; do
+      dir="$OUT/optimizer-$dtype-$round-$(basename "$bin")"
+      "$bin" train configs/gpt2-124m.toml --job.dump_folder="$dir" --training.steps=6 \
+        --training.dtype=$dtype --training.global_batch_size=1 --training.seq_len=32 \
+        --training.device=cpu --eval.interval=0 --eval.windows=1 --metrics.log_interval=1 \
+        --checkpoint.interval=0 >/dev/null 2>&1
+      python3 - "$dir/metrics.jsonl" "$bin" "$dtype" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])][2:]
+med = lambda key: 1e3 * statistics.median(key(r) for r in rows)
+state = rows[-1]["state_bytes"]["optimizer"]
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {med(lambda r: r['time_s']['optimizer']):.0f} | "
+      f"{med(lambda r: r['step_time_s']):.0f} | {state / 2**30:.2f} GiB |")
+PY
+    done
+  done
 done
 fi
 
