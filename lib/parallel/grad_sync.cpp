@@ -285,7 +285,9 @@ void GradSync::write_back(Bucket& b, size_t slot) {
   const size_t k = b.params[slot];
   const at::Tensor& p = params_[k]->to_local();
   if (!b.packing) {
-    const at::Tensor reduced = b.flat.narrow(0, b.offsets[slot], p.numel()).clone();
+    // A view of the bucket, whose next fill is after the next step's zero_grad() drops it: no
+    // second copy of every gradient.
+    const at::Tensor reduced = b.flat.narrow(0, b.offsets[slot], p.numel());
     if (b.dtype == p.scalar_type()) {
       p.mutable_grad() = reduced.view_as(p);
     } else {
@@ -302,9 +304,15 @@ void GradSync::write_back(Bucket& b, size_t slot) {
     piece_grads_[k] = piece;
     return;
   }
-  // ZeRO-1: the whole buffer stays; the rank's rows hold the reduced gradient.
+  // ZeRO-1: the whole buffer stays (the backward's, zeroed: it was packed and scattered); the
+  // rank's rows hold the reduced gradient.
   const FlatRange& range = b.packing->piece(slot, rank);
-  p.mutable_grad() = at::zeros_like(p);
+  at::Tensor& whole = p.mutable_grad();
+  if (whole.defined() && whole.sizes() == p.sizes() && whole.is_contiguous()) {
+    whole.zero_();
+  } else {
+    whole = at::zeros_like(p);
+  }
   if (b.dtype != p.scalar_type()) {
     piece_grads_[k] = piece;
     return;
