@@ -67,7 +67,7 @@ LlamaMLP::LlamaMLP(const LlamaConfig& c)
 Tensors LlamaMLP::forward(const Tensors& inputs) {
   const std::vector<DTensor> gate_up =
       project(inputs.at(0), {gate_.get(), up_.get()}, fused_projections_);
-  return {(*down_)(ops::mul(ops::silu(gate_up[0]), gate_up[1]))};
+  return {(*down_)(ops::swiglu(gate_up[0], gate_up[1]))};
 }
 
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c)

@@ -3,12 +3,16 @@
 #   build    the wheel route: scripts/setup-cuda.sh configures build-cuda/ (Release) against the
 #            machine's PyTorch, then only vescale-train is built
 #   parity   a small GPT (dropout 0.1), Llama and Mixtral for 20 steps on CUDA (one rank, NCCL)
-#            against the CPU: float64, float32 and bf16 losses (GPT bf16 also with every CUDA
-#            kernel row taken, those no GPU has run too: training.unverified_kernels); dp 2 over
+#            against the CPU: float64, float32 and bf16 losses (GPT and Llama bf16 also with every
+#            CUDA kernel row taken, those no GPU has run too: training.unverified_kernels); dp 2 over
 #            Gloo on 2 processes; a CUDA checkpoint resumed on the CPU; eval and greedy generate
 #            from it on CUDA against the CPU. Then the kernel rows the passing CUDA runs took
 #            (NOTE [GPU-verified]): those the binary does not yet call GPU-verified are printed
 #            with the line to write into lib/kernels/kernel_table.cpp
+#   kernels  the kernel table's rows on the GPU against the CPU's explicit rows, each kernel
+#            forward and backward in float32 and bf16, those no GPU has run too (our own CUDA
+#            kernels: NOTE [CUDA kernels]): the test binary built from
+#            tests/kernels/kernel_table_test.cpp alone, its EveryPathMatchesTheExplicitOneOnCuda
 #   bench    GPT-2 124M bf16, batch 16 x 1024 (configs/gpt2-124m.toml) in vescale-train, in
 #            vescale-train without its fused loss and projections (the "before" of [25]), PyTorch
 #            eager and torch.compile (bench/peers/gpt_torch.py): tokens/s, MFU, peak GPU memory;
@@ -26,7 +30,7 @@
 # bench/results/<gpu>-<YYYY-MM-DD>.txt and DIR/table.txt, and, when OUT is set (the GPU machine's
 # tool brings back only what is under $OUT), to $OUT with every run's output in $OUT/logs.tgz.
 #
-#   scripts/gpu-check.sh [--cpu] [--stages build,parity,bench,profile] [--out DIR]
+#   scripts/gpu-check.sh [--cpu] [--stages build,parity,kernels,bench,profile] [--out DIR]
 #
 # --cpu: the same stages on the CPU, for CI (tests/e2e/test_gpu_check.py): the "cuda" side of
 # each parity row runs on the CPU too, so its figures must come out 0 or near; the bench runs a
@@ -46,7 +50,7 @@ from_caller() { [[ $1 == /* ]] && echo "$1" || echo "$CALLER_DIR/$1"; }
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
 MODE=gpu
-STAGES=build,parity,bench,profile
+STAGES=build,parity,kernels,bench,profile
 OUT_DIR=""
 COMMAND="scripts/gpu-check.sh $*"
 while [ $# -gt 0 ]; do
@@ -65,8 +69,8 @@ while [ $# -gt 0 ]; do
 done
 for stage in ${STAGES//,/ }; do
   case $stage in
-    build | parity | bench | profile) ;;
-    *) echo "gpu-check: unknown stage '$stage' (build, parity, bench, profile)" >&2; exit 2 ;;
+    build | parity | kernels | bench | profile) ;;
+    *) echo "gpu-check: unknown stage '$stage' (build, parity, kernels, bench, profile)" >&2; exit 2 ;;
   esac
 done
 wanted() { [[ ",$STAGES," == *",$1,"* ]]; }
@@ -111,7 +115,7 @@ fi
 # --- reporting -------------------------------------------------------------------------------
 
 PASSED=0 FAILED=0 SKIPPED=0 BUILD_FAILED=0
-HEADER=() BUILD_ROWS=() STAGE_ROWS=() PARITY_ROWS=() BENCH_ROWS=() PROFILE_ROWS=()
+HEADER=() BUILD_ROWS=() STAGE_ROWS=() PARITY_ROWS=() BENCH_ROWS=() PROFILE_ROWS=() KERNEL_TEST_ROWS=()
 KERNEL_ROWS=() MFU_ROWS=()
 VERIFIED_RUNS=()  # the device-side runs whose parity rows passed: their kernel rows are verified
 
@@ -166,6 +170,7 @@ table() {
     echo
   fi
   [ ${#KERNEL_ROWS[@]} -gt 0 ] && printf '%s\n' "${KERNEL_ROWS[@]}" ""
+  [ ${#KERNEL_TEST_ROWS[@]} -gt 0 ] && printf '%s\n' "${KERNEL_TEST_ROWS[@]}" ""
   if [ ${#BENCH_ROWS[@]} -gt 0 ]; then
     echo "| bench: $BENCH_TITLE | tokens/s | MFU | median ms | peak allocated | peak reserved | nvidia-smi max | warm-up s | loss first → last | phases, median ms on the host's clock |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
@@ -561,6 +566,10 @@ parity_stage() {
   vrun llama_cpu32 120 "$llama" --training.device=cpu "${f32[@]}"
   vrun llama_devbf16 120 "$llama" --training.device=$DEV "${bf16[@]}"
   compare "llama bf16 on $SIDE vs float32 on cpu" 2e-2 llama_cpu32 llama_devbf16
+  # With every CUDA row, our SwiGLU kernel (NOTE [CUDA kernels]) among them.
+  vrun llama_devbf16_unverified 120 "$llama" --training.device=$DEV "${bf16[@]}" "${unverified[@]}"
+  compare "llama bf16 on $SIDE, unverified kernel rows taken, vs float32 on cpu" 2e-2 \
+    llama_cpu32 llama_devbf16_unverified
   vrun mixtral_cpu32 120 "$mixtral" --training.device=cpu "${f32[@]}"
   vrun mixtral_devbf16 120 "$mixtral" --training.device=$DEV "${bf16[@]}"
   compare "mixtral bf16 on $SIDE vs float32 on cpu" 2e-2 mixtral_cpu32 mixtral_devbf16
@@ -743,6 +752,50 @@ PY
   say "mfu: $figure: $verdict"
 }
 
+# kernels_stage: tests/kernels/kernel_table_test.cpp's EveryPathMatchesTheExplicitOneOnCuda, a row
+# a path and dtype with its error against the CPU's explicit row. On the GPU machine the test
+# binary is built in build-cuda from that file alone (VESCALE_TEST_FILES: a minute, not the
+# suite's ten); --cpu runs the build's own binary, where the test skips (no GPU).
+kernels_stage() {
+  local tests=build-cuda/tests/vescale_tests rc started=$SECONDS
+  if [ $MODE = cpu ]; then
+    tests=${BUILD_DIR:-build}/tests/vescale_tests
+  elif [ -d build-cuda ]; then
+    timeout "$(limit 240)" bash -c 'cmake -S . -B build-cuda -DVESCALE_BUILD_TESTS=ON \
+      -DVESCALE_TEST_FILES=kernels/kernel_table_test.cpp &&
+      cmake --build build-cuda --target vescale_tests -j "$(nproc)"' >"$LOGS/kernel_test_build.log" 2>&1
+    rc=$?
+    say "kernel test build: exit $rc in $((SECONDS - started)) s"
+    if [ $rc != 0 ]; then
+      KERNEL_TEST_ROWS+=("kernel test: FAIL: building the test binary: exit $rc: $(tail -1 "$LOGS/kernel_test_build.log")")
+      tally FAIL
+      return
+    fi
+  fi
+  if [ ! -x "$tests" ]; then
+    KERNEL_TEST_ROWS+=("kernel test: skipped: no test binary at $tests")
+    tally skipped
+    return
+  fi
+  timeout -k 10 "$(limit 180)" "$tests" --gtest_filter=KernelTable.EveryPathMatchesTheExplicitOneOnCuda \
+    >"$LOGS/kernel_test.log" 2>&1
+  rc=$?
+  local line
+  while IFS= read -r line; do
+    KERNEL_TEST_ROWS+=("kernel test: $line")
+  done < <(grep -E '^\[[^]]+\] .* on cuda' "$LOGS/kernel_test.log")
+  if grep -q '^\[  SKIPPED \]' "$LOGS/kernel_test.log"; then
+    KERNEL_TEST_ROWS+=("kernel test: skipped: $(grep -m1 -o 'no GPU[^"]*' "$LOGS/kernel_test.log" | cut -c1-80)")
+    tally skipped
+  elif [ $rc = 0 ]; then
+    KERNEL_TEST_ROWS+=("kernel test: every CUDA row within its bar of the CPU's explicit row: ok")
+    tally ok
+  else
+    KERNEL_TEST_ROWS+=("kernel test: FAIL: exit $rc (logs/kernel_test.log): $(grep -m1 -B1 'Failure' "$LOGS/kernel_test.log" | head -1 | cut -c1-160)")
+    tally FAIL
+  fi
+}
+
 # bench_vescale RUN WHO CONFIG TOKENS FLOPS PEAK ARGS...: vescale-train's row WHO from run RUN of
 # CONFIG with ARGS; skipped past the deadline.
 bench_vescale() {
@@ -919,7 +972,7 @@ if [ -x "$BIN" ] && [ $BUILD_FAILED = 0 ]; then
 fi
 publish
 
-for stage in parity bench profile; do
+for stage in parity kernels bench profile; do
   wanted $stage || continue
   # A binary left by an earlier build is not what this tree builds: no stage runs it.
   why=""

@@ -32,6 +32,11 @@
 #define VESCALE_HAS_FUSED_ADAMW VESCALE_TORCH_AT_LEAST(2, 1)
 /// Context::setFloat32MatmulPrecision (1.12; compiled on every build).
 #define VESCALE_HAS_TF32_CONTROL VESCALE_TORCH_AT_LEAST(1, 12)
+// Our own CUDA kernels (NOTE [CUDA kernels]): CMake defines it on the vescale target, 1 where nvcc
+// built lib/kernels/cuda.
+#ifndef VESCALE_HAS_CUDA_KERNELS
+#define VESCALE_HAS_CUDA_KERNELS 0
+#endif
 
 // ---- HDF5 --------------------------------------------------------------------------------------
 

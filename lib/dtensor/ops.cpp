@@ -180,6 +180,11 @@ DTensor silu(const DTensor& x) {
                      [](const Locals& l) { return at::silu(l[0]); });
 }
 
+DTensor swiglu(const DTensor& gate, const DTensor& up) {
+  return elementwise("swiglu", {&gate, &up}, PartialPolicy::kNone,
+                     [](const Locals& l) { return kernels::swiglu(l[0], l[1]); });
+}
+
 DTensor dropout(const DTensor& x, double p, const RngKey& key, bool training, int64_t row_offset,
                 int64_t global_rows) {
   VS_CHECK(p >= 0 && p < 1, "[dtensor] dropout probability {} is not in [0, 1)", p);

@@ -35,6 +35,9 @@ DTensor to_dtype(const DTensor& x, at::ScalarType dtype);
 DTensor gelu(const DTensor& x);
 /// SiLU: x * sigmoid(x).
 DTensor silu(const DTensor& x);
+/// SwiGLU's product silu(gate) * up, by the kernel table's SwiGLU row (NOTE [Kernel table]):
+/// ATen's two ops, or one CUDA kernel of ours where it is taken.
+DTensor swiglu(const DTensor& gate, const DTensor& up);
 /// Inverted dropout with a layout-free mask: the same elements drop under every layout. When x
 /// is rows [row_offset, row_offset + x.size(0)) of a batch of `global_rows` rows (data parallel,
 /// micro-batches), the mask is that slice of the whole batch's mask.

@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cuda_kernels.h"
 #include "kernels/fused.h"
 #include "kernels/local_kernels.h"
+#include "kernels/swiglu.h"
 
 namespace vescale::kernels {
 namespace {
@@ -89,7 +91,7 @@ std::string row_facts(const Path& path) {
   std::vector<std::string> facts;
   facts.emplace_back(path.cuda_only ? "CUDA" : "any device");
   if (path.built != nullptr) {
-    facts.push_back(fmt::format("LibTorch {} ({})", path.since,
+    facts.push_back(fmt::format("{} ({})", path.needs,
                                 kThisBuild.*path.built ? "built in" : "not in this build"));
   }
   if (path.cuda_only) facts.push_back(gpu_run_text(path.gpu_run));
@@ -125,7 +127,7 @@ const std::array<AttentionPath, 5> kAttentionPaths{{
      false, kNotYetRun},
     {AttentionPathId::kCpRing, "ring attention", nullptr, nullptr, unmet_cp_ring, nullptr, false,
      false, kNotYetRun},
-    {AttentionPathId::kFused, "fused attention", &BuildFlags::fused_attention, "2.0", unmet_fast,
+    {AttentionPathId::kFused, "fused attention", &BuildFlags::fused_attention, "LibTorch 2.0", unmet_fast,
      fused::causal_attention, true, true, kH100Nov27},
     {AttentionPathId::kBlocked, "blocked attention", nullptr, nullptr, unmet_not_float64,
      local::blocked_causal_attention, true, false, kNotYetRun},
@@ -134,7 +136,7 @@ const std::array<AttentionPath, 5> kAttentionPaths{{
 }};
 
 const std::array<AdamWPath, 2> kAdamWPaths{{
-    {AdamWPathId::kFused, "fused AdamW", &BuildFlags::fused_adamw, "2.1", unmet_fast,
+    {AdamWPathId::kFused, "fused AdamW", &BuildFlags::fused_adamw, "LibTorch 2.1", unmet_fast,
      fused::adamw_step, true, true, kH100Nov27},
     {AdamWPathId::kForeach, "foreach AdamW", nullptr, nullptr, unmet_nothing, local::adamw_step,
      false, false, kNotYetRun},
@@ -149,7 +151,7 @@ const std::array<LinearPath, 2> kLinearPaths{{
 
 // The float32 row sets nothing: it is LibTorch's default ("highest").
 const std::array<MatmulPrecisionPath, 2> kMatmulPrecisionPaths{{
-    {MatmulPrecisionId::kTf32, "TF32 matmuls", &BuildFlags::tf32_control, "1.12", unmet_tf32,
+    {MatmulPrecisionId::kTf32, "TF32 matmuls", &BuildFlags::tf32_control, "LibTorch 1.12", unmet_tf32,
      set_tf32_matmuls, true, true, kH100Nov27},
     {MatmulPrecisionId::kFloat32, "float32 matmuls", nullptr, nullptr, unmet_nothing, nullptr,
      false, false, kNotYetRun},
@@ -164,7 +166,19 @@ const std::array<LossPath, 3> kLossPaths{{
     {LossPathId::kPasses, "pass-by-pass loss", nullptr, nullptr, unmet_nothing, nullptr, false,
      false, kNotYetRun},
 }};
+// Our kernel has not run on a GPU: SwiGLU on CUDA is ATen's silu and product until one has.
+const std::array<SwigluPath, 2> kSwigluPaths{{
+    {SwigluPathId::kCudaKernel, "SwiGLU kernel", &BuildFlags::cuda_kernels, "nvcc", unmet_fast,
+     cuda_swiglu, true, true, kNotYetRun},
+    {SwigluPathId::kExplicit, "silu and product", nullptr, nullptr, unmet_nothing,
+     local::swiglu, false, false, kNotYetRun},
+}};
 // clang-format on
+
+at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
+  const KernelContext context{gate.device(), gate.scalar_type()};
+  return take(kSwigluPaths, context).run(gate, up);
+}
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   // A named context: GCC 14 takes a reference bound from a temporary argument for dangling.
@@ -209,11 +223,12 @@ std::string build_summary(const std::string& nccl_version) {
   }
   return fmt::format(
       "LibTorch {} ({}); fast paths built in: {} (used on CUDA, never in float64)\n"
+      "CUDA kernels of our own: {}\n"
       "kernel table, each op's rows in the order tried (a CUDA row no GPU has run is taken only "
       "with training.unverified_kernels = true):\n{}",
       TORCH_VERSION, backend,
       built.empty() ? std::string("none") : fmt::format("{}", fmt::join(built, ", ")),
-      fmt::join(rows, "\n"));
+      cuda_kernels::build_text(), fmt::join(rows, "\n"));
 }
 
 std::string taken_rows() {

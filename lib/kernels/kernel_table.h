@@ -7,14 +7,15 @@
 //   linear            at::linear > mm + bias add
 //   matmul precision  TF32 > float32
 //   LM loss           log-softmax > widened log-softmax > pass by pass (NOTE [Fused LM loss])
+//   SwiGLU            our CUDA kernel (NOTE [CUDA kernels]) > silu and product
 // A path needs a build flag (the LibTorch version that brings its kernel, NOTE [Version
-// guards]) and run-time conditions on a KernelContext: the device and dtype, and for attention
-// whether a KV cache (NOTE [KV cache]) or a context-parallel ring (NOTE [Ring attention]) is
-// open. The order is the contract: a KV cache or a ring comes before every local kernel, since
-// those would see this forward's or this rank's tokens only (the fused kernel once ran ahead of
-// the ring). The KV cache's and the ring's kernels need dtensor/ state, so their rows name no
-// kernel: ops::causal_attention runs them when the table picks them. Who dispatches through the
-// tables: ops::causal_attention, ops::linear (kernels::linear), AdamW::step, the job's matmul
+// guards], or nvcc for ours) and run-time conditions on a KernelContext: the device and dtype, and
+// for attention whether a KV cache (NOTE [KV cache]) or a context-parallel ring (NOTE [Ring
+// attention]) is open. The order is the contract: a KV cache or a ring comes before every local
+// kernel, since those would see this forward's or this rank's tokens only (the fused kernel once
+// ran ahead of the ring). The KV cache's and the ring's kernels need dtensor/ state, so their rows
+// name no kernel: ops::causal_attention runs them when the table picks them. Who dispatches through
+// the tables: ops::causal_attention, ops::linear (kernels::linear), AdamW::step, the job's matmul
 // precision (configure_matmul_precision) and the fused LM loss (local::linear_cross_entropy, whose
 // rows name no kernel either: their chunks all-reduce over the vocabulary's groups). The
 // `[device]` line (fast_paths_summary) and `--version` (build_summary, a line a row) are written
@@ -52,6 +53,7 @@ struct BuildFlags {
   bool fused_attention = VESCALE_HAS_FUSED_ATTENTION;  ///< LibTorch 2.0
   bool fused_adamw = VESCALE_HAS_FUSED_ADAMW;          ///< LibTorch 2.1
   bool tf32_control = VESCALE_HAS_TF32_CONTROL;        ///< LibTorch 1.12
+  bool cuda_kernels = VESCALE_HAS_CUDA_KERNELS;        ///< nvcc built lib/kernels/cuda
 };
 inline constexpr BuildFlags kThisBuild{};
 
@@ -92,7 +94,7 @@ struct KernelPath {
   Id id;
   const char* name;         ///< as the `[device]` line names it: "fused attention"
   bool BuildFlags::*built;  ///< the build flag it needs, or nullptr
-  const char* since;        ///< the LibTorch version that brings that flag, or nullptr
+  const char* needs;        ///< what brings that flag ("LibTorch 2.0", "nvcc"), or nullptr
   Unmet unmet;              ///< its run-time conditions
   Fn* run;          ///< its kernel; nullptr where its caller runs it or there is nothing to run
   bool summarised;  ///< named in the `[device]` line (and, with a build flag, in --version)
@@ -138,6 +140,12 @@ using LossFn = void();
 using LossPath = KernelPath<LossPathId, LossFn>;
 extern const std::array<LossPath, 3> kLossPaths;
 
+enum class SwigluPathId { kCudaKernel, kExplicit };
+/// silu(gate) * up for gate and up alike (SwiGLU's product, before its down projection).
+using SwigluFn = at::Tensor(const at::Tensor& gate, const at::Tensor& up);
+using SwigluPath = KernelPath<SwigluPathId, SwigluFn>;
+extern const std::array<SwigluPath, 2> kSwigluPaths;
+
 /// Calls `visit(table, op)` for every table and the op it serves, in the order of the `[device]`
 /// line.
 template <typename Visit>
@@ -147,6 +155,7 @@ void for_each_table(Visit&& visit) {
   visit(kLinearPaths, "linear");
   visit(kMatmulPrecisionPaths, "matmul precision");
   visit(kLossPaths, "LM loss");
+  visit(kSwigluPaths, "SwiGLU");
 }
 
 // ---- choosing ---------------------------------------------------------------------------------
@@ -171,7 +180,7 @@ inline constexpr const char* kNotYetRunOnAGpu =
 template <typename Path>
 std::string why_not(const Path& path, const KernelContext& context) {
   if (path.built != nullptr && !(context.build.*path.built))
-    return std::string("needs LibTorch ") + path.since;
+    return std::string("needs ") + path.needs;
   if (const char* unmet = path.unmet(context); unmet != nullptr) return unmet;
   return gpu_verified(path) || context.unverified ? std::string() : kNotYetRunOnAGpu;
 }
@@ -203,6 +212,9 @@ const Path& take(const std::array<Path, N>& table, const KernelContext& context)
 
 /// x w^T + b (b may be undefined) by the first linear path for x's device and dtype.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
+
+/// silu(gate) * up by the first SwiGLU path for gate's device and dtype.
+at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
 
 /// Sets float32 matmuls to TF32 ("high") where the matmul precision table picks TF32 for a job
 /// computing `dtype` on `device`; process-wide. Returns whether it did.

@@ -19,7 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(ROOT, "scripts", "gpu-check.sh")
 # The parity rows the table must hold, by the start of their names.
 PARITY = ("gpt float64,", "gpt float32,", "gpt bf16 on cuda* vs", "gpt bf16 on cuda*, unverified",
-          "gpt float32 on cuda*, unverified", "llama float64,", "llama bf16", "mixtral bf16",
+          "gpt float32 on cuda*, unverified", "llama float64,", "llama bf16 on cuda* vs",
+          "llama bf16 on cuda*, unverified", "mixtral bf16",
           "gloo:", "resume:", "eval on", "greedy generate")
 SUMMARY = re.compile(r"^gpu-check: (\d+) passed, (\d+) failed, (\d+) skipped$", re.M)
 
@@ -129,6 +130,10 @@ class GpuCheckCpu(unittest.TestCase):
         else:
             self.assertGreater(float(rows["torch-compile"][0].replace(",", "")), 0)
 
+    def test_kernel_test_skips_without_a_gpu(self):
+        # The CUDA kernel test ran (the build's test binary) and skipped: no GPU here
+        self.assertRegex(self.table, r"(?m)^kernel test: skipped: no GPU")
+
     def test_profile_summary(self):
         # --cpu: a trace without GPU activity says so
         self.assertIn("profile: no GPU activity in the trace (a CPU run)", self.table)
@@ -182,10 +187,10 @@ class GpuCheckCpu(unittest.TestCase):
         self.assertIsNotNone(m, self.table)
         passed, failed, skipped = (int(x) for x in m.groups())
         self.assertEqual(failed, 0)
-        # 12 parity rows, 4 or 5 bench rows, the MFU row, the profile; the build and maybe
-        # compile skipped
-        self.assertGreaterEqual(passed, 18)
-        self.assertEqual(passed + skipped, 20)
+        # 13 parity rows, 4 or 5 bench rows, the MFU row, the profile; the build, the kernel
+        # test (no GPU) and maybe compile skipped
+        self.assertGreaterEqual(passed, 19)
+        self.assertEqual(passed + skipped, 22)
         self.assertTrue(self.table.rstrip().endswith(m.group(0)))
 
     def test_logs_keep_each_run(self):

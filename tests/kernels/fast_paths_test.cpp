@@ -96,7 +96,9 @@ TEST(FastPaths, SummariesSayWhatIsOnAndWhy) {
           (kHasFusedAdamW ? "float64 is the reference" : "needs LibTorch 2.1") +
           "), TF32 matmuls off (float64 is the reference), log-softmax loss on (" +
           gpu_run_text(kLossPaths.front().gpu_run) +
-          "), widened log-softmax loss off (bfloat16 and float16 logits only)");
+          "), widened log-softmax loss off (bfloat16 and float16 logits only), SwiGLU kernel off "
+          "(" +
+          (VESCALE_HAS_CUDA_KERNELS ? "float64 is the reference" : "needs nvcc") + ")");
   const std::string cpu = fast_paths_summary(kCpu, at::kFloat);
   EXPECT_NE(cpu.find("TF32 matmuls off (CUDA only)"), std::string::npos) << cpu;
   EXPECT_NE(cpu.find("blocked attention on"), std::string::npos) << cpu;
@@ -106,6 +108,11 @@ TEST(FastPaths, SummariesSayWhatIsOnAndWhy) {
   EXPECT_EQ(use_blocked_attention(kGpu, at::kFloat), !kHasFusedAttention);
   EXPECT_NE(fast_paths_summary(kGpu, at::kFloat).find("TF32 matmuls on"), std::string::npos);
   const std::string build = build_summary(comm::nccl_version());
+  // NOTE [CUDA kernels]: --version says whether nvcc built ours.
+  EXPECT_NE(build.find(std::string("CUDA kernels of our own: ") +
+                       (VESCALE_HAS_CUDA_KERNELS ? "built by nvcc" : "not built")),
+            std::string::npos)
+      << build;
   EXPECT_NE(build.find("LibTorch " TORCH_VERSION), std::string::npos) << build;
 #if TORCH_VERSION_MAJOR < 2
   EXPECT_NE(build.find("fast paths built in: TF32 matmuls (used on CUDA"), std::string::npos)

@@ -389,6 +389,17 @@ Outputs run_loss(const LossPath& path, Device device, at::ScalarType dtype) {
   return {c.loss, c.grad};
 }
 
+/// SwiGLU's product and its gradients for [6, 40] gate and up.
+Outputs run_swiglu(const SwigluPath& path, Device device, at::ScalarType dtype) {
+  const auto make = [&](double phase) {
+    return pattern({6, 40}, phase).mul(3).to(dtype).to(device).requires_grad_();
+  };
+  const at::Tensor gate = make(0.3), up = make(0.7);
+  const at::Tensor out = path.run(gate, up);
+  out.backward(pattern({6, 40}, 0.2).to(dtype).to(device));
+  return {out.detach(), gate.grad(), up.grad()};
+}
+
 void check_every_table(Device device) {
   auto nothing_open = [](const auto&, KernelContext&) {};
   // Every loss row runs here, the ones no GPU has run too (NOTE [GPU-verified]).
@@ -402,6 +413,9 @@ void check_every_table(Device device) {
   ran += check_paths("linear", kLinearPaths, device, nothing_open, run_linear);
   ran += check_paths("matmul", kMatmulPrecisionPaths, device, nothing_open, run_matmul);
   ran += check_paths("LM loss", kLossPaths, device, loss_open, run_loss);
+  // Our own CUDA kernels run here before any GPU has verified them (NOTE [CUDA kernels]).
+  auto unverified_open = [](const auto&, KernelContext& context) { context.unverified = true; };
+  ran += check_paths("SwiGLU", kSwigluPaths, device, unverified_open, run_swiglu);
   EXPECT_GT(ran, 0);
 }
 
@@ -412,7 +426,8 @@ TEST(KernelTable, EveryPathMatchesTheExplicitOneOnTheCpu) {
 TEST(KernelTable, EveryPathMatchesTheExplicitOneOnCuda) {
   if (!at::hasCUDA())
     GTEST_SKIP() << "no GPU: the CUDA paths (fused attention and AdamW where LibTorch has them, "
-                    "at::linear, TF32 matmuls, the log-softmax losses) run where one is";
+                    "at::linear, TF32 matmuls, the log-softmax losses, our SwiGLU kernel where "
+                    "nvcc built it) run where one is";
   check_every_table(kGpu);
 }
 

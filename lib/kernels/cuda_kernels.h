@@ -1,0 +1,34 @@
+// NOTE [CUDA kernels]
+// Kernels of our own, in CUDA C++ under lib/kernels/cuda/*.cu: the element-wise work that ATen
+// runs as several kernels (each a pass over memory) done in one. CMake builds them where LibTorch
+// has CUDA and finds nvcc (VESCALE_CUDA_KERNELS=AUTO; ON fails without nvcc, OFF leaves them
+// out), for sm_80 and sm_90 with PTX for newer GPUs, warnings as errors under VESCALE_WERROR (CI's
+// CUDA build check compiles them with nvcc 12.4). Elsewhere lib/kernels/no_cuda_kernels.cpp stands
+// in: built() is false and each function throws. Each kernel is a row of the kernel table (NOTE
+// [Kernel table]) behind the build flag `cuda_kernels`, and a CUDA row, so NOTE [GPU-verified]
+// applies: none is taken before a GPU has run it against its explicit row, the CPU reference
+// (tests/kernels/kernel_table_test, EveryPathMatchesTheExplicitOneOnCuda). Their math is in float32
+// whatever the tensors' type (bf16, float16 or float32; float64 stays with ATen, the reference).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <utility>
+
+namespace vescale::cuda_kernels {
+
+/// Whether this build has them (compiled by nvcc).
+bool built();
+/// For --version: "built by nvcc 12.4 for sm_80, sm_90, PTX compute_90" or why not.
+std::string build_text();
+
+/// silu(gate) * up, elementwise, in one pass: SwiGLU's product. `gate` and `up` alike (shape,
+/// dtype: float32, bf16 or float16; one CUDA device).
+at::Tensor swiglu_forward(const at::Tensor& gate, const at::Tensor& up);
+/// Its gradients for the output's gradient `grad`, in one pass: (d gate, d up) =
+/// (grad up silu'(gate), grad silu(gate)), silu'(g) = s (1 + g (1 - s)), s = sigmoid(g).
+std::pair<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& grad, const at::Tensor& gate,
+                                                  const at::Tensor& up);
+
+}  // namespace vescale::cuda_kernels

@@ -1,0 +1,32 @@
+// The stand-in for lib/kernels/cuda/*.cu in a build without nvcc (NOTE [CUDA kernels]).
+#include "core/error.h"
+#include "kernels/cuda_kernels.h"
+
+namespace vescale::cuda_kernels {
+namespace {
+
+[[noreturn]] void absent() {
+  throw Error("[kernels] this build has no CUDA kernels of its own (NOTE [CUDA kernels]): " +
+              build_text());
+}
+
+}  // namespace
+
+bool built() {
+  return false;
+}
+
+std::string build_text() {
+  return "not built (a CPU LibTorch, no nvcc found, or VESCALE_CUDA_KERNELS=OFF)";
+}
+
+at::Tensor swiglu_forward(const at::Tensor&, const at::Tensor&) {
+  absent();
+}
+
+std::pair<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor&, const at::Tensor&,
+                                                  const at::Tensor&) {
+  absent();
+}
+
+}  // namespace vescale::cuda_kernels
