@@ -240,7 +240,7 @@ DTensor rotary(const DTensor& x, double theta) {
                  [theta](const Locals& l, const Specs& s, const DTensorSpec&) {
                    // Sharded T: its rows; under context parallelism, their global positions.
                    const int64_t first = Box::local(*s[0]).offsets[2];
-                   return local::rotary(
+                   return kernels::rotary(
                        l[0], theta,
                        sequence_positions(first, l[0].size(2), s[0]->shape[2], l[0].device()));
                  }});

@@ -31,4 +31,11 @@ at::Tensor swiglu_forward(const at::Tensor& gate, const at::Tensor& up);
 std::pair<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& grad, const at::Tensor& gate,
                                                   const at::Tensor& up);
 
+/// Rotary embedding (rotate-half) of x [B, H, T, D] at `positions` [T] (int64) by the angles
+/// positions x `inv_freq` [D / 2] (float32): out[..., i] = x_i cos - x_{i + D/2} sin and
+/// out[..., i + D/2] = x_{i + D/2} cos + x_i sin, in one pass. `inverse`: the rotation back
+/// (sin negated), which is the backward's. x float32, bf16 or float16 on one CUDA device.
+at::Tensor rotary(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& inv_freq,
+                  bool inverse);
+
 }  // namespace vescale::cuda_kernels

@@ -10,6 +10,7 @@
 #include "kernels/cuda_kernels.h"
 #include "kernels/fused.h"
 #include "kernels/local_kernels.h"
+#include "kernels/rotary.h"
 #include "kernels/swiglu.h"
 
 namespace vescale::kernels {
@@ -166,14 +167,25 @@ const std::array<LossPath, 3> kLossPaths{{
     {LossPathId::kPasses, "pass-by-pass loss", nullptr, nullptr, unmet_nothing, nullptr, false,
      false, kNotYetRun},
 }};
-// Our kernel has not run on a GPU: SwiGLU on CUDA is ATen's silu and product until one has.
+// Our kernels have not run on a GPU: on CUDA ATen's ops run in their place until one has.
 const std::array<SwigluPath, 2> kSwigluPaths{{
     {SwigluPathId::kCudaKernel, "SwiGLU kernel", &BuildFlags::cuda_kernels, "nvcc", unmet_fast,
      cuda_swiglu, true, true, kNotYetRun},
     {SwigluPathId::kExplicit, "silu and product", nullptr, nullptr, unmet_nothing,
      local::swiglu, false, false, kNotYetRun},
 }};
+const std::array<RotaryPath, 2> kRotaryPaths{{
+    {RotaryPathId::kCudaKernel, "rotary kernel", &BuildFlags::cuda_kernels, "nvcc", unmet_fast,
+     cuda_rotary, true, true, kNotYetRun},
+    {RotaryPathId::kExplicit, "explicit rotary", nullptr, nullptr, unmet_nothing, local::rotary,
+     false, false, kNotYetRun},
+}};
 // clang-format on
+
+at::Tensor rotary(const at::Tensor& x, double theta, const at::Tensor& positions) {
+  const KernelContext context{x.device(), x.scalar_type()};
+  return take(kRotaryPaths, context).run(x, theta, positions);
+}
 
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
   const KernelContext context{gate.device(), gate.scalar_type()};

@@ -8,6 +8,7 @@
 //   matmul precision  TF32 > float32
 //   LM loss           log-softmax > widened log-softmax > pass by pass (NOTE [Fused LM loss])
 //   SwiGLU            our CUDA kernel (NOTE [CUDA kernels]) > silu and product
+//   rotary            our CUDA kernel > explicit rotary
 // A path needs a build flag (the LibTorch version that brings its kernel, NOTE [Version
 // guards], or nvcc for ours) and run-time conditions on a KernelContext: the device and dtype, and
 // for attention whether a KV cache (NOTE [KV cache]) or a context-parallel ring (NOTE [Ring
@@ -146,6 +147,12 @@ using SwigluFn = at::Tensor(const at::Tensor& gate, const at::Tensor& up);
 using SwigluPath = KernelPath<SwigluPathId, SwigluFn>;
 extern const std::array<SwigluPath, 2> kSwigluPaths;
 
+enum class RotaryPathId { kCudaKernel, kExplicit };
+/// Rotary embedding of x [B, H, T, D] at `positions` [T] (local::rotary's contract).
+using RotaryFn = at::Tensor(const at::Tensor& x, double theta, const at::Tensor& positions);
+using RotaryPath = KernelPath<RotaryPathId, RotaryFn>;
+extern const std::array<RotaryPath, 2> kRotaryPaths;
+
 /// Calls `visit(table, op)` for every table and the op it serves, in the order of the `[device]`
 /// line.
 template <typename Visit>
@@ -156,6 +163,7 @@ void for_each_table(Visit&& visit) {
   visit(kMatmulPrecisionPaths, "matmul precision");
   visit(kLossPaths, "LM loss");
   visit(kSwigluPaths, "SwiGLU");
+  visit(kRotaryPaths, "rotary");
 }
 
 // ---- choosing ---------------------------------------------------------------------------------
@@ -215,6 +223,8 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
 
 /// silu(gate) * up by the first SwiGLU path for gate's device and dtype.
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
+/// Rotary embedding by the first rotary path for x's device and dtype.
+at::Tensor rotary(const at::Tensor& x, double theta, const at::Tensor& positions);
 
 /// Sets float32 matmuls to TF32 ("high") where the matmul precision table picks TF32 for a job
 /// computing `dtype` on `device`; process-wide. Returns whether it did.

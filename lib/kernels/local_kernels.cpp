@@ -44,15 +44,16 @@ at::Tensor rotary(const at::Tensor& x, double theta, const at::Tensor& positions
   const int64_t d = x.size(3);
   const at::ScalarType angle_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   const auto options = at::TensorOptions().dtype(angle_type).device(x.device());
-  // 1 / theta^(2i / D), as Hugging Face computes it.
-  const at::Tensor inv_freq =
-      at::reciprocal(at::pow(theta, at::arange(0, d, 2, options) / static_cast<double>(d)));
-  const at::Tensor angles = at::outer(positions.to(options), inv_freq);
+  const at::Tensor angles = at::outer(positions.to(options), rotary_inv_freq(d, theta, options));
   const at::Tensor both = at::cat({angles, angles}, -1);  // [T, D]
   const at::Tensor cos = both.cos().to(x.scalar_type()), sin = both.sin().to(x.scalar_type());
   const at::Tensor half1 = x.narrow(3, 0, d / 2), half2 = x.narrow(3, d / 2, d / 2);
   const at::Tensor rotated = at::cat({-half2, half1}, 3);
   return x * cos + rotated * sin;
+}
+
+at::Tensor rotary_inv_freq(int64_t d, double theta, const at::TensorOptions& options) {
+  return at::reciprocal(at::pow(theta, at::arange(0, d, 2, options) / static_cast<double>(d)));
 }
 
 at::Tensor causal_bias(int64_t t, const at::TensorOptions& options) {

@@ -73,6 +73,9 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
 /// ([T] integers) along dim 2, with frequencies theta^(-2i/D); angles in float64 for float64 x,
 /// else float32, and cos and sin cast to x's type (as Hugging Face does).
 at::Tensor rotary(const at::Tensor& x, double theta, const at::Tensor& positions);
+/// Rotary's frequencies 1 / theta^(2i / D), i < D / 2, in `options` (float32, or float64 for
+/// float64 x), as Hugging Face computes them.
+at::Tensor rotary_inv_freq(int64_t d, double theta, const at::TensorOptions& options);
 
 /// The additive causal mask [T, T]: 0 on and below the diagonal, -inf above. Cached.
 at::Tensor causal_bias(int64_t t, const at::TensorOptions& options);

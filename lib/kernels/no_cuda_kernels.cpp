@@ -29,4 +29,8 @@ std::pair<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor&, const at::T
   absent();
 }
 
+at::Tensor rotary(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool) {
+  absent();
+}
+
 }  // namespace vescale::cuda_kernels

@@ -88,6 +88,8 @@ TEST(FastPaths, Tf32OnlyForFloat32OnCuda) {
 }
 
 TEST(FastPaths, SummariesSayWhatIsOnAndWhy) {
+  // NOTE [CUDA kernels]: ours are built with nvcc, and float64 keeps ATen's ops.
+  const std::string ours = VESCALE_HAS_CUDA_KERNELS ? "float64 is the reference" : "needs nvcc";
   EXPECT_EQ(
       fast_paths_summary(kGpu, at::kDouble),
       "fused attention off (" +
@@ -98,7 +100,7 @@ TEST(FastPaths, SummariesSayWhatIsOnAndWhy) {
           gpu_run_text(kLossPaths.front().gpu_run) +
           "), widened log-softmax loss off (bfloat16 and float16 logits only), SwiGLU kernel off "
           "(" +
-          (VESCALE_HAS_CUDA_KERNELS ? "float64 is the reference" : "needs nvcc") + ")");
+          ours + "), rotary kernel off (" + ours + ")");
   const std::string cpu = fast_paths_summary(kCpu, at::kFloat);
   EXPECT_NE(cpu.find("TF32 matmuls off (CUDA only)"), std::string::npos) << cpu;
   EXPECT_NE(cpu.find("blocked attention on"), std::string::npos) << cpu;

@@ -400,6 +400,15 @@ Outputs run_swiglu(const SwigluPath& path, Device device, at::ScalarType dtype) 
   return {out.detach(), gate.grad(), up.grad()};
 }
 
+/// Rotary embedding of [2, 3, 24, 16] at positions 1000.. (angles far from 0) and its gradient.
+Outputs run_rotary(const RotaryPath& path, Device device, at::ScalarType dtype) {
+  const at::Tensor x = pattern({2, 3, 24, 16}, 0.4).to(dtype).to(device).requires_grad_();
+  const at::Tensor positions = at::arange(1000, 1024, at::dtype(at::kLong).device(device));
+  const at::Tensor out = path.run(x, 10000.0, positions);
+  out.backward(pattern({2, 3, 24, 16}, 0.9).to(dtype).to(device));
+  return {out.detach(), x.grad()};
+}
+
 void check_every_table(Device device) {
   auto nothing_open = [](const auto&, KernelContext&) {};
   // Every loss row runs here, the ones no GPU has run too (NOTE [GPU-verified]).
@@ -416,6 +425,7 @@ void check_every_table(Device device) {
   // Our own CUDA kernels run here before any GPU has verified them (NOTE [CUDA kernels]).
   auto unverified_open = [](const auto&, KernelContext& context) { context.unverified = true; };
   ran += check_paths("SwiGLU", kSwigluPaths, device, unverified_open, run_swiglu);
+  ran += check_paths("rotary", kRotaryPaths, device, unverified_open, run_rotary);
   EXPECT_GT(ran, 0);
 }
 
@@ -425,9 +435,10 @@ TEST(KernelTable, EveryPathMatchesTheExplicitOneOnTheCpu) {
 
 TEST(KernelTable, EveryPathMatchesTheExplicitOneOnCuda) {
   if (!at::hasCUDA())
-    GTEST_SKIP() << "no GPU: the CUDA paths (fused attention and AdamW where LibTorch has them, "
-                    "at::linear, TF32 matmuls, the log-softmax losses, our SwiGLU kernel where "
-                    "nvcc built it) run where one is";
+    GTEST_SKIP()
+        << "no GPU: the CUDA paths (fused attention and AdamW where LibTorch has them, "
+           "at::linear, TF32 matmuls, the log-softmax losses, our SwiGLU and rotary kernels "
+           "where nvcc built them) run where one is";
   check_every_table(kGpu);
 }
 
