@@ -4,17 +4,12 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
 
-#include <algorithm>
-
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda_kernels.h"
 
 namespace vescale::cuda_kernels {
 namespace {
-
-constexpr int kThreads = 256;
 
 /// One thread a pair (i, i + D/2) of a row (b, h, t); `sign` -1 rotates back.
 template <typename T>
@@ -36,21 +31,6 @@ __global__ void rotary_kernel(const T* __restrict__ x, const int64_t* __restrict
   }
 }
 
-template <typename Launch>
-void by_dtype(at::ScalarType dtype, const Launch& launch) {
-  switch (dtype) {
-    case at::kFloat:
-      launch(float{});
-      break;
-    case at::kBFloat16:
-      launch(c10::BFloat16{});
-      break;
-    default:
-      launch(c10::Half{});
-      break;
-  }
-}
-
 }  // namespace
 
 at::Tensor rotary(const at::Tensor& x_in, const at::Tensor& positions_in,
@@ -58,8 +38,7 @@ at::Tensor rotary(const at::Tensor& x_in, const at::Tensor& positions_in,
   TORCH_CHECK(x_in.is_cuda() && x_in.dim() == 4 && x_in.size(3) % 2 == 0,
               "[kernels] rotary: x must be a CUDA tensor [B, H, T, D] with D even");
   const at::ScalarType t = x_in.scalar_type();
-  TORCH_CHECK(t == at::kFloat || t == at::kBFloat16 || t == at::kHalf,
-              "[kernels] rotary: float32, bfloat16 or float16, not ", c10::toString(t));
+  TORCH_CHECK(takes(t), "[kernels] rotary: float32, bfloat16 or float16, not ", c10::toString(t));
   const int64_t t_len = x_in.size(2), half = x_in.size(3) / 2;
   TORCH_CHECK(positions_in.numel() == t_len && inv_freq_in.numel() == half,
               "[kernels] rotary: ", t_len, " positions and ", half, " frequencies expected");
@@ -70,10 +49,9 @@ at::Tensor rotary(const at::Tensor& x_in, const at::Tensor& positions_in,
   at::Tensor out = at::empty_like(x);
   const int64_t pairs = x.numel() / 2;
   if (pairs == 0) return out;
-  const int blocks = static_cast<int>(std::min<int64_t>((pairs + kThreads - 1) / kThreads, 65535));
   by_dtype(t, [&](auto zero) {
     using T = decltype(zero);
-    rotary_kernel<T><<<blocks, kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+    rotary_kernel<T><<<blocks_for(pairs), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
         x.data_ptr<T>(), positions.data_ptr<int64_t>(), inv_freq.data_ptr<float>(),
         out.data_ptr<T>(), pairs, t_len, half, inverse ? -1.0f : 1.0f);
   });

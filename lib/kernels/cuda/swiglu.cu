@@ -4,17 +4,12 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
 
-#include <algorithm>
-
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda_kernels.h"
 
 namespace vescale::cuda_kernels {
 namespace {
-
-constexpr int kThreads = 256;
 
 __device__ __forceinline__ float sigmoid(float x) {
   return 1.0f / (1.0f + expf(-x));
@@ -46,34 +41,14 @@ __global__ void swiglu_backward_kernel(const T* __restrict__ grad, const T* __re
   }
 }
 
-int blocks_for(int64_t n) {
-  return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535));
-}
-
 void check_alike(const char* what, const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(a.is_cuda() && b.device() == a.device(), "[kernels] ", what,
               ": tensors on one CUDA device");
   TORCH_CHECK(a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type(), "[kernels] ", what,
               ": tensors of one shape and dtype");
   const at::ScalarType t = a.scalar_type();
-  TORCH_CHECK(t == at::kFloat || t == at::kBFloat16 || t == at::kHalf, "[kernels] ", what,
-              ": float32, bfloat16 or float16, not ", c10::toString(t));
-}
-
-/// Calls `launch` with the element type of `dtype` (float, c10::BFloat16 or c10::Half).
-template <typename Launch>
-void by_dtype(at::ScalarType dtype, const Launch& launch) {
-  switch (dtype) {
-    case at::kFloat:
-      launch(float{});
-      break;
-    case at::kBFloat16:
-      launch(c10::BFloat16{});
-      break;
-    default:
-      launch(c10::Half{});
-      break;
-  }
+  TORCH_CHECK(takes(t), "[kernels] ", what, ": float32, bfloat16 or float16, not ",
+              c10::toString(t));
 }
 
 }  // namespace
