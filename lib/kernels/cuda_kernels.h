@@ -4,11 +4,12 @@
 // has CUDA and finds nvcc (VESCALE_CUDA_KERNELS=AUTO; ON fails without nvcc, OFF leaves them
 // out), for sm_80 and sm_90 with PTX for newer GPUs, warnings as errors under VESCALE_WERROR (CI's
 // CUDA build check compiles them with nvcc 12.4). Elsewhere lib/kernels/no_cuda_kernels.cpp stands
-// in: built() is false and each function throws. Each kernel is a row of the kernel table (NOTE
-// [Kernel table]) behind the build flag `cuda_kernels`, and a CUDA row, so NOTE [GPU-verified]
-// applies: none is taken before a GPU has run it against its explicit row, the CPU reference
-// (tests/kernels/kernel_table_test, EveryPathMatchesTheExplicitOneOnCuda). Their math is in float32
-// whatever the tensors' type (bf16, float16 or float32; float64 stays with ATen, the reference).
+// in: build_text() says why, and each function throws. Each kernel is a row of the kernel table
+// (NOTE [Kernel table]) behind the build flag `cuda_kernels` (VESCALE_HAS_CUDA_KERNELS), and a CUDA
+// row, so NOTE [GPU-verified] applies: none is taken before a GPU has run it against its explicit
+// row, the CPU reference (tests/kernels/kernel_table_test, EveryPathMatchesTheExplicitOneOnCuda).
+// Their math is in float32 whatever the tensors' type (bf16, float16 or float32; float64 stays with
+// ATen, the reference).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -18,8 +19,6 @@
 
 namespace vescale::cuda_kernels {
 
-/// Whether this build has them (compiled by nvcc).
-bool built();
 /// For --version: "built by nvcc 12.4 for sm_80, sm_90, PTX compute_90" or why not.
 std::string build_text();
 

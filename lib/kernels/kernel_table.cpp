@@ -128,8 +128,8 @@ const std::array<AttentionPath, 5> kAttentionPaths{{
      false, kNotYetRun},
     {AttentionPathId::kCpRing, "ring attention", nullptr, nullptr, unmet_cp_ring, nullptr, false,
      false, kNotYetRun},
-    {AttentionPathId::kFused, "fused attention", &BuildFlags::fused_attention, "LibTorch 2.0", unmet_fast,
-     fused::causal_attention, true, true, kH100Nov27},
+    {AttentionPathId::kFused, "fused attention", &BuildFlags::fused_attention, "LibTorch 2.0",
+     unmet_fast, fused::causal_attention, true, true, kH100Nov27},
     {AttentionPathId::kBlocked, "blocked attention", nullptr, nullptr, unmet_not_float64,
      local::blocked_causal_attention, true, false, kNotYetRun},
     {AttentionPathId::kExplicit, "explicit attention", nullptr, nullptr, unmet_nothing,
@@ -152,8 +152,8 @@ const std::array<LinearPath, 2> kLinearPaths{{
 
 // The float32 row sets nothing: it is LibTorch's default ("highest").
 const std::array<MatmulPrecisionPath, 2> kMatmulPrecisionPaths{{
-    {MatmulPrecisionId::kTf32, "TF32 matmuls", &BuildFlags::tf32_control, "LibTorch 1.12", unmet_tf32,
-     set_tf32_matmuls, true, true, kH100Nov27},
+    {MatmulPrecisionId::kTf32, "TF32 matmuls", &BuildFlags::tf32_control, "LibTorch 1.12",
+     unmet_tf32, set_tf32_matmuls, true, true, kH100Nov27},
     {MatmulPrecisionId::kFloat32, "float32 matmuls", nullptr, nullptr, unmet_nothing, nullptr,
      false, false, kNotYetRun},
 }};

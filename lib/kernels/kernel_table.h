@@ -17,8 +17,9 @@
 // ran ahead of the ring). The KV cache's and the ring's kernels need dtensor/ state, so their rows
 // name no kernel: ops::causal_attention runs them when the table picks them. Who dispatches through
 // the tables: ops::causal_attention, ops::linear (kernels::linear), AdamW::step, the job's matmul
-// precision (configure_matmul_precision) and the fused LM loss (local::linear_cross_entropy, whose
-// rows name no kernel either: their chunks all-reduce over the vocabulary's groups). The
+// precision (configure_matmul_precision), the fused LM loss (local::linear_cross_entropy, whose
+// rows name no kernel either: their chunks all-reduce over the vocabulary's groups), ops::swiglu
+// (kernels::swiglu) and ops::rotary (kernels::rotary). The
 // `[device]` line (fast_paths_summary) and `--version` (build_summary, a line a row) are written
 // from the tables, and tests/kernels/kernel_table_test runs every path of every table against the
 // explicit one.

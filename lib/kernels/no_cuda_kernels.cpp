@@ -12,10 +12,6 @@ namespace {
 
 }  // namespace
 
-bool built() {
-  return false;
-}
-
 std::string build_text() {
   return "not built (a CPU LibTorch, no nvcc found, or VESCALE_CUDA_KERNELS=OFF)";
 }

@@ -33,6 +33,13 @@ MasterWeights::MasterWeights(std::vector<ParamView> views,
     masters_.push_back(std::move(master));
   }
   total_ = total;
+  // One copy where the parameters share one buffer in the masters' order (parallel_model.cpp).
+  std::vector<std::vector<at::Tensor>> pairs(2);
+  for (size_t k = 0; k < params_.size(); ++k) {
+    pairs[0].push_back(params_[k].flat);
+    pairs[1].push_back(masters_[k].flat);
+  }
+  copy_runs_ = merge_adjacent(std::move(pairs));
 }
 
 void MasterWeights::take_grads() {
@@ -55,15 +62,8 @@ int64_t MasterWeights::grad_bytes() const {
 
 void MasterWeights::copy_to_params() {
   torch::autograd::AutoGradMode no_grad(false);
-  std::vector<std::vector<at::Tensor>> pairs(2);
-  for (size_t k = 0; k < params_.size(); ++k) {
-    pairs[0].push_back(params_[k].flat);
-    pairs[1].push_back(masters_[k].flat);
-  }
-  // One copy where the parameters share one buffer in the masters' order (parallel_model.cpp).
-  pairs = merge_adjacent(std::move(pairs));
-  for (size_t i = 0; i < pairs[0].size(); ++i)
-    pairs[0][i].copy_(pairs[1][i]);
+  for (size_t i = 0; i < copy_runs_[0].size(); ++i)
+    copy_runs_[0][i].copy_(copy_runs_[1][i]);
 }
 
 int64_t MasterWeights::bytes() const {

@@ -44,6 +44,8 @@ class MasterWeights {
   std::vector<int64_t> offsets_;    // per view: where its elements start in the flat buffers
   int64_t total_ = 0;               // elements of all views
   at::Tensor grad_buffer_;
+  /// copy_to_params()'s operands, {parameters, copies}, merged once (NOTE [Adjacent runs]).
+  std::vector<std::vector<at::Tensor>> copy_runs_;
 };
 
 }  // namespace vescale

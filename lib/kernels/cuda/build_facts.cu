@@ -9,10 +9,6 @@
 
 namespace vescale::cuda_kernels {
 
-bool built() {
-  return true;
-}
-
 std::string build_text() {
   return "built by nvcc " + std::to_string(__CUDACC_VER_MAJOR__) + "." +
          std::to_string(__CUDACC_VER_MINOR__) + " for " VESCALE_CUDA_ARCHITECTURES;
