@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/cuda_kernels.h"
 
 namespace vescale::local {
 namespace {
@@ -47,6 +48,11 @@ using torch::autograd::variable_list;
 //   (tests/dtensor/linear_cross_entropy_test, the device faked in the table's context) run what
 //   CUDA runs. A CUDA row waits for a GPU run before it is taken (NOTE [GPU-verified]): until
 //   the widened row has one, bf16 on CUDA goes pass by pass.
+// - Ahead of them, our own kernel (lib/kernels/cuda/lm_loss.cu, NOTE [CUDA kernels]) for a
+//   whole vocabulary on CUDA in float32, bf16 or float16: a block a row reads the row once for
+//   its max and sum of exponentials together (online softmax) and once more to write the
+//   gradient in the logits' type, so no float32 [rows, vocab] tensor is made at all. Its CPU
+//   reference is the pass-by-pass row (tests/kernels/kernel_table_test runs both on a GPU).
 // - Padding: only the weight's first `real` rows are classes; the padded ones take no part (the
 //   unfused head adds a -inf mask to them, whose exp is 0) and get a zero gradient.
 // - Vocab-parallel: each chunk's row maxima all-reduce (max) over the groups the vocabulary is
@@ -129,7 +135,11 @@ LossChunk loss_chunk(kernels::LossPathId path, const at::Tensor& logits, const a
   if (path == kernels::LossPathId::kPasses)
     return passes_chunk(logits, targets, vocab, acc, n_global, grad);
   VS_CHECK(vocab.groups.empty(),
-           "[loss] the log-softmax rows need the whole vocabulary on the rank");
+           "[loss] the log-softmax rows and the kernel need the whole vocabulary on the rank");
+  if (path == kernels::LossPathId::kKernel) {
+    auto [loss, gradient] = cuda_kernels::lm_loss(logits, targets, n_global, grad);
+    return {loss, gradient};
+  }
   return log_softmax_chunk(logits, targets, n_global, grad);
 }
 

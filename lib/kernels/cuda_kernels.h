@@ -37,4 +37,12 @@ std::pair<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& grad, const 
 at::Tensor rotary(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& inv_freq,
                   bool inverse);
 
+/// A chunk of the LM loss over the whole vocabulary (NOTE [Fused LM loss]) in one kernel: for
+/// logits [rows, columns] (float32, bf16 or float16) and targets [rows], the summed loss
+/// sum_r log(sum_j exp(z_rj - max_r)) - (z_rt - max_r) as a float32 scalar and, with `grad`, the
+/// logits' gradient (softmax - onehot) / n_global in the logits' type (undefined without). The
+/// max, the sum and the softmax in float32.
+std::pair<at::Tensor, at::Tensor> lm_loss(const at::Tensor& logits, const at::Tensor& targets,
+                                          double n_global, bool grad);
+
 }  // namespace vescale::cuda_kernels

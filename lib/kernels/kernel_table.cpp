@@ -58,6 +58,13 @@ const char* unmet_widened_log_softmax(const KernelContext& c) {
   return is_half_or_bf16(c.dtype) ? nullptr : "bfloat16 and float16 logits only";
 }
 
+/// Our one-kernel loss: CUDA, not float64, the whole vocabulary on the rank (a split one needs
+/// its all-reduces between the max and the sum).
+const char* unmet_loss_kernel(const KernelContext& c) {
+  if (const char* unmet = unmet_log_softmax(c); unmet != nullptr) return unmet;
+  return unmet_not_float64(c);
+}
+
 const char* unmet_tf32(const KernelContext& c) {
   // TF32 rounds float32 operands only; half and bfloat16 matmuls are unaffected by it.
   const char* fast = unmet_fast(c);
@@ -158,8 +165,11 @@ const std::array<MatmulPrecisionPath, 2> kMatmulPrecisionPaths{{
      false, false, kNotYetRun},
 }};
 
-// The widened row has not run on a GPU: bf16 on CUDA goes pass by pass until one has.
-const std::array<LossPath, 3> kLossPaths{{
+// Our kernel and the widened row have not run on a GPU: bf16 on CUDA goes pass by pass until
+// one has.
+const std::array<LossPath, 4> kLossPaths{{
+    {LossPathId::kKernel, "LM loss kernel", &BuildFlags::cuda_kernels, "nvcc", unmet_loss_kernel,
+     nullptr, true, true, kNotYetRun},
     {LossPathId::kLogSoftmax, "log-softmax loss", nullptr, nullptr, unmet_float_log_softmax,
      nullptr, true, true, kH100Nov27},
     {LossPathId::kWidenedLogSoftmax, "widened log-softmax loss", nullptr, nullptr,

@@ -6,7 +6,8 @@
 //   AdamW             fused > foreach
 //   linear            at::linear > mm + bias add
 //   matmul precision  TF32 > float32
-//   LM loss           log-softmax > widened log-softmax > pass by pass (NOTE [Fused LM loss])
+//   LM loss           our CUDA kernel > log-softmax > widened log-softmax > pass by pass (NOTE
+//                     [Fused LM loss])
 //   SwiGLU            our CUDA kernel (NOTE [CUDA kernels]) > silu and product
 //   rotary            our CUDA kernel > explicit rotary
 // A path needs a build flag (the LibTorch version that brings its kernel, NOTE [Version
@@ -134,13 +135,14 @@ extern const std::array<MatmulPrecisionPath, 2> kMatmulPrecisionPaths;
 /// NOTE [Fused LM loss]: how a chunk's loss and gradient come from its logits. The rows name no
 /// kernel: local::linear_cross_entropy runs them (the passes all-reduce over the vocabulary).
 enum class LossPathId {
-  kLogSoftmax,         ///< ATen's log-softmax and its backward on float32 or float64 logits
+  kKernel,      ///< our CUDA kernel: the loss and the gradient in one kernel (NOTE [CUDA kernels])
+  kLogSoftmax,  ///< ATen's log-softmax and its backward on float32 or float64 logits
   kWidenedLogSoftmax,  ///< the same on bf16 or float16 logits widened to float32 first
   kPasses,             ///< max, exp, sum and the gradient pass by pass (any vocabulary split)
 };
 using LossFn = void();
 using LossPath = KernelPath<LossPathId, LossFn>;
-extern const std::array<LossPath, 3> kLossPaths;
+extern const std::array<LossPath, 4> kLossPaths;
 
 enum class SwigluPathId { kCudaKernel, kExplicit };
 /// silu(gate) * up for gate and up alike (SwiGLU's product, before its down projection).

@@ -96,8 +96,8 @@ TEST(FastPaths, SummariesSayWhatIsOnAndWhy) {
           std::string(kHasFusedAttention ? "float64 is the reference" : "needs LibTorch 2.0") +
           "), blocked attention off (float64 is the reference), fused AdamW off (" +
           (kHasFusedAdamW ? "float64 is the reference" : "needs LibTorch 2.1") +
-          "), TF32 matmuls off (float64 is the reference), log-softmax loss on (" +
-          gpu_run_text(kLossPaths.front().gpu_run) +
+          "), TF32 matmuls off (float64 is the reference), LM loss kernel off (" + ours +
+          "), log-softmax loss on (" + gpu_run_text(kLossPaths[1].gpu_run) +
           "), widened log-softmax loss off (bfloat16 and float16 logits only), SwiGLU kernel off "
           "(" +
           ours + "), rotary kernel off (" + ours + ")");

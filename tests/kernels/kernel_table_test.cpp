@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dtensor/context_parallel.h"
@@ -46,7 +47,7 @@ std::string describe(const KernelContext& c) {
 /// vocabulary split or not, and the rows no GPU has run taken or not.
 std::vector<KernelContext> every_context() {
   std::vector<KernelContext> out;
-  const BuildFlags none{false, false, false}, all{true, true, true};
+  const BuildFlags none{false, false, false, false}, all{true, true, true, true};
   for (const Device& device : {kCpu, kGpu}) {
     for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf}) {
       for (int open = 0; open < 16; ++open) {
@@ -106,12 +107,14 @@ TEST(KernelTable, AdamWLinearAndMatmulPrecisionOrders) {
   }
 }
 
-TEST(KernelTable, LossIsLogSoftmaxThenWidenedThenPasses) {
+TEST(KernelTable, LossIsOurKernelThenLogSoftmaxThenWidenedThenPasses) {
   for (const KernelContext& c : every_context()) {
     const bool low = c.dtype == at::kBFloat16 || c.dtype == at::kHalf;
     const bool whole_on_cuda = c.device.is_cuda() && !c.vocab_split;
     LossPathId expected = LossPathId::kPasses;
-    if (whole_on_cuda && !low) {
+    if (whole_on_cuda && c.build.cuda_kernels && c.dtype != at::kDouble && c.unverified) {
+      expected = LossPathId::kKernel;  // our kernel has not run on a GPU yet
+    } else if (whole_on_cuda && !low) {
       expected = LossPathId::kLogSoftmax;
     } else if (whole_on_cuda && c.unverified) {  // the widened row has not run on a GPU yet
       expected = LossPathId::kWidenedLogSoftmax;
@@ -124,7 +127,7 @@ TEST(KernelTable, LossIsLogSoftmaxThenWidenedThenPasses) {
 TEST(KernelTable, ACudaRowNoGpuHasRunIsSkippedUnlessOptedIn) {
   const KernelContext bf16_on_cuda{kGpu, at::kBFloat16};
   EXPECT_FALSE(bf16_on_cuda.unverified);  // off by default
-  const LossPath& widened = kLossPaths[1];
+  const LossPath& widened = kLossPaths[2];
   ASSERT_EQ(widened.id, LossPathId::kWidenedLogSoftmax);
   ASSERT_EQ(widened.gpu_run.date, nullptr) << "verified on a GPU: pick another unverified row";
   EXPECT_EQ(choose(kLossPaths, bf16_on_cuda).id, LossPathId::kPasses);
@@ -135,9 +138,10 @@ TEST(KernelTable, ACudaRowNoGpuHasRunIsSkippedUnlessOptedIn) {
       << device_line;
 
   set_unverified_kernels(true);  // training.unverified_kernels = true
-  const KernelContext opted_in{kGpu, at::kBFloat16};
+  KernelContext opted_in{kGpu, at::kBFloat16};
   set_unverified_kernels(false);
   EXPECT_TRUE(opted_in.unverified);
+  opted_in.build.cuda_kernels = false;  // our loss kernel, unverified too, would come first
   EXPECT_EQ(choose(kLossPaths, opted_in).id, LossPathId::kWidenedLogSoftmax);
   EXPECT_TRUE(why_not(widened, opted_in).empty());
 }
@@ -377,16 +381,23 @@ Outputs run_matmul(const MatmulPrecisionPath& path, Device device, at::ScalarTyp
 }
 
 /// A chunk's loss and its logits' gradient by a loss row (NOTE [Fused LM loss]): 40 columns, 6
-/// of them padding, targets among the real ones.
+/// of them padding, targets among the real ones; then 5,000 columns (a row longer than a CUDA
+/// block's threads, not a multiple of them) with a large logit at each target.
 Outputs run_loss(const LossPath& path, Device device, at::ScalarType dtype) {
-  const int64_t rows = 12, columns = 40;
-  local::VocabSlice vocab;
-  vocab.real = columns - 6;
-  const at::Tensor logits = pattern({rows, vocab.real}, 0.8).mul(4).to(dtype).to(device);
-  const at::Tensor targets = at::arange(rows, at::kLong).mul(5).remainder(vocab.real).to(device);
   const at::ScalarType acc = dtype == at::kDouble ? at::kDouble : at::kFloat;
-  const local::LossChunk c = local::loss_chunk(path.id, logits, targets, vocab, acc, 24.0, true);
-  return {c.loss, c.grad};
+  Outputs out;
+  for (const auto& [rows, columns] : {std::pair<int64_t, int64_t>{12, 40}, {5, 5000}}) {
+    local::VocabSlice vocab;
+    vocab.real = columns == 40 ? columns - 6 : columns;
+    const at::Tensor targets = at::arange(rows, at::kLong).mul(5).remainder(vocab.real);
+    at::Tensor logits = pattern({rows, vocab.real}, 0.8).mul(4);
+    if (columns > 40) logits.scatter_(1, targets.unsqueeze(1), 9.0);
+    const local::LossChunk c = local::loss_chunk(path.id, logits.to(dtype).to(device),
+                                                 targets.to(device), vocab, acc, 24.0, true);
+    out.push_back(c.loss);
+    out.push_back(c.grad);
+  }
+  return out;
 }
 
 /// SwiGLU's product and its gradients for [6, 40] gate and up.
@@ -437,8 +448,8 @@ TEST(KernelTable, EveryPathMatchesTheExplicitOneOnCuda) {
   if (!at::hasCUDA())
     GTEST_SKIP()
         << "no GPU: the CUDA paths (fused attention and AdamW where LibTorch has them, "
-           "at::linear, TF32 matmuls, the log-softmax losses, our SwiGLU and rotary kernels "
-           "where nvcc built them) run where one is";
+           "at::linear, TF32 matmuls, the log-softmax losses, our SwiGLU, rotary and LM loss "
+           "kernels where nvcc built them) run where one is";
   check_every_table(kGpu);
 }
 
