@@ -58,6 +58,7 @@ void add_tokenizer_command(CLI::App& app, const Invocation& /*invocation*/) {
   train->add_option("--special", o->train.special_tokens,
                     "A token kept whole (e.g. <|endoftext|>); repeat for more");
   train->add_option("-o,--output", o->train.output, "The model file to write")->required();
+  train->add_flag("--overwrite", o->train.overwrite, "Replace the model file if it exists");
   train->add_option("--threads", o->train.threads, "Trainer threads (default: the cores)");
   train->callback([o] {
     if (o->train.threads <= 0)

@@ -20,6 +20,17 @@ bool path_taken(const fs::path& path) {
   return fs::exists(fs::symlink_status(path, ec));
 }
 
+void refuse_writing_over_inputs(const fs::path& output, const std::vector<std::string>& inputs,
+                                const std::string& what) {
+  std::error_code ec;
+  if (!fs::exists(output, ec)) return;
+  for (const std::string& input : inputs) {
+    VS_USER_CHECK(!fs::equivalent(output, input, ec),
+                  "{}: {} is the input {}; name another output (nothing was written)", what,
+                  output.string(), input);
+  }
+}
+
 void remove_stale(const fs::path& path) {
   std::error_code ec;
   if (fs::is_directory(fs::symlink_status(path, ec))) {

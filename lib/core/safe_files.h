@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace vescale {
 
@@ -33,5 +34,11 @@ void make_folder(const std::filesystem::path& path);
 
 /// True if anything is at `path`, a dangling symbolic link included.
 bool path_taken(const std::filesystem::path& path);
+
+/// Throws UserError when `output` is one of `inputs` as a file, not as a name: ./x, dir/../x and
+/// a symbolic or hard link to x are all x. No command writes over what it reads. `what` starts
+/// the message ("tokenizer train").
+void refuse_writing_over_inputs(const std::filesystem::path& output,
+                                const std::vector<std::string>& inputs, const std::string& what);
 
 }  // namespace vescale

@@ -2,13 +2,9 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <unordered_map>
 
 #include "checkpoint/crc32c.h"
 #include "core/error.h"
@@ -58,15 +54,6 @@ const SentencePieceApi* plugin(std::string* error) {
   return api;
 }
 
-/// The table, never null (a pointer: GCC 14 takes a reference returned beside a temporary
-/// argument for a dangling one).
-const SentencePieceApi* require_plugin(const std::string& what) {
-  std::string error;
-  const SentencePieceApi* api = plugin(&error);
-  VS_USER_CHECK(api != nullptr, "{}: {}", what, error);
-  return api;
-}
-
 /// Text a lossless tokenizer gives back byte for byte: leading, repeated and trailing
 /// whitespace, a newline, a byte that is not UTF-8, CJK and an emoji.
 constexpr std::string_view kLosslessProbe =
@@ -75,7 +62,7 @@ constexpr std::string_view kLosslessProbe =
 class SentencePieceTokenizer final : public Tokenizer {
  public:
   explicit SentencePieceTokenizer(const std::string& path)
-      : path_(path), api_(require_plugin(fmt::format("tokenizer {}", path))) {
+      : path_(path), api_(require_sentencepiece_plugin(fmt::format("tokenizer {}", path))) {
     const std::string bytes = read_input_file(path, "tokenizer", int64_t{1} << 30);
     std::string error;
     processor_ = api_->load(bytes, &error);
@@ -206,70 +193,15 @@ class SentencePieceTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> open_sentencepiece(const std::string& path) {
-  return std::make_unique<SentencePieceTokenizer>(path);
+const SentencePieceApi* require_sentencepiece_plugin(const std::string& what) {
+  std::string error;
+  const SentencePieceApi* api = plugin(&error);
+  VS_USER_CHECK(api != nullptr, "{}: {}", what, error);
+  return api;
 }
 
-std::string train_sentencepiece(const TokenizerTrainOptions& o) {
-  VS_USER_CHECK(!o.files.empty(), "tokenizer train: name at least one text file");
-  VS_USER_CHECK(o.type == "bpe" || o.type == "unigram",
-                "tokenizer train: --type {} is not one of bpe, unigram", o.type);
-  VS_USER_CHECK(o.vocab_size >= 260 && o.vocab_size <= (int64_t{1} << 31) - 1,
-                "tokenizer train: --vocab-size {} must be at least 260 (the 256 byte pieces of "
-                "byte fallback, the unknown, begin and end pieces, and the text's characters)",
-                o.vocab_size);
-  uintmax_t bytes = 0;
-  for (const auto& f : o.files) {
-    require_regular_file(f, "tokenizer train: text file");
-    VS_USER_CHECK(f.find(',') == std::string::npos,
-                  "tokenizer train: {}: SentencePiece's trainer takes no file name with a comma "
-                  "(rename or link it)",
-                  f);
-    bytes += std::filesystem::file_size(f);
-  }
-  VS_USER_CHECK(bytes > 0, "tokenizer train: {} hold no text", fmt::join(o.files, ", "));
-  for (const auto& t : o.special_tokens)
-    VS_USER_CHECK(!t.empty() && t.find(',') == std::string::npos,
-                  "tokenizer train: --special '{}' must be non-empty and hold no comma", t);
-  VS_USER_CHECK(!o.output.empty(), "tokenizer train: -o MODEL names the model file to write");
-  // Lossless: no normalisation, whitespace as it is, bytes for what the pieces do not cover.
-  const std::unordered_map<std::string, std::string> args = {
-      {"input", fmt::format("{}", fmt::join(o.files, ","))},
-      {"model_type", o.type},
-      {"vocab_size", std::to_string(o.vocab_size)},
-      {"normalization_rule_name", "identity"},
-      {"remove_extra_whitespaces", "false"},
-      {"add_dummy_prefix", "false"},
-      {"byte_fallback", "true"},
-      {"allow_whitespace_only_pieces", "true"},
-      {"character_coverage", "1.0"},
-      {"num_threads", std::to_string(std::max(1, o.threads))},
-      {"user_defined_symbols", fmt::format("{}", fmt::join(o.special_tokens, ","))},
-      {"minloglevel", "1"},
-  };
-  const SentencePieceApi* api = require_plugin("tokenizer train");
-  const auto start = std::chrono::steady_clock::now();
-  std::string model, error;
-  VS_USER_CHECK(api->train(args, &model, &error),
-                "tokenizer train: SentencePiece's trainer failed: {}", error);
-  // Written whole or not at all.
-  const std::string tmp = o.output + ".partial";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    VS_USER_CHECK(out.good(), "tokenizer train: cannot write {}", tmp);
-    out.write(model.data(), static_cast<std::streamsize>(model.size()));
-    out.close();
-    VS_USER_CHECK(out.good(), "tokenizer train: writing {} failed", tmp);
-  }
-  std::filesystem::rename(tmp, o.output);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const auto tokenizer = open_sentencepiece(o.output);
-  return fmt::format(
-      "wrote {}: SentencePiece {} model, {} pieces, trained on {} bytes of {} file{} "
-      "in {:.1f}s; {}",
-      o.output, o.type, tokenizer->vocab_size(), bytes, o.files.size(),
-      o.files.size() == 1 ? "" : "s", seconds, tokenizer->identity());
+std::unique_ptr<Tokenizer> open_sentencepiece(const std::string& path) {
+  return std::make_unique<SentencePieceTokenizer>(path);
 }
 
 }  // namespace vescale

@@ -66,6 +66,7 @@ struct TokenizerTrainOptions {
   std::string type = "bpe";                 ///< "bpe" or "unigram"
   std::vector<std::string> special_tokens;  ///< whole pieces, never split
   std::string output;                       ///< the model file written
+  bool overwrite = false;                   ///< replace an existing `output`
   int threads = 1;
 };
 

@@ -1,11 +1,42 @@
 // libvescale_sentencepiece.so: SentencePiece behind the table of tokenize/sentencepiece_api.h
 // (NOTE [SentencePiece plugin]). Only this file includes SentencePiece's headers.
+#include <dlfcn.h>
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
+
+#include <iostream>
+#include <new>
 
 #include "tokenize/sentencepiece_api.h"
 
 namespace {
+
+// NOTE [Standard streams under RTLD_DEEPBIND]
+// The program refers to std::cout, std::cerr and std::clog from its own code, so the linker
+// gave it copies of those objects (copy relocations) and libstdc++ constructs the program's
+// copies. This plugin is opened with RTLD_DEEPBIND (NOTE [SentencePiece plugin]), so it and
+// SentencePiece resolve the same names in their own scope first: libstdc++'s originals, which
+// nobody constructs. SentencePiece's first log line (a corpus line over 4,192 bytes, a
+// vocabulary the text cannot fill) then wrote to a zeroed std::ostream and died of SIGSEGV.
+// Here each stream this plugin sees, where it is not the program's, becomes a stream over the
+// program's buffer (the same stdout or stderr, in order with the program's own output).
+// (dlsym of RTLD_DEFAULT would look from this plugin's scope too: the program's handle finds the
+// program's copies.)
+void share_the_programs_stream(void* program_handle, std::ostream& ours, const char* symbol) {
+  auto* program = static_cast<std::ostream*>(::dlsym(program_handle, symbol));
+  if (program == nullptr || program == &ours) return;
+  if (*reinterpret_cast<void* const*>(&ours) != nullptr) return;  // constructed after all
+  new (&ours) std::ostream(program->rdbuf());
+}
+
+void share_the_programs_streams() {
+  void* program = ::dlopen(nullptr, RTLD_NOW);
+  if (program == nullptr) return;
+  share_the_programs_stream(program, std::cout, "_ZSt4cout");
+  share_the_programs_stream(program, std::cerr, "_ZSt4cerr");
+  share_the_programs_stream(program, std::clog, "_ZSt4clog");
+  ::dlclose(program);
+}
 
 using sentencepiece::SentencePieceProcessor;
 
@@ -74,5 +105,7 @@ const vescale::SentencePieceApi kApi = {
 }  // namespace
 
 extern "C" const vescale::SentencePieceApi* vescale_sentencepiece_api() {
+  static const bool shared = (share_the_programs_streams(), true);
+  (void)shared;
   return &kApi;
 }
