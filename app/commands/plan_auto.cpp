@@ -240,6 +240,7 @@ void run_auto(const AutoOptions& o, const std::vector<std::string>& extra) {
   std::error_code ec;
   VS_USER_CHECK(o.output.empty() || !fs::is_directory(o.output, ec),
                 "plan auto -o {}: a folder; name the config file to write", o.output);
+  if (!o.output.empty()) refuse_writing_over_inputs(o.output, {o.config}, "plan auto");
   // Calibrating starts nproc local processes: the check every such command makes, before any.
   if (o.recalibrate || !fs::exists(calibration_cache(base, o.nproc), ec))
     check_local_processes(o.nproc, fmt::format("plan auto --nproc {}", o.nproc),

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/input_file.h"
+#include "core/safe_files.h"
 #include "core/units.h"
 #include "tokenize/tokenizer.h"
 #include "tokenize/unicode.h"
@@ -89,8 +90,24 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
   const std::vector<int64_t> document_start = tokenizer->document_start();
   const bool wide = tokenizer->vocab_size() > 65536;
   const size_t width = wide ? 4 : 2;
-  fs::create_directories(o.output);
-  const fs::path train = fs::path(o.output) / "train.bin.partial";
+  const fs::path folder(o.output);
+  std::vector<std::string> inputs = o.files;
+  inputs.push_back(o.tokenizer);
+  for (const char* name : {"train.bin", "val.bin", "meta.json"})
+    refuse_writing_over_inputs(folder / name, inputs, "data prepare");
+  fs::create_directories(folder);
+  const fs::path train = folder / "train.bin.partial";
+  const fs::path val = folder / "val.bin.partial";
+  const fs::path meta_tmp = folder / "meta.json.partial";
+  // Whatever stops this function early (a refusal, a failed write) takes the partials with it.
+  struct RemovePartials {
+    std::vector<fs::path> paths;
+    ~RemovePartials() {
+      std::error_code ec;
+      for (const fs::path& p : paths)
+        fs::remove(p, ec);
+    }
+  } remove_partials{{train, val, meta_tmp}};
   std::ofstream out(train, std::ios::binary | std::ios::trunc);
   VS_USER_CHECK(out.good(), "data prepare: cannot write {}", train.string());
 
@@ -233,8 +250,6 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
     t.join();
   if (failure) {
     out.close();
-    std::error_code ec;
-    fs::remove(train, ec);
     std::rethrow_exception(failure);
   }
   out.close();
@@ -249,10 +264,7 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
   VS_USER_CHECK(sum.val_tokens >= 2 && sum.train_tokens >= 2,
                 "data prepare: {} tokens are too few to split {:g} of them off as val.bin",
                 tokens_written, o.val_fraction);
-  const fs::path val = fs::path(o.output) / "val.bin.partial";
   split_tail(train, val, sum.val_tokens, width);
-  fs::rename(train, fs::path(o.output) / "train.bin");
-  fs::rename(val, fs::path(o.output) / "val.bin");
   sum.vocab_size = tokenizer->vocab_size();
   sum.dtype = wide ? "uint32" : "uint16";
   sum.tokenizer = tokenizer->identity();
@@ -263,13 +275,24 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
   const auto eot = tokenizer->end_of_text();
   meta["end_of_text"] = eot ? nlohmann::json(*eot) : nlohmann::json(nullptr);
   meta["document_start"] = document_start;
-  const fs::path meta_tmp = fs::path(o.output) / "meta.json.partial";
   {
     std::ofstream m(meta_tmp, std::ios::trunc);
     m << meta.dump(2) << "\n";
     VS_USER_CHECK(m.good(), "data prepare: writing {} failed", meta_tmp.string());
   }
-  fs::rename(meta_tmp, fs::path(o.output) / "meta.json");
+  // NOTE [Token files]: the new meta.json.partial is written first, the old meta.json goes
+  // next and the new one comes last; from here on the partial stays if this stops (a failed
+  // rename, a SIGKILL), and train refuses a folder that holds it. So no folder stopped between
+  // the renames is read as one run's tokens at another run's width. Train also checks each
+  // .bin's token count against meta.json's.
+  remove_partials.paths = {train, val};
+  std::error_code ec;
+  fs::remove(folder / "meta.json", ec);
+  VS_USER_CHECK(!ec, "data prepare: cannot replace {}: {}", (folder / "meta.json").string(),
+                ec.message());
+  fs::rename(train, folder / "train.bin");
+  fs::rename(val, folder / "val.bin");
+  fs::rename(meta_tmp, folder / "meta.json");
   sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return sum;
 }

@@ -14,7 +14,11 @@
 // the size of the corpus or of one file, save a stretch with no place to cut (a tokenizer that
 // knows none encodes each file whole). Where no cut is found the reader reads on and asks again
 // at twice the size, so a long stretch costs linear time. Everything is written under .partial
-// names and renamed at the end, meta.json last.
+// names (removed again if the command fails) and renamed at the end: meta.json.partial is
+// written first and stays until the last rename, the old meta.json is removed before the .bin
+// files are renamed, and the new one comes last. The "tokens" source refuses a folder that holds
+// meta.json.partial (a prepare stopped midway) or whose .bin files do not hold the token counts
+// meta.json says. No output may be one of the inputs (the text files, the tokenizer).
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -103,6 +105,8 @@ void scan_vocab(const MappedTokens<T>& tokens) {
 struct TokenMeta {
   int64_t vocab_size = 0;
   std::string dtype = "uint16";
+  int64_t train_tokens = -1;  ///< as `data prepare` wrote them; -1: not said
+  int64_t val_tokens = -1;
 };
 
 TokenMeta read_token_meta(const std::filesystem::path& folder) {
@@ -121,6 +125,13 @@ TokenMeta read_token_meta(const std::filesystem::path& folder) {
                   "data {}: \"dtype\" is {}, not \"uint16\" or \"uint32\"", path.string(),
                   meta["dtype"].dump());
     m.dtype = meta["dtype"].get<std::string>();
+  }
+  for (auto [key, field] :
+       {std::pair{"train_tokens", &m.train_tokens}, {"val_tokens", &m.val_tokens}}) {
+    if (!meta.contains(key)) continue;
+    VS_USER_CHECK(meta[key].is_number_integer() && meta[key] >= 0,
+                  "data {}: \"{}\" is {}, not a token count", path.string(), key, meta[key].dump());
+    *field = meta[key].get<int64_t>();
   }
   return m;
 }
@@ -168,6 +179,10 @@ TokenData load_bin_tokens(const std::string& folder, int64_t vocab_size) {
     VS_USER_CHECK(fs::exists(fs::path(folder) / name),
                   "data.path {}: missing {} (nanoGPT uint16 tokens)", folder, name);
   }
+  VS_USER_CHECK(!fs::exists(fs::path(folder) / "meta.json.partial"),
+                "data.path {}: a data prepare stopped while it replaced these files "
+                "(meta.json.partial is there); run data prepare again",
+                folder);
   const TokenMeta meta = read_token_meta(folder);
   VS_USER_CHECK(meta.vocab_size <= vocab_size,
                 "data {}: vocab_size {} is more than model.vocab_size = {}; set model.vocab_size "
@@ -183,6 +198,15 @@ TokenData load_bin_tokens(const std::string& folder, int64_t vocab_size) {
   TokenData d;
   d.train = map("train.bin");
   d.val = map("val.bin");
+  // A folder with the files of two `data prepare` runs (one stopped between its renames, before
+  // [36]) would read one run's tokens at the other's width.
+  for (const auto& [name, tokens, said] : {std::tuple{"train.bin", d.train, meta.train_tokens},
+                                           std::tuple{"val.bin", d.val, meta.val_tokens}}) {
+    VS_USER_CHECK(said < 0 || tokens->size() == said,
+                  "data {}: {} {} tokens, but meta.json says {}: the files are not of one data "
+                  "prepare run; run data prepare again",
+                  (fs::path(folder) / name).string(), tokens->size(), meta.dtype, said);
+  }
   d.vocab_size = vocab_size;
   d.description = fmt::format("tokens {} ({} train / {} val {} tokens, vocab {} checked by {})",
                               folder, d.train->size(), d.val->size(), meta.dtype, vocab_size,

@@ -1,0 +1,166 @@
+"""[36]: what the hostile-user probe of 2026-11-27 found in the tokenizer and data commands, each
+a one-line error and exit 2 with nothing written, or the right behaviour: `tokenizer train` died
+of SIGSEGV at SentencePiece's first log line (a long line, a vocabulary the text cannot fill,
+whitespace-only text, repeated or reserved specials, binary input), and `tokenizer train` and
+`plan auto` wrote over their own inputs; `data prepare` left new token files beside an old
+meta.json (read at the wrong width) and its partial files after a refusal."""
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from common import BINARY, TINY_GPT_TWO_STEPS, write_config
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
+
+
+def sentences(rng, count, words=10):
+    return "\n".join(" ".join(rng.choice(WORDS) for _ in range(words)) for _ in range(count))
+
+
+class ReliabilityFive(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="vescale-reliability-")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def folder_with(self, files):
+        """A fresh folder holding `files` (name -> str or bytes)."""
+        folder = tempfile.mkdtemp(dir=self.tmp)
+        for name, content in files.items():
+            mode = "wb" if isinstance(content, bytes) else "w"
+            with open(os.path.join(folder, name), mode) as f:
+                f.write(content)
+        return folder
+
+    def run_in(self, folder, *args):
+        return subprocess.run([BINARY, *args], capture_output=True, text=True, timeout=300,
+                              cwd=folder)
+
+    def one_error(self, folder, *args, needle):
+        """vescale-train ARGS in `folder`: exit 2, one error line holding `needle`, the folder as
+        it was (no file written, none changed)."""
+        def snapshot():
+            out = {}
+            for root, dirs, files in os.walk(folder):
+                for name in dirs + files:
+                    path = os.path.join(root, name)
+                    if os.path.islink(path):
+                        out[path] = os.readlink(path)
+                    elif os.path.isfile(path):
+                        with open(path, "rb") as f:
+                            out[path] = f.read()
+                    else:
+                        out[path] = "folder"
+            return out
+        before = snapshot()
+        result = self.run_in(folder, *args)
+        errors = [l for l in result.stderr.splitlines() if l.startswith("error:")]
+        print(f"{' '.join(args)[-70:]}: exit {result.returncode}: {errors[:1]}")
+        self.assertEqual(result.returncode, 2, result.stderr[-3000:])
+        self.assertEqual(len(errors), 1, result.stderr[-3000:])
+        self.assertIn(needle, errors[0])
+        self.assertNotIn("Internal:", result.stderr)
+        self.assertNotIn("character_coverage", result.stderr)
+        self.assertEqual(snapshot(), before, "an error wrote or changed files")
+        return errors[0]
+
+    def test_tokenizer_train_speaks_instead_of_crashing(self):
+        rng = random.Random(1)
+        text = sentences(rng, 200) + "\n"
+        long_line = " ".join(rng.choice(WORDS) for _ in range(900))  # ~5,000 bytes
+        folder = self.folder_with({
+            "text.txt": text,
+            "paragraph.txt": text + long_line + "\n",
+            "huge_line.txt": " ".join(rng.choice(WORDS) for _ in range(4000)) + "\n",
+            "blank.txt": "   \n  \n\t\n",
+            "binary.dat": bytes(rng.randrange(256) for _ in range(3000)) + b"\0",
+            "latin1.txt": "caf\xe9\n".encode("latin-1"),
+        })
+        # A line over SentencePiece's 4,192 bytes trains (it was SIGSEGV), bpe and unigram.
+        for kind in ("bpe", "unigram"):
+            result = self.run_in(folder, "tokenizer", "train", "paragraph.txt", "-o",
+                                 f"{kind}.model", "--vocab-size", "280", "--type", kind)
+            print(f"tokenizer train --type {kind} with a 5,000-byte line: exit "
+                  f"{result.returncode}: {result.stdout.strip()[:60]}")
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            self.assertNotIn("LOG(", result.stderr)
+            os.remove(os.path.join(folder, f"{kind}.model"))
+        self.one_error(folder, "tokenizer", "train", "huge_line.txt", "-o", "m.model",
+                       "--vocab-size", "300", needle="holds no line to train on: 1 of its 1 lines")
+        self.one_error(folder, "tokenizer", "train", "text.txt", "-o", "m.model",
+                       "--vocab-size", "5000", needle="--vocab-size 5000 is more pieces than")
+        self.one_error(folder, "tokenizer", "train", "blank.txt", "-o", "m.model",
+                       "--vocab-size", "300", needle="--vocab-size 300 is more pieces than")
+        self.one_error(folder, "tokenizer", "train", "text.txt", "-o", "m.model",
+                       "--vocab-size", "300", "--special", "X", "--special", "X",
+                       needle="--special 'X' is given twice")
+        self.one_error(folder, "tokenizer", "train", "text.txt", "-o", "m.model",
+                       "--vocab-size", "300", "--special", "<unk>",
+                       needle="--special '<unk>' is one of the model's own pieces")
+        self.one_error(folder, "tokenizer", "train", "binary.dat", "-o", "m.model",
+                       "--vocab-size", "300", needle="binary.dat")
+        self.one_error(folder, "tokenizer", "train", "latin1.txt", "-o", "m.model",
+                       "--vocab-size", "300", needle="is not UTF-8: byte 0xe9 at offset 3")
+
+    def test_no_command_writes_over_its_input(self):
+        rng = random.Random(2)
+        folder = self.folder_with({"corpus.txt": sentences(rng, 200) + "\n"})
+        os.makedirs(os.path.join(folder, "sub"))
+        os.symlink("corpus.txt", os.path.join(folder, "link.txt"))
+        os.link(os.path.join(folder, "corpus.txt"), os.path.join(folder, "hard.txt"))
+        train = ["tokenizer", "train", "corpus.txt", "--vocab-size", "300", "--overwrite", "-o"]
+        for same in ("corpus.txt", "./corpus.txt", "sub/../corpus.txt", "link.txt", "hard.txt",
+                     os.path.join(folder, "corpus.txt")):
+            self.one_error(folder, *train, same, needle="is the input corpus.txt")
+        # An existing model is replaced only with --overwrite.
+        result = self.run_in(folder, *train, "first.model")
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        self.one_error(folder, *train[:-2], "-o", "first.model",
+                       needle="-o first.model exists; pass --overwrite")
+        result = self.run_in(folder, *train, "first.model")
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        # plan auto -o its own config: the hand-written file (comments, plan name) would go.
+        config = write_config(self.folder_with({}), TINY_GPT_TWO_STEPS + "# mine\n")
+        self.one_error(os.path.dirname(config), "plan", "auto", config, "--nproc", "2", "-o",
+                       "job.toml", needle="is the input")
+
+    def test_data_prepare_replaces_its_files_whole(self):
+        rng = random.Random(3)
+        folder = self.folder_with({"a.txt": sentences(rng, 300) + "\n", "tiny.txt": "ab"})
+        result = self.run_in(folder, "data", "prepare", "a.txt", "-o", "data")
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        data = os.path.join(folder, "data")
+        config = write_config(self.folder_with({}), TINY_GPT_TWO_STEPS)
+        train = ["train", config, "--data.source=tokens", f"--data.path={data}",
+                 "--model.vocab_size=256", "--checkpoint.interval=0",
+                 f"--job.dump_folder={os.path.join(folder, 'run')}"]
+        result = self.run_in(folder, *train)
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        shutil.rmtree(os.path.join(folder, "run"))
+        # A refusal leaves no partial file behind (train.bin.partial stayed before).
+        self.one_error(folder, "data", "prepare", "tiny.txt", "-o", "data",
+                       needle="are too few to split")
+        # An output that is an input is refused before anything is written.
+        self.one_error(folder, "data", "prepare", "data/train.bin", "-o", "data",
+                       needle="is the input data/train.bin")
+        # A prepare stopped between its renames (its meta.json.partial still there), and .bin
+        # files of another run's width (uint32 beside a uint16 meta.json): train refuses both.
+        bin_path = os.path.join(data, "train.bin")
+        with open(bin_path, "rb") as f:
+            uint16 = f.read()
+        with open(bin_path, "wb") as f:
+            f.write(b"".join(uint16[i:i + 2] + b"\0\0" for i in range(0, len(uint16), 2)))
+        self.one_error(folder, *train, needle="but meta.json says")
+        with open(os.path.join(data, "meta.json.partial"), "w") as f:
+            f.write("{}")
+        self.one_error(folder, *train, needle="a data prepare stopped while it replaced")
+
+
+if __name__ == "__main__":
+    unittest.main()
