@@ -92,10 +92,8 @@ Block::Block(const GPTConfig& config, std::shared_ptr<const DropoutState> dropou
 }
 
 Tensors Block::forward(const Tensors& inputs) {
-  DTensor x = inputs.at(0);
-  x = ops::add(x, (*attn_)((*ln_1_)(x)));
-  x = ops::add(x, (*mlp_)((*ln_2_)(x)));
-  return {x};
+  const auto [x, normed] = add_then_norm(*ln_2_, inputs.at(0), (*attn_)((*ln_1_)(inputs.at(0))));
+  return {ops::add(x, (*mlp_)(normed))};
 }
 
 GPT::GPT(const GPTConfig& config, int64_t tp)

@@ -65,7 +65,8 @@ class Block : public Module {
   Tensors forward(const Tensors& inputs) override;
 
  private:
-  std::shared_ptr<Module> ln_1_, attn_, ln_2_, mlp_;
+  std::shared_ptr<Module> ln_1_, attn_, mlp_;
+  std::shared_ptr<LayerNorm> ln_2_;
 };
 
 /// Layers (DecoderLM): 0: the embeddings (wte + wpe, dropout); 1..n_layer: the blocks;

@@ -93,6 +93,10 @@ Tensors LayerNorm::forward(const Tensors& inputs) {
   return {ops::layer_norm(inputs.at(0), param("weight"), param("bias"), eps_)};
 }
 
+std::pair<DTensor, DTensor> LayerNorm::after_add(const DTensor& x, const DTensor& delta) {
+  return ops::add_layer_norm(x, delta, param("weight"), param("bias"), eps_);
+}
+
 Embedding::Embedding(int64_t num, int64_t dim) : Module("Embedding") {
   register_parameter("weight", {num, dim}, ParamInit::normal(0.02));
 }

@@ -3,8 +3,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "dmodule/module.h"
+#include "dtensor/ops.h"
 #include "dtensor/random.h"
 
 namespace vescale::models {
@@ -47,12 +49,33 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t dim, double eps = 1e-5);
 
+  /// (x + delta, this norm of the sum): the residual add before this norm done with it
+  /// (ops::add_layer_norm; NOTE [Residual add and norm]). Runs no hook of this module.
+  std::pair<DTensor, DTensor> after_add(const DTensor& x, const DTensor& delta);
+
  protected:
   Tensors forward(const Tensors& inputs) override;
 
  private:
   double eps_;
 };
+
+// NOTE [Residual add and norm]
+// A block's residual add and the norm right after it (GPT's ln_2, Llama's post-attention norm)
+// are one op, ops::add_layer_norm or ops::add_rms_norm: the kernel table's residual add + norm
+// row (NOTE [Kernel table]), with the values and the communication of ops::add and then the norm
+// module (the explicit row makes the same ATen calls, bit for bit). A norm module with a hook or
+// a patch (a user plan's placements, a recompute) is called as a module after ops::add instead,
+// so that what the hook does still happens.
+template <typename Norm>
+std::pair<DTensor, DTensor> add_then_norm(Norm& norm, const DTensor& x, const DTensor& delta) {
+  if (norm.hooked()) {
+    DTensor sum = ops::add(x, delta);
+    DTensor normed = norm(sum);
+    return {sum, normed};
+  }
+  return norm.after_add(x, delta);
+}
 
 /// Rows of W [num, dim] ~ N(0, 0.02) at integer ids.
 class Embedding : public Module {

@@ -24,6 +24,10 @@ Tensors RMSNorm::forward(const Tensors& inputs) {
   return {ops::rms_norm(inputs.at(0), param("weight"), eps_)};
 }
 
+std::pair<DTensor, DTensor> RMSNorm::after_add(const DTensor& x, const DTensor& delta) {
+  return ops::add_rms_norm(x, delta, param("weight"), eps_);
+}
+
 LlamaAttention::LlamaAttention(const LlamaConfig& c)
     : Module("LlamaAttention"),
       n_head_(c.n_head),
@@ -85,10 +89,9 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, const std::string& ty
 }
 
 Tensors LlamaDecoderLayer::forward(const Tensors& inputs) {
-  DTensor x = inputs.at(0);
-  x = ops::add(x, (*attn_)((*input_norm_)(x)));
-  x = ops::add(x, (*mlp_)((*post_norm_)(x)));
-  return {x};
+  const auto [x, normed] =
+      add_then_norm(*post_norm_, inputs.at(0), (*attn_)((*input_norm_)(inputs.at(0))));
+  return {ops::add(x, (*mlp_)(normed))};
 }
 
 Llama::Llama(const LlamaConfig& c, int64_t tp)

@@ -55,6 +55,9 @@ class RMSNorm : public Module {
  public:
   RMSNorm(int64_t dim, double eps);
 
+  /// (x + delta, this norm of the sum), as LayerNorm::after_add (ops::add_rms_norm).
+  std::pair<DTensor, DTensor> after_add(const DTensor& x, const DTensor& delta);
+
  protected:
   Tensors forward(const Tensors& inputs) override;
 
@@ -102,7 +105,8 @@ class LlamaDecoderLayer : public Module {
   Tensors forward(const Tensors& inputs) override;
 
  private:
-  std::shared_ptr<Module> input_norm_, attn_, post_norm_, mlp_;
+  std::shared_ptr<Module> input_norm_, attn_, mlp_;
+  std::shared_ptr<RMSNorm> post_norm_;
 };
 
 /// Layers (DecoderLM): 0: the token embedding; 1..n_layer: the decoder layers; n_layer + 1: the

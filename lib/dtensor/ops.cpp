@@ -229,6 +229,76 @@ DTensor rms_norm(const DTensor& x, const DTensor& weight, double eps) {
                  }});
 }
 
+namespace {
+
+/// The rule of ops::add's elementwise add of two tensors of `shape`.
+DimRule add_rule(const std::vector<int64_t>& shape) {
+  return detail::elementwise_rule({shape, shape}, shape, PartialPolicy::kAll);
+}
+
+/// Whether the norm after ops::add(x, delta) keeps the sum's placement on every mesh dim: then
+/// one op does both with ops::add's redistributions and no more (the norm would move nothing).
+bool add_then_norm_fuses(const DTensor& x, const DTensor& delta, size_t params) {
+  if (x.shape() != delta.shape() || x.placements().size() != delta.placements().size())
+    return false;
+  const DimRule add = add_rule(x.shape());
+  const DimRule norm = detail::norm_rule(x.ndim(), params);
+  for (size_t d = 0; d < x.placements().size(); ++d) {
+    const detail::DimStrategy sum = add({x.placements()[d], delta.placements()[d]});
+    Placements norm_inputs(1 + params, Placement::replicate());
+    norm_inputs[0] = sum.output;
+    const detail::DimStrategy normed = norm(norm_inputs);
+    if (normed.inputs[0] != sum.output || normed.output != sum.output) return false;
+  }
+  return true;
+}
+
+/// (x + delta, norm(x + delta)) as one op (kernels::add_norm) where add_then_norm_fuses, else
+/// ops::add, then `unfused_norm`.
+std::pair<DTensor, DTensor> add_norm(NormKind kind, const DTensor& x, const DTensor& delta,
+                                     const DTensor& weight, const DTensor* bias, double eps,
+                                     const std::function<DTensor(const DTensor&)>& unfused_norm) {
+  const size_t params = bias != nullptr ? 2 : 1;
+  if (!add_then_norm_fuses(x, delta, params)) {
+    DTensor sum = add(x, delta);
+    DTensor normed = unfused_norm(sum);
+    return {sum, normed};
+  }
+  const DimRule add = add_rule(x.shape());
+  const DimRule rule = [add, params](const Placements& in) -> detail::DimStrategy {
+    detail::DimStrategy s = add({in[0], in[1]});
+    s.inputs.resize(2 + params, Placement::replicate());
+    return s;
+  };
+  std::vector<const DTensor*> inputs{&x, &delta, &weight};
+  if (bias != nullptr) inputs.push_back(bias);
+  std::vector<DTensor> out = run_op(detail::MultiOpCall{
+      kind == NormKind::kLayerNorm ? "add_layer_norm" : "add_rms_norm",
+      inputs,
+      fixed(rule),
+      {x.shape(), x.shape()},
+      [kind, eps](const Locals& l, const Specs&, const std::vector<DTensorSpec>&) {
+        auto [sum, normed] =
+            kernels::add_norm(kind, l[0], l[1], l[2], l.size() > 3 ? l[3] : at::Tensor(), eps);
+        return std::vector<at::Tensor>{sum, normed};
+      }});
+  return {out[0], out[1]};
+}
+
+}  // namespace
+
+std::pair<DTensor, DTensor> add_layer_norm(const DTensor& x, const DTensor& delta,
+                                           const DTensor& weight, const DTensor& bias, double eps) {
+  return add_norm(NormKind::kLayerNorm, x, delta, weight, &bias, eps,
+                  [&](const DTensor& sum) { return layer_norm(sum, weight, bias, eps); });
+}
+
+std::pair<DTensor, DTensor> add_rms_norm(const DTensor& x, const DTensor& delta,
+                                         const DTensor& weight, double eps) {
+  return add_norm(NormKind::kRmsNorm, x, delta, weight, nullptr, eps,
+                  [&](const DTensor& sum) { return rms_norm(sum, weight, eps); });
+}
+
 DTensor rotary(const DTensor& x, double theta) {
   VS_CHECK(x.ndim() == 4 && x.size(3) % 2 == 0,
            "[dtensor] rotary: x must be [B, H, T, D] with D even, not [{}]",

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "dtensor/dtensor.h"
@@ -48,6 +49,15 @@ DTensor layer_norm(const DTensor& x, const DTensor& weight, const DTensor& bias,
 /// RMS norm over the last dim: x / sqrt(mean(x^2) + eps) * weight, the normalisation in float32
 /// for lower-precision x (Hugging Face's LlamaRMSNorm).
 DTensor rms_norm(const DTensor& x, const DTensor& weight, double eps);
+/// (add(x, delta), layer_norm(that sum)): a block's residual add and the norm after it, by one
+/// op (the kernel table's residual add + norm row, NOTE [Kernel table]) where the norm moves
+/// nothing after the add (every layout of the plan zoo), else by the two ops. Either way the
+/// values, the placements and the communication are those of the two ops.
+std::pair<DTensor, DTensor> add_layer_norm(const DTensor& x, const DTensor& delta,
+                                           const DTensor& weight, const DTensor& bias, double eps);
+/// (add(x, delta), rms_norm(that sum)), as add_layer_norm.
+std::pair<DTensor, DTensor> add_rms_norm(const DTensor& x, const DTensor& delta,
+                                         const DTensor& weight, double eps);
 /// Rotary position embedding of q or k [B, H, T, D] in the rotate-half convention (Hugging
 /// Face's Llama): position p's pair (i, i + D/2) turned by p * theta^(-2i/D). Positions count
 /// from 0 over the whole sequence, also when T is sharded.

@@ -37,6 +37,26 @@ std::pair<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& grad, const 
 at::Tensor rotary(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& inv_freq,
                   bool inverse);
 
+/// A residual add and the norm after it (kernels/add_norm.h): sum = x + delta and its rows
+/// normalised over the last dim, LayerNorm ((sum - mean) / std w + b) or RMSNorm (sum / rms, cast
+/// to the input's type, times w); mean and 1/std (1/rms) a row in float32, for the backward.
+struct AddNorm {
+  at::Tensor sum, normed, mean, rstd;
+};
+/// x and delta alike ([..., C], float32, bf16 or float16, one CUDA device), w [C] (and b [C]
+/// for LayerNorm) of their type; a block a row, the statistics in float32.
+AddNorm add_norm_forward(bool layer_norm, const at::Tensor& x, const at::Tensor& delta,
+                         const at::Tensor& w, const at::Tensor& b, double eps);
+struct AddNormGrads {
+  at::Tensor d_x, d_delta, d_w, d_b;  ///< d_x and d_delta equal, in tensors of their own
+};
+/// The gradients of add_norm_forward's inputs for the sum's gradient `d_sum` (from the residual
+/// stream; may be undefined) and the normed rows' `d_normed`: the norm's backward plus d_sum in
+/// one pass a row; d_w (and d_b) summed over rows through per-block float32 partials.
+AddNormGrads add_norm_backward(bool layer_norm, const at::Tensor& d_sum, const at::Tensor& d_normed,
+                               const at::Tensor& sum, const at::Tensor& w, const at::Tensor& mean,
+                               const at::Tensor& rstd);
+
 /// A chunk of the LM loss over the whole vocabulary (NOTE [Fused LM loss]) in one kernel: for
 /// logits [rows, columns] (float32, bf16 or float16) and targets [rows], the summed loss
 /// sum_r log(sum_j exp(z_rj - max_r)) - (z_rt - max_r) as a float32 scalar and, with `grad`, the

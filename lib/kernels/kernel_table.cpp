@@ -190,7 +190,20 @@ const std::array<RotaryPath, 2> kRotaryPaths{{
     {RotaryPathId::kExplicit, "explicit rotary", nullptr, nullptr, unmet_nothing, local::rotary,
      false, false, kNotYetRun},
 }};
+const std::array<AddNormPath, 2> kAddNormPaths{{
+    {AddNormPathId::kCudaKernel, "add + norm kernel", &BuildFlags::cuda_kernels, "nvcc",
+     unmet_fast, cuda_add_norm, true, true, kNotYetRun},
+    {AddNormPathId::kExplicit, "add, then norm", nullptr, nullptr, unmet_nothing, local::add_norm,
+     false, false, kNotYetRun},
+}};
 // clang-format on
+
+std::pair<at::Tensor, at::Tensor> add_norm(NormKind kind, const at::Tensor& x,
+                                           const at::Tensor& delta, const at::Tensor& w,
+                                           const at::Tensor& b, double eps) {
+  const KernelContext context{x.device(), x.scalar_type()};
+  return take(kAddNormPaths, context).run(kind, x, delta, w, b, eps);
+}
 
 at::Tensor rotary(const at::Tensor& x, double theta, const at::Tensor& positions) {
   const KernelContext context{x.device(), x.scalar_type()};

@@ -10,6 +10,7 @@
 //                     [Fused LM loss])
 //   SwiGLU            our CUDA kernel (NOTE [CUDA kernels]) > silu and product
 //   rotary            our CUDA kernel > explicit rotary
+//   residual add + norm  our CUDA kernel > add, then the norm (kernels/add_norm.h)
 // A path needs a build flag (the LibTorch version that brings its kernel, NOTE [Version
 // guards], or nvcc for ours) and run-time conditions on a KernelContext: the device and dtype, and
 // for attention whether a KV cache (NOTE [KV cache]) or a context-parallel ring (NOTE [Ring
@@ -20,7 +21,8 @@
 // the tables: ops::causal_attention, ops::linear (kernels::linear), AdamW::step, the job's matmul
 // precision (configure_matmul_precision), the fused LM loss (local::linear_cross_entropy, whose
 // rows name no kernel either: their chunks all-reduce over the vocabulary's groups), ops::swiglu
-// (kernels::swiglu) and ops::rotary (kernels::rotary). The
+// (kernels::swiglu), ops::rotary (kernels::rotary) and ops::add_layer_norm / ops::add_rms_norm
+// (kernels::add_norm). The
 // `[device]` line (fast_paths_summary) and `--version` (build_summary, a line a row) are written
 // from the tables, and tests/kernels/kernel_table_test runs every path of every table against the
 // explicit one.
@@ -43,10 +45,12 @@
 #include <array>
 #include <atomic>
 #include <string>
+#include <utility>
 
 #include "core/device.h"
 #include "core/version_guards.h"
 #include "kernels/adamw_update.h"
+#include "kernels/add_norm.h"
 
 namespace vescale::kernels {
 
@@ -156,6 +160,14 @@ using RotaryFn = at::Tensor(const at::Tensor& x, double theta, const at::Tensor&
 using RotaryPath = KernelPath<RotaryPathId, RotaryFn>;
 extern const std::array<RotaryPath, 2> kRotaryPaths;
 
+enum class AddNormPathId { kCudaKernel, kExplicit };
+/// (x + delta, norm(x + delta)) over the last dim (kernels/add_norm.h); b undefined for RMSNorm.
+using AddNormFn = std::pair<at::Tensor, at::Tensor>(NormKind kind, const at::Tensor& x,
+                                                    const at::Tensor& delta, const at::Tensor& w,
+                                                    const at::Tensor& b, double eps);
+using AddNormPath = KernelPath<AddNormPathId, AddNormFn>;
+extern const std::array<AddNormPath, 2> kAddNormPaths;
+
 /// Calls `visit(table, op)` for every table and the op it serves, in the order of the `[device]`
 /// line.
 template <typename Visit>
@@ -167,6 +179,7 @@ void for_each_table(Visit&& visit) {
   visit(kLossPaths, "LM loss");
   visit(kSwigluPaths, "SwiGLU");
   visit(kRotaryPaths, "rotary");
+  visit(kAddNormPaths, "residual add + norm");
 }
 
 // ---- choosing ---------------------------------------------------------------------------------
@@ -228,6 +241,10 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
 /// Rotary embedding by the first rotary path for x's device and dtype.
 at::Tensor rotary(const at::Tensor& x, double theta, const at::Tensor& positions);
+/// (x + delta, norm(x + delta)) by the first residual add + norm path for x's device and dtype.
+std::pair<at::Tensor, at::Tensor> add_norm(NormKind kind, const at::Tensor& x,
+                                           const at::Tensor& delta, const at::Tensor& w,
+                                           const at::Tensor& b, double eps);
 
 /// Sets float32 matmuls to TF32 ("high") where the matmul precision table picks TF32 for a job
 /// computing `dtype` on `device`; process-wide. Returns whether it did.

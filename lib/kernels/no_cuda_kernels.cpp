@@ -29,6 +29,16 @@ at::Tensor rotary(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool)
   absent();
 }
 
+AddNorm add_norm_forward(bool, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                         const at::Tensor&, double) {
+  absent();
+}
+
+AddNormGrads add_norm_backward(bool, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                               const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+  absent();
+}
+
 std::pair<at::Tensor, at::Tensor> lm_loss(const at::Tensor&, const at::Tensor&, double, bool) {
   absent();
 }

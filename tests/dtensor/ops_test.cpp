@@ -161,6 +161,31 @@ std::vector<OpCase> all_cases() {
        [](const auto& d) { return ops::layer_norm(d[0], d[1], d[2], 1e-5); },
        [](const auto& t) { return at::layer_norm(t[0], {8}, t[1], t[2], 1e-5); },
        {"S(0) R R", "S(1) R R", "R R R", "S(2) R R"}},
+      // NOTE [Residual add and norm]: both outputs used, so both carry gradients; S(2) (the
+      // normalised dim) and "S(1) S(0)" take the two ops instead of the fused one.
+      {"add_layer_norm",
+       {{{3, 5, 8}}, {{3, 5, 8}}, {{8}}, {{8}}},
+       [](const auto& d) {
+         const auto [sum, normed] = ops::add_layer_norm(d[0], d[1], d[2], d[3], 1e-5);
+         return ops::add(sum, normed);
+       },
+       [](const auto& t) {
+         const at::Tensor sum = t[0] + t[1];
+         return sum + at::layer_norm(sum, {8}, t[2], t[3], 1e-5);
+       },
+       {"S(0) S(0) R R", "S(1) S(1) R R", "R R R R", "S(1) R R R", "S(2) S(2) R R",
+        "S(1) S(0) R R"}},
+      {"add_rms_norm",
+       {{{3, 5, 8}}, {{3, 5, 8}}, {{8}}},
+       [](const auto& d) {
+         const auto [sum, normed] = ops::add_rms_norm(d[0], d[1], d[2], 1e-5);
+         return ops::add(sum, normed);
+       },
+       [](const auto& t) {
+         const at::Tensor sum = t[0] + t[1];
+         return sum + sum * at::rsqrt(sum.pow(2).mean(-1, true) + 1e-5) * t[2];
+       },
+       {"S(0) S(0) R", "S(1) S(1) R", "R R R", "R S(1) R", "S(2) R R"}},
       {"silu",
        {{{5, 6}}},
        [](const auto& d) { return ops::silu(d[0]); },

@@ -9,6 +9,7 @@
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -420,6 +421,28 @@ Outputs run_rotary(const RotaryPath& path, Device device, at::ScalarType dtype) 
   return {out.detach(), x.grad()};
 }
 
+/// x + delta and its LayerNorm (with a bias) or RMSNorm (without) over 48 columns, and the
+/// gradients of x, delta, the weight and the bias for gradients of both outputs.
+Outputs run_add_norm(const AddNormPath& path, Device device, at::ScalarType dtype) {
+  const auto make = [&](std::vector<int64_t> shape, double phase, double scale) {
+    return pattern(shape, phase).mul(scale).to(dtype).to(device).requires_grad_();
+  };
+  Outputs out;
+  for (const NormKind kind : {NormKind::kLayerNorm, NormKind::kRmsNorm}) {
+    const bool layer_norm = kind == NormKind::kLayerNorm;
+    const at::Tensor x = make({4, 6, 48}, 0.3, 2), delta = make({4, 6, 48}, 0.7, 1);
+    const at::Tensor w = make({48}, 0.5, 1).add(1).detach().requires_grad_();
+    const at::Tensor b = layer_norm ? make({48}, 0.9, 0.5) : at::Tensor();
+    const auto [sum, normed] = path.run(kind, x, delta, w, b, 1e-5);
+    torch::autograd::backward({sum, normed}, {pattern({4, 6, 48}, 0.2).to(dtype).to(device),
+                                              pattern({4, 6, 48}, 0.6).to(dtype).to(device)});
+    for (const at::Tensor& t : {sum.detach(), normed.detach(), x.grad(), delta.grad(), w.grad()})
+      out.push_back(t);
+    if (layer_norm) out.push_back(b.grad());
+  }
+  return out;
+}
+
 void check_every_table(Device device) {
   auto nothing_open = [](const auto&, KernelContext&) {};
   // Every loss row runs here, the ones no GPU has run too (NOTE [GPU-verified]).
@@ -437,6 +460,7 @@ void check_every_table(Device device) {
   auto unverified_open = [](const auto&, KernelContext& context) { context.unverified = true; };
   ran += check_paths("SwiGLU", kSwigluPaths, device, unverified_open, run_swiglu);
   ran += check_paths("rotary", kRotaryPaths, device, unverified_open, run_rotary);
+  ran += check_paths("residual add + norm", kAddNormPaths, device, unverified_open, run_add_norm);
   EXPECT_GT(ran, 0);
 }
 
@@ -448,8 +472,8 @@ TEST(KernelTable, EveryPathMatchesTheExplicitOneOnCuda) {
   if (!at::hasCUDA())
     GTEST_SKIP()
         << "no GPU: the CUDA paths (fused attention and AdamW where LibTorch has them, "
-           "at::linear, TF32 matmuls, the log-softmax losses, our SwiGLU, rotary and LM loss "
-           "kernels where nvcc built them) run where one is";
+           "at::linear, TF32 matmuls, the log-softmax losses, our SwiGLU, rotary, LM loss and "
+           "residual add + norm kernels where nvcc built them) run where one is";
   check_every_table(kGpu);
 }
 
