@@ -203,6 +203,7 @@ class MixtralFamily : public ModelFamily {
                         {"sliding_window", ""},
                         {"tie_word_embeddings", "model.tie_embeddings"}};
     out.ignored_suffixes = {".rotary_emb.inv_freq"};
+    out.hf_defaults = {{"num_local_experts", 8}, {"num_experts_per_tok", 2}};
     if (m.tie_embeddings) out.ignored_suffixes.push_back("lm_head.weight");
     return out;
   }

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -11,11 +12,14 @@
 
 #include "autoplan/calibration.h"
 #include "commands/commands.h"
+#include "commands/validators.h"
+#include "config/memory_estimate.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/safe_files.h"
 #include "core/units.h"
+#include "launch/launch_env.h"
 #include "mesh/device_mesh.h"
 
 namespace vescale::app {
@@ -246,6 +250,26 @@ int run_bench(const BenchOptions& options, const LaunchEnv& env) {
   return 0;
 }
 
+/// Local ranks each hold a message's input, its output and the backend's staging of them, about
+/// three times the largest of --sizes, in this machine's memory on the CPU: checked, with the
+/// processes' own floor (check_local_processes), before any process starts. A size the kernel
+/// overcommits would otherwise call the OOM killer, and one it refuses died with a LibTorch trace.
+void check_bench_fits(const BenchOptions& options, int nproc, const std::string& wanted_by,
+                      const std::vector<int64_t>& sizes) {
+  const double memory = physical_memory_bytes();
+  check_local_processes(nproc, wanted_by, memory);
+  if (memory <= 0 || sizes.empty() || !parse_device(options.device, 0).is_cpu()) return;
+  const double largest = static_cast<double>(*std::max_element(sizes.begin(), sizes.end()));
+  const double need = static_cast<double>(nproc) * (kWorkerBaseBytes + 3.0 * largest);
+  VS_USER_CHECK(need <= memory,
+                "comm bench --sizes {}: {} ranks each holding about {} (the largest message's "
+                "input, output and staging: 3 x {}, plus {} a process) need {}, and this machine "
+                "has {} of memory; give smaller --sizes or fewer ranks",
+                options.sizes, nproc, format_bytes(kWorkerBaseBytes + 3.0 * largest),
+                format_bytes(largest), format_bytes(kWorkerBaseBytes), format_bytes(need),
+                format_bytes(memory));
+}
+
 }  // namespace
 
 void add_comm_command(CLI::App& app, const Invocation& invocation) {
@@ -259,19 +283,23 @@ void add_comm_command(CLI::App& app, const Invocation& invocation) {
   bench
       ->add_option("--nproc", options->nproc,
                    "Number of processes (default: the mesh size, or 2 without --mesh)")
-      ->check(CLI::Range(1, 4096));
+      ->check(whole_in(1, 4096));
   bench->add_option("--mesh", options->mesh,
                     "Mesh as name=size,... outer to inner, e.g. pp=1,dp=2,tp=2 (default: one dim "
                     "'world' of --nproc ranks)");
   bench->add_option("--sizes", options->sizes, "Message sizes, e.g. 1K,1M,16M")
       ->capture_default_str();
   bench->add_option("--ops", options->ops, "Collectives to run")->capture_default_str();
-  bench->add_option("--iters", options->iters,
-                    "Timed calls per row (default: adaptive, 5 to 100, ~64MiB per row)");
+  bench
+      ->add_option("--iters", options->iters,
+                   "Timed calls per row (default: adaptive, 5 to 100, ~64MiB per row)")
+      ->check(whole_in(1, 1000000));
   bench->add_option("--warmup", options->warmup, "Untimed calls before timing")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_in(0, 1000000));
   bench->add_option("--timeout", options->timeout_s, "Seconds any collective may take")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(finite_in(0.001, 86400));
   bench->add_option("--backend", options->backend, "auto (nccl on CUDA, gloo on cpu), gloo or nccl")
       ->capture_default_str();
   bench
@@ -303,6 +331,7 @@ void add_comm_command(CLI::App& app, const Invocation& invocation) {
       wanted_by = options->mesh.empty() ? std::string("comm bench (2 ranks by default)")
                                         : fmt::format("--mesh {}", options->mesh);
     }
+    if (!detect_launch_env()) check_bench_fits(*options, nproc, wanted_by, sizes);
     const int code = run_on_ranks(nproc, wanted_by, invocation,
                                   [&](const LaunchEnv& env) { return run_bench(*options, env); });
     if (code != 0) throw CLI::RuntimeError(code);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "commands/validators.h"
 #include "core/logging.h"
 #include "core/units.h"
 #include "data/prepare_tokens.h"
@@ -32,7 +33,8 @@ void add_data_command(CLI::App& app, const Invocation& /*invocation*/) {
   prepare->add_option("-o,--output", o->output, "The folder to write")->required();
   prepare->add_option("--val-fraction", o->val_fraction, "The share of tokens in val.bin")
       ->default_val(0.05);
-  prepare->add_option("--threads", o->threads, "Encoding threads (default: the cores)");
+  prepare->add_option("--threads", o->threads, "Encoding threads (default: the cores)")
+      ->check(whole_in(1, 1024));
   prepare->callback([o] {
     if (o->threads <= 0)
       o->threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

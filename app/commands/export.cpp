@@ -54,6 +54,9 @@ void add_export_command(CLI::App& app, const Invocation&) {
     hf::ExportOptions o;
     o.dtype = parse_dtype(options->dtype);
     o.max_shard_bytes = parse_bytes(options->max_shard_size, "--max-shard-size");
+    VS_USER_CHECK(o.max_shard_bytes > 0,
+                  "export: --max-shard-size {} must be more than 0 bytes (e.g. 5GiB, the default)",
+                  options->max_shard_size);
     const CheckpointReader reader(options->path);
     const hf::ExportReport r = hf::export_hf(reader, options->output, o);
     print(fmt::format(

@@ -21,6 +21,7 @@
 #include "runtime.h"
 #include "tokenize/tokenizer.h"
 #include "train/checkpointing.h"
+#include "train/data_tokenizer.h"
 
 namespace vescale::app {
 namespace {
@@ -39,7 +40,7 @@ struct GenerateCommandOptions {
 std::unique_ptr<Tokenizer> tokenizer_of(const JobConfig& c, const std::string& checkpoint) {
   std::unique_ptr<Tokenizer> t;
   if (!c.data_tokenizer.empty()) {
-    t = open_tokenizer(c.data_tokenizer);
+    t = open_data_tokenizer(c);  // NOTE [The data's tokenizer]
   } else if (c.data_source == DataSource::kText) {
     t = open_tokenizer("bytes");
   } else if (hf::is_hf_path(checkpoint)) {
@@ -209,6 +210,7 @@ int run_generate(const GenerateCommandOptions& o, const JobConfig& config, const
   if (rank0 && stream) print_now(text.add(prompt));
   GenerateOptions run = o.run;
   run.use_cache = !o.no_cache;
+  if (tokenizer) run.sampling.vocab_limit = tokenizer->vocab_size();
   const Generation g = generate(model, prompt, run, [&](int64_t, const std::vector<int64_t>& t) {
     if (rank0 && stream) print_now(text.add({t[0]}));
   });

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "commands.h"
+#include "commands/validators.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "tokenize/tokenizer.h"
@@ -40,6 +41,7 @@ constexpr const char* kTokenizerHelp =
 
 void add_tokenizer_command(CLI::App& app, const Invocation& /*invocation*/) {
   auto o = std::make_shared<TokenizerOptions>();
+  o->train.threads = 0;  // the cores, unless --threads
   CLI::App* tokenizer =
       app.add_subcommand("tokenizer",
                          "Train SentencePiece tokenizers, and encode or decode text with them, "
@@ -59,7 +61,8 @@ void add_tokenizer_command(CLI::App& app, const Invocation& /*invocation*/) {
                     "A token kept whole (e.g. <|endoftext|>); repeat for more");
   train->add_option("-o,--output", o->train.output, "The model file to write")->required();
   train->add_flag("--overwrite", o->train.overwrite, "Replace the model file if it exists");
-  train->add_option("--threads", o->train.threads, "Trainer threads (default: the cores)");
+  train->add_option("--threads", o->train.threads, "Trainer threads (default: the cores)")
+      ->check(whole_in(1, 1024));
   train->callback([o] {
     if (o->train.threads <= 0)
       o->train.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -8,6 +8,7 @@
 #include "comm/flight_diagnosis.h"
 #include "commands/commands.h"
 #include "commands/job_launch.h"
+#include "commands/validators.h"
 #include "config/job_config.h"
 #include "config/memory_estimate.h"
 #include "core/device.h"
@@ -83,22 +84,18 @@ void make_elastic(LocalLaunchOptions& launch, const std::string& path,
   };
 }
 
-}  // namespace
-
-void add_train_command(CLI::App& app, const Invocation& invocation) {
-  auto options = std::make_shared<TrainOptions>();
-  CLI::App* train = app.add_subcommand(
-      "train",
-      "Train the model a job config describes on its pp x dp x tp mesh (local workers by default; "
-      "under "
-      "torchrun, Slurm or Open MPI their processes). Any config key can be overridden as "
-      "--section.key=value, e.g. --training.steps=20");
+/// The train command's flags, each checked as it is parsed.
+void add_train_flags(CLI::App* train, TrainOptions* options) {
   train->add_option("config", options->config, "Job config (TOML)")->required();
-  train->add_option("--nproc", options->nproc,
-                    "Processes (default: parallel.pp x dp x tp; must match it)");
-  train->add_option("--max-restarts", options->max_restarts,
-                    "Local launcher: when a worker crashes or is killed, restart all workers from "
-                    "the newest committed checkpoint (checkpoint.load=latest), at most N times");
+  train
+      ->add_option("--nproc", options->nproc,
+                   "Processes (default: parallel.pp x dp x tp; must match it)")
+      ->check(whole_in(1, 65536));
+  train
+      ->add_option("--max-restarts", options->max_restarts,
+                   "Local launcher: when a worker crashes or is killed, restart all workers from "
+                   "the newest committed checkpoint (checkpoint.load=latest), at most N times")
+      ->check(whole_in(0, 1000000));
   train->add_flag("--elastic", options->elastic,
                   "Local launcher, elastic: a worker slot that fails more than --max-restarts "
                   "times is dropped and the job restarts from the newest committed checkpoint on "
@@ -107,7 +104,7 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
       ->add_option("--min-ranks", options->min_ranks,
                    "With --elastic: stop, naming the slots lost, rather than go on with fewer "
                    "ranks than this")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_in(1, 65536));
   train->add_option("--profile", options->profile,
                     "Write a Chrome trace of steps FIRST-LAST (e.g. 2-3, counted from 1 as the "
                     "metrics lines do) to <dump_folder>/trace.json: each rank's phases (forward, "
@@ -118,6 +115,77 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
       "--print-config", options->print_config,
       "Print the effective config (every key, with overrides applied, help as comments) and exit");
   train->allow_extras();
+}
+
+/// What the flags ask of the job, refused before any process starts; returns the steps to
+/// profile.
+StepRange check_train_flags(const TrainOptions& options, const CLI::App& train,
+                            const JobConfig& config, bool launched) {
+  // (A local worker of an elastic job may run on fewer ranks than --nproc.)
+  VS_USER_CHECK(launched || options.nproc == 0 || options.nproc == config.world_size(),
+                "--nproc {} does not match the mesh of {}: {} = {}", options.nproc, options.config,
+                config.mesh_text(), config.world_size());
+  VS_USER_CHECK(!options.elastic || config.dp_auto,
+                "train --elastic: set parallel.dp = \"auto\" (config {} has parallel.dp = {}), "
+                "so that dp follows the ranks left",
+                options.config, config.dp);
+  VS_USER_CHECK(options.elastic || train.count("--min-ranks") == 0,
+                "train --min-ranks {}: it is the floor of an elastic job; add --elastic",
+                options.min_ranks);
+  VS_USER_CHECK(options.min_ranks <= config.world_size() || !options.elastic,
+                "train --min-ranks {}: the job starts on {} ranks only", options.min_ranks,
+                config.world_size());
+  const StepRange profile =
+      options.profile.empty() ? StepRange{} : StepRange::parse(options.profile, "--profile");
+  VS_USER_CHECK(profile.empty() || profile.last <= config.steps,
+                "--profile {}: the job runs training.steps = {} steps (config {})", options.profile,
+                config.steps, options.config);
+  if (!profile.empty()) {
+    // Refused now, not at the profiled step after the run has trained up to it.
+    const std::filesystem::path trace = std::filesystem::path(config.dump_folder) / "trace.json";
+    std::error_code ec;
+    VS_USER_CHECK(!std::filesystem::is_directory(std::filesystem::symlink_status(trace, ec)),
+                  "--profile: {} is a folder; the trace is written there as a file (move it "
+                  "away or set job.dump_folder)",
+                  trace.string());
+  }
+  return profile;
+}
+
+/// What each rank of a train job runs; its exit code.
+int train_rank(const TrainOptions& options, const JobConfig& config, const StepRange& profile,
+               const LaunchEnv& env) {
+  PreemptionHandler preemption;  // NOTE [Preemption]: from before the rendezvous on
+  VS_USER_CHECK(
+      options.max_restarts == 0 || env.source == "local" || env.source == "single process",
+      "--max-restarts is for the local launcher; under {} use its own restarts "
+      "(torchrun --max-restarts, Slurm --requeue) with --checkpoint.load=latest",
+      env.source);
+  VS_USER_CHECK(!options.elastic || env.source == "local" || env.source == "single process",
+                "--elastic is the local launcher's; under {} use its own (torchrun --nnodes "
+                "MIN:MAX) with parallel.dp = \"auto\" and --checkpoint.load=latest "
+                "(docs/operations.md, Elastic)",
+                env.source);
+  install_memory_meter();  // for the activation bytes of the metrics
+  const comm::Group world = connect_job(config, env);
+  hang_at_collective_for_test(world);
+  const TrainSummary summary = run_training(config, world, test_fault_hooks(), profile);
+  // NOTE [GPU-verified]: what gpu-check reads to say which kernel rows a passing run took.
+  log_rank0("[kernels] rank 0 took: {}", kernels::taken_rows());
+  return summary.preempted ? kPreemptedExitCode : 0;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, const Invocation& invocation) {
+  auto options = std::make_shared<TrainOptions>();
+  CLI::App* train = app.add_subcommand(
+      "train",
+      "Train the model a job config describes on its pp x dp x tp mesh (local workers by default; "
+      "under "
+      "torchrun, Slurm or Open MPI their processes). Any config key can be overridden as "
+      "--section.key=value, e.g. --training.steps=20");
+  add_train_flags(train, options.get());
   train->callback([options, train, &invocation] {
     // parallel.dp = "auto" divides the ranks a launcher started, else --nproc's.
     const std::optional<LaunchEnv> launched = detect_launch_env();
@@ -128,59 +196,16 @@ void add_train_command(CLI::App& app, const Invocation& invocation) {
       std::fwrite(config.annotated_text.data(), 1, config.annotated_text.size(), stdout);
       return;
     }
-    // (A local worker of an elastic job may run on fewer ranks than --nproc.)
-    VS_USER_CHECK(launched || options->nproc == 0 || options->nproc == config.world_size(),
-                  "--nproc {} does not match the mesh of {}: {} = {}", options->nproc,
-                  options->config, config.mesh_text(), config.world_size());
-    VS_USER_CHECK(!options->elastic || config.dp_auto,
-                  "train --elastic: set parallel.dp = \"auto\" (config {} has parallel.dp = {}), "
-                  "so that dp follows the ranks left",
-                  options->config, config.dp);
-    VS_USER_CHECK(options->min_ranks <= config.world_size() || !options->elastic,
-                  "train --min-ranks {}: the job starts on {} ranks only", options->min_ranks,
-                  config.world_size());
+    const StepRange profile = check_train_flags(*options, *train, config, launched.has_value());
     if (config.dp_auto && !launched)
       log_rank0("parallel.dp = \"auto\": dp = {} on {} ranks ({})", config.dp, config.world_size(),
                 config.mesh_text());
-    const StepRange profile =
-        options->profile.empty() ? StepRange{} : StepRange::parse(options->profile, "--profile");
-    VS_USER_CHECK(profile.empty() || profile.last <= config.steps,
-                  "--profile {}: the job runs training.steps = {} steps (config {})",
-                  options->profile, config.steps, options->config);
-    if (!profile.empty()) {
-      // Refused now, not at the profiled step after the run has trained up to it.
-      const std::filesystem::path trace = std::filesystem::path(config.dump_folder) / "trace.json";
-      std::error_code ec;
-      VS_USER_CHECK(!std::filesystem::is_directory(std::filesystem::symlink_status(trace, ec)),
-                    "--profile: {} is a folder; the trace is written there as a file (move it "
-                    "away or set job.dump_folder)",
-                    trace.string());
-    }
     precheck(config);
-    const auto body = [&](const LaunchEnv& env) {
-      PreemptionHandler preemption;  // NOTE [Preemption]: from before the rendezvous on
-      VS_USER_CHECK(
-          options->max_restarts == 0 || env.source == "local" || env.source == "single process",
-          "--max-restarts is for the local launcher; under {} use its own restarts "
-          "(torchrun --max-restarts, Slurm --requeue) with --checkpoint.load=latest",
-          env.source);
-      VS_USER_CHECK(!options->elastic || env.source == "local" || env.source == "single process",
-                    "--elastic is the local launcher's; under {} use its own (torchrun --nnodes "
-                    "MIN:MAX) with parallel.dp = \"auto\" and --checkpoint.load=latest "
-                    "(docs/operations.md, Elastic)",
-                    env.source);
-      install_memory_meter();  // for the activation bytes of the metrics
-      const comm::Group world = connect_job(config, env);
-      hang_at_collective_for_test(world);
-      const TrainSummary summary = run_training(config, world, test_fault_hooks(), profile);
-      // NOTE [GPU-verified]: what gpu-check reads to say which kernel rows a passing run took.
-      log_rank0("[kernels] rank 0 took: {}", kernels::taken_rows());
-      return summary.preempted ? kPreemptedExitCode : 0;
-    };
     LocalLaunchOptions launch = train_launch_options(config, options->max_restarts);
     if (options->elastic) make_elastic(launch, options->config, overrides, options->min_ranks);
-    const int code = run_on_ranks(static_cast<int>(config.world_size()), mesh_of(config),
-                                  invocation, body, launch);
+    const int code = run_on_ranks(
+        static_cast<int>(config.world_size()), mesh_of(config), invocation,
+        [&](const LaunchEnv& env) { return train_rank(*options, config, profile, env); }, launch);
     if (code != 0) throw CLI::RuntimeError(code);
   });
 }

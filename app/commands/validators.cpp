@@ -43,4 +43,21 @@ CLI::Validator unsigned_integer() {
       "UINT");
 }
 
+CLI::Validator whole_in(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        size_t used = 0;
+        long long value = 0;
+        bool ok = false;
+        try {
+          value = std::stoll(text, &used);
+          ok = used == text.size() && !text.empty();
+        } catch (const std::exception&) {
+        }
+        if (ok && lo <= value && value <= hi) return "";
+        return fmt::format("'{}' is not a whole number in [{}, {}]", text, lo, hi);
+      },
+      fmt::format("INT in [{}, {}]", lo, hi));
+}
+
 }  // namespace vescale::app

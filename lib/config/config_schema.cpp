@@ -97,7 +97,9 @@ std::vector<ConfigKey> data_and_training_keys() {
           "The tokenizer of the tokens: \"bytes\", a SentencePiece model file, a Hugging Face "
           "tokenizer.json (byte-level BPE) or a folder holding one (the one data prepare used); "
           "generate encodes --prompt with it and prints text (empty: bytes for data.source = "
-          "\"text\", else a Hugging Face folder's tokenizer.json or tokenizer.model, else ids)"),
+          "\"text\", else a Hugging Face folder's tokenizer.json or tokenizer.model, else ids). "
+          "Checked before the first step: it must open, be the one meta.json records, be "
+          "\"bytes\" for data.source = \"text\", and have no more ids than the model"),
       key("data.val_fraction", &C::val_fraction, 0.1,
           "text: the last fraction of the file is the validation split", open_unit()),
       key("training.steps", &C::steps, 100, "Optimizer steps", within(1, 1e12)),

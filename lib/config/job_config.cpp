@@ -116,8 +116,9 @@ void set_value(Values& values, const std::string& name, const std::string& at, P
   const ConfigKey* k = find_key(name);
   VS_USER_CHECK(k != nullptr, "{}: {}", at, unknown_key_message(name));
   auto parsed = parse(k->default_value);
-  VS_USER_CHECK(parsed.has_value(), "{}: key '{}' must be {}", at, name,
-                type_name(k->default_value));
+  VS_USER_CHECK(parsed.has_value(), "{}: key '{}' must be {}{}", at, name,
+                type_name(k->default_value),
+                name == kAutoDp ? " or \"auto\" (NOTE [Elastic training])" : "");
   const double* number = std::get_if<double>(&*parsed);
   VS_USER_CHECK(number == nullptr || std::isfinite(*number),
                 "{}: key '{}' must be a finite number, got {}", at, name,

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "config/memory_estimate.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/safe_files.h"
@@ -70,6 +71,22 @@ void split_tail(const fs::path& from, const fs::path& to, int64_t count, size_t 
   fs::resize_file(from, static_cast<uintmax_t>(keep));
 }
 
+/// A stretch of `bytes` from `offset` of file `f` that the tokenizer cannot cut is encoded at
+/// once: refused when that would take more than half of this machine's memory.
+void check_stretch_fits(const Tokenizer& tokenizer, const PrepareOptions& o, size_t f,
+                        int64_t offset, size_t bytes) {
+  const double need = tokenizer.encode_memory_per_byte() * static_cast<double>(bytes);
+  const double memory = physical_memory_bytes();
+  VS_USER_CHECK(
+      memory <= 0 || need <= memory / 2,
+      "data prepare: {} has {} from offset {} with no place where tokenizer {} can cut (no space "
+      "between words, or a model that encodes a file whole), which it would encode at once in "
+      "about {} ({:.0f} bytes a byte) of this machine's {}; break the text up, e.g. into lines "
+      "of words",
+      o.files[f], format_bytes(static_cast<double>(bytes)), offset, o.tokenizer, format_bytes(need),
+      tokenizer.encode_memory_per_byte(), format_bytes(memory));
+}
+
 }  // namespace
 
 PrepareSummary prepare_tokens(const PrepareOptions& o,
@@ -95,7 +112,13 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
   inputs.push_back(o.tokenizer);
   for (const char* name : {"train.bin", "val.bin", "meta.json"})
     refuse_writing_over_inputs(folder / name, inputs, "data prepare");
-  fs::create_directories(folder);
+  {
+    std::error_code ec;
+    VS_USER_CHECK(!fs::exists(folder, ec) || fs::is_directory(folder, ec),
+                  "data prepare -o {}: a file, not a folder; name the folder to write", o.output);
+    fs::create_directories(folder, ec);
+    VS_USER_CHECK(!ec, "data prepare -o {}: cannot create the folder: {}", o.output, ec.message());
+  }
   const fs::path train = folder / "train.bin.partial";
   const fs::path val = folder / "val.bin.partial";
   const fs::path meta_tmp = folder / "meta.json.partial";
@@ -158,6 +181,7 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
                                                        : 0;
           if (cut == 0 && !end) {  // no place to cut yet: read on, and look again at twice the
             next_ask = 2 * text.size();  // size (each byte is looked at twice on average)
+            check_stretch_fits(*tokenizer, o, f, offset, text.size());
             continue;
           }
           next_ask = 0;

@@ -50,6 +50,10 @@ struct HFLayout {
   /// Values a checked key may also have that mean the same model (GPT-2's n_inner: null or
   /// 4 x n_embd).
   std::map<std::string, nlohmann::json> also_accepted = {};
+  /// What Hugging Face's config class takes for a checked key config.json leaves out
+  /// (MixtralConfig's num_local_experts: 8): an import compares that value, as transformers
+  /// would build the model with it.
+  std::map<std::string, nlohmann::json> hf_defaults = {};
   /// Name endings of tensors a Hugging Face file may hold that this model keeps elsewhere or
   /// recomputes (GPT-2's attention-mask buffers, a tied lm_head.weight): an import reads past
   /// them, and refuses any other tensor it does not know.

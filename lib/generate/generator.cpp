@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "core/clock.h"
@@ -32,8 +33,12 @@ std::vector<int64_t> next_tokens(ParallelModel& model, const at::Tensor& tokens,
   const int64_t rows = tokens.size(0);
   at::Tensor picked = at::zeros({rows}, at::kLong);
   if (logits) {
-    for (int64_t row = 0; row < rows; ++row)
-      picked[row] = pick_token((*logits)[row][logits->size(1) - 1], sampling, row, step);
+    const int64_t vocab = logits->size(2);
+    const int64_t limit = sampling.vocab_limit > 0 ? std::min(sampling.vocab_limit, vocab) : vocab;
+    for (int64_t row = 0; row < rows; ++row) {
+      picked[row] =
+          pick_token((*logits)[row][logits->size(1) - 1].narrow(0, 0, limit), sampling, row, step);
+    }
   }
   if (PipelineRunner* pipeline = model.pipeline()) {
     // The last stage's ranks picked: the other pp ranks take their tokens.

@@ -15,6 +15,9 @@ struct SamplingOptions {
   int64_t top_k = 0;         ///< keep the k most likely tokens (0: all)
   double top_p = 1.0;        ///< keep the most likely tokens whose probabilities reach p
   uint64_t seed = 0;
+  /// Pick among the ids below it (0: the whole vocabulary): a tokenizer with fewer ids than the
+  /// model's padded vocabulary decodes only those (NOTE [The data's tokenizer]).
+  int64_t vocab_limit = 0;
 };
 
 /// The next token of sample `row` at step `step` from its logits [V] over the vocabulary (any

@@ -33,28 +33,38 @@ void check_config(const std::string& folder, const nlohmann::json& file, const H
   const std::string path = folder + "/config.json";
   VS_USER_CHECK(file.is_object(), "[hf] {}: not a JSON object", path);
   for (const auto& [key, ours] : layout.checked_keys) {
-    if (!file.contains(key)) continue;
+    const auto fallback = layout.hf_defaults.find(key);
+    if (!file.contains(key) && fallback == layout.hf_defaults.end()) continue;
+    const bool given = file.contains(key);
+    const nlohmann::json& got = given ? file[key] : fallback->second;
+    const std::string shown_got =
+        given ? got.dump()
+              : fmt::format("{} (Hugging Face's default: the file does not set it)", got.dump());
     const nlohmann::json& want = layout.config.at(key);
-    if (same_value(file[key], want)) continue;
+    if (same_value(got, want)) continue;
     const auto also = layout.also_accepted.find(key);
-    if (also != layout.also_accepted.end() && same_value(file[key], also->second)) continue;
-    VS_USER_CHECK(file[key].is_number() == want.is_number() || want.is_null(),
+    if (also != layout.also_accepted.end() && same_value(got, also->second)) continue;
+    VS_USER_CHECK(got.is_number() == want.is_number() || want.is_null(),
                   "[hf] {}: {} is {}, a {}; Hugging Face writes it as {} (e.g. {})", path, key,
-                  file[key].dump(), file[key].type_name(),
-                  want.is_number() ? "a number" : want.type_name(), want.dump());
+                  got.dump(), got.type_name(), want.is_number() ? "a number" : want.type_name(),
+                  want.dump());
+    // A count or size of zero or less is no model: not a value to advise.
+    VS_USER_CHECK(!got.is_number() || !want.is_number() || got.get<double>() > 0,
+                  "[hf] {}: {} = {} is not a {} of a model (a damaged config.json?)", path, key,
+                  got.dump(), want.is_number_integer() ? "positive count" : "positive value");
     if (ours.empty()) {
       throw UserError(fmt::format(
           "[hf] {}: {} = {}, but model.name = '{}' is {} = {} in Hugging Face's layout; this "
           "folder holds another kind of model",
-          path, key, file[key].dump(), config.model, key, want.dump()));
+          path, key, shown_got, config.model, key, want.dump()));
     }
     const nlohmann::json& shown = also != layout.also_accepted.end() ? also->second : want;
     const bool settable = ours.rfind("model.", 0) == 0;
     throw UserError(fmt::format(
         "[hf] {}: {} = {}, but this job's {} = {}; the model must be the one the weights are "
         "for{}",
-        path, key, file[key].dump(), ours, shown.dump(),
-        settable ? fmt::format(" (set {} = {})", ours, file[key].dump()) : std::string()));
+        path, key, shown_got, ours, shown.dump(),
+        settable ? fmt::format(" (set {} = {})", ours, got.dump()) : std::string()));
   }
 }
 

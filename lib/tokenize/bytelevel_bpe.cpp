@@ -86,13 +86,18 @@ class ByteLevelBpe final : public Tokenizer {
     } catch (const json::exception& e) {
       fail(fmt::format("is not JSON ({})", e.what()));
     }
-    if (!j.is_object() || !j.contains("model")) fail("has no \"model\": not a tokenizer.json");
+    if (!j.is_object())
+      fail(fmt::format("is JSON but {} {}, not an object with a \"model\": not a tokenizer.json",
+                       j.is_array() ? "an" : "a", j.type_name()));
+    if (!j.contains("model")) fail("has no \"model\": not a tokenizer.json");
     std::optional<std::vector<int64_t>> from_template;
     try {
       load(j);
       from_template = template_start(j.contains("post_processor") ? j["post_processor"] : json());
+    } catch (const json::out_of_range& e) {
+      fail(fmt::format("lacks a key the format needs: {}", json_detail(e)));
     } catch (const json::exception& e) {
-      fail(fmt::format("has a key of the wrong type ({})", e.what()));
+      fail(fmt::format("has a key of the wrong type: {}", json_detail(e)));
     }
     find_special_tokens(from_template);
   }
@@ -156,6 +161,24 @@ class ByteLevelBpe final : public Tokenizer {
     return id >= 0 && id < vocab_size() && has_id_[static_cast<size_t>(id)];
   }
 
+  /// nlohmann's message without its "[json.exception.type_error.302] " prefix.
+  static std::string json_detail(const json::exception& e) {
+    const std::string what = e.what();
+    const size_t end = what.rfind("] ", what.find(' ') + 1);
+    return what.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? what.substr(end + 2)
+                                                                              : what;
+  }
+
+  /// The whole-number id `value` of `where`, in [0, 2^31).
+  int64_t id_of(const json& value, const std::string& where) const {
+    if (!value.is_number_integer())
+      fail(fmt::format("{} is {}, not a whole-number id", where, value.dump()));
+    const int64_t id = value.get<int64_t>();
+    if (id < 0 || id >= (int64_t{1} << 31))
+      fail(fmt::format("{} = {} is not an id in [0, 2^31)", where, id));
+    return id;
+  }
+
   [[noreturn]] void fail(const std::string& what) const {
     throw UserError(fmt::format("tokenizer {}: {}", path_, what));
   }
@@ -200,19 +223,31 @@ class ByteLevelBpe final : public Tokenizer {
       char_byte[static_cast<size_t>(byte_chars[static_cast<size_t>(b)])] = b;
       unicode::append_utf8(byte_chars[static_cast<size_t>(b)], &byte_text_[static_cast<size_t>(b)]);
     }
+    const json added = j.value("added_tokens", json::array());
+    if (!added.is_array()) fail("added_tokens is not a list");
     int64_t max_id = -1;
     for (const auto& [token, id] : vocab.items())
-      max_id = std::max<int64_t>(max_id, id.get<int64_t>());
-    for (const json& t : j.value("added_tokens", json::array()))
-      max_id = std::max<int64_t>(max_id, t.at("id").get<int64_t>());
-    if (max_id < 0 || max_id >= (int64_t{1} << 31))
-      fail("model.vocab is empty or its ids pass 2^31");
+      max_id = std::max(max_id, id_of(id, fmt::format("model.vocab[\"{}\"]", token)));
+    for (const json& t : added)
+      max_id = std::max(max_id, id_of(t.at("id"), "an added token's id"));
+    if (max_id < 0) fail("model.vocab is empty");
+    // Ids are dense in every real tokenizer; a stray large one would size the tables to it.
+    const auto entries = static_cast<int64_t>(vocab.size() + added.size());
+    if (max_id >= entries + 65536)
+      fail(
+          fmt::format("its ids reach {} for {} tokens: the ids of a tokenizer are 0..{} with "
+                      "few gaps",
+                      max_id, entries, entries - 1));
     id_bytes_.assign(static_cast<size_t>(max_id) + 1, std::string());
     has_id_.assign(id_bytes_.size(), false);
     vocab_.reserve(vocab.size());
+    std::vector<const std::string*> token_of(id_bytes_.size(), nullptr);
     for (const auto& [token, value] : vocab.items()) {
       const int64_t id = value.get<int64_t>();
-      if (id < 0) fail(fmt::format("model.vocab[\"{}\"] = {} is negative", token, id));
+      if (token_of[static_cast<size_t>(id)] != nullptr)
+        fail(fmt::format("model.vocab gives id {} to both \"{}\" and \"{}\"", id,
+                         *token_of[static_cast<size_t>(id)], token));
+      token_of[static_cast<size_t>(id)] = &token;
       vocab_.emplace(token, static_cast<int32_t>(id));
       has_id_[static_cast<size_t>(id)] = true;
       std::string& out = id_bytes_[static_cast<size_t>(id)];
@@ -245,7 +280,7 @@ class ByteLevelBpe final : public Tokenizer {
       }
     }
     load_merges(model.at("merges"));
-    load_added_tokens(j.value("added_tokens", json::array()));
+    load_added_tokens(added);
   }
 
   /// The ids a TemplateProcessing post-processor, alone or in a Sequence, puts before the text
@@ -330,6 +365,8 @@ class ByteLevelBpe final : public Tokenizer {
   }
 
   void load_merges(const json& merges) {
+    if (!merges.is_array())
+      fail(fmt::format("model.merges is a {}, not a list of merges", merges.type_name()));
     merges_.reserve(merges.size());
     int32_t rank = 0;
     for (const json& m : merges) {
@@ -362,8 +399,11 @@ class ByteLevelBpe final : public Tokenizer {
     for (const json& t : tokens) {
       AddedToken a;
       a.content = t.at("content").get<std::string>();
-      a.id = t.at("id").get<int32_t>();
-      if (a.id < 0) fail(fmt::format("added_tokens id {} is negative", a.id));
+      a.id = static_cast<int32_t>(t.at("id").get<int64_t>());  // id_of checked it
+      // An added token may repeat a vocabulary entry (GPT-2's <|endoftext|>), not take its id.
+      if (has_id_[static_cast<size_t>(a.id)] && id_bytes_[static_cast<size_t>(a.id)] != a.content)
+        fail(fmt::format("added token \"{}\" takes id {}, which is already \"{}\"", a.content, a.id,
+                         id_bytes_[static_cast<size_t>(a.id)]));
       a.lstrip = t.value("lstrip", false);
       a.rstrip = t.value("rstrip", false);
       a.normalized = t.value("normalized", !t.value("special", false));

@@ -118,6 +118,10 @@ class SentencePieceTokenizer final : public Tokenizer {
 
   /// Up to the last space that follows a character other than a space (NOTE [SentencePiece
   /// streaming]); 0 for models that do not split there.
+  /// data prepare of 3 MB without a space on a 300-piece BPE model: 829 MB of peak RSS
+  /// against 171 MB for 30 KB, ~220 bytes a byte (2026-11-28, this machine).
+  double encode_memory_per_byte() const override { return 220; }
+
   size_t stable_prefix(std::string_view text) const override {
     if (!splits_at_spaces_) return 0;
     for (size_t p = text.size(); p-- > 1;)

@@ -140,10 +140,12 @@ void check_options(const TokenizerTrainOptions& o) {
   VS_USER_CHECK(!o.files.empty(), "tokenizer train: name at least one text file");
   VS_USER_CHECK(o.type == "bpe" || o.type == "unigram",
                 "tokenizer train: --type {} is not one of bpe, unigram", o.type);
-  VS_USER_CHECK(o.vocab_size >= 260 && o.vocab_size <= (int64_t{1} << 31) - 1,
-                "tokenizer train: --vocab-size {} must be at least 260 (the 256 byte pieces of "
-                "byte fallback, the unknown, begin and end pieces, and the text's characters)",
-                o.vocab_size);
+  VS_USER_CHECK(
+      o.vocab_size >= 260 && o.vocab_size <= (int64_t{1} << 31) - 1,
+      "tokenizer train: --vocab-size {} must be in [260, 2^31 - 1] (at least the 256 byte "
+      "pieces of byte fallback, the unknown, begin and end pieces, and the text's "
+      "characters)",
+      o.vocab_size);
   std::set<std::string> seen;
   for (const auto& t : o.special_tokens) {
     VS_USER_CHECK(!t.empty() && t.find(',') == std::string::npos,

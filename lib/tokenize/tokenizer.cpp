@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "tokenize/bytelevel_bpe.h"
 #include "tokenize/sentencepiece_tokenizer.h"
 
@@ -41,10 +42,11 @@ class ByteTokenizer final : public Tokenizer {
 
 /// Whether the file starts like JSON (a tokenizer.json) rather than a SentencePiece model.
 bool looks_like_json(const std::string& path) {
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) return true;
   std::ifstream in(path, std::ios::binary);
   char c = 0;
   while (in.get(c))
-    if (!std::isspace(static_cast<unsigned char>(c))) return c == '{';
+    if (!std::isspace(static_cast<unsigned char>(c))) return c == '{' || c == '[';
   return false;
 }
 
@@ -62,6 +64,8 @@ std::unique_ptr<Tokenizer> open_tokenizer(const std::string& path) {
                   "tokenizer {}: the folder holds neither tokenizer.json nor tokenizer.model",
                   path);
   }
+  // Something that is there but not a file (a FIFO, a device) is named as what it is.
+  if (std::filesystem::exists(file, ec)) require_regular_file(file, "tokenizer");
   VS_USER_CHECK(std::filesystem::is_regular_file(file, ec),
                 "tokenizer {}: no such file (a tokenizer is \"bytes\", a SentencePiece model "
                 "file such as tokenizer.model, e.g. from `vescale-train tokenizer train`, a "

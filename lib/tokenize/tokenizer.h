@@ -52,6 +52,10 @@ class Tokenizer {
   /// rest that begins with text[p:]: how much of a long file can be encoded before the rest is
   /// read (`data prepare` streams so). 0 where the tokenizer knows no such place in `text`.
   virtual size_t stable_prefix(std::string_view text) const = 0;
+  /// Bytes of memory encode() takes per byte of the text it encodes at once, where that is much
+  /// (SentencePiece: ~220, measured), else 0: `data prepare` refuses a stretch it cannot cut that
+  /// would not fit in memory.
+  virtual double encode_memory_per_byte() const { return 0; }
 };
 
 /// The tokenizer `path` names: "bytes", a SentencePiece model file, a tokenizer.json, or a folder

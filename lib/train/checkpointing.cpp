@@ -113,10 +113,17 @@ enum class LoadParts { kModelAndOptimizer, kModel };
 /// masked, and a padded vocabulary of the same rows under another tp degree is the way to reshard
 /// across it), and for a resumed run the optimizer (its state), the seed (the data order and the
 /// dropout masks of the steps to come) and the training keys such as dropout (the training
-/// function).
+/// function). The keys that choose each step's rows (the seed, the global batch, the sequence
+/// length) follow one rule, issue [36]: a resumed run keeps them all, since its curve is the
+/// straight run's only with the same data order.
+bool changes_data_order(const std::string& name) {
+  return name == "training.seed" || name == "training.global_batch_size" ||
+         name == "training.seq_len";
+}
+
 bool must_match(const ConfigKey& key, const std::string& model, LoadParts parts) {
   if (key.name == "model.name") return true;
-  if (key.name == "optimizer.name" || key.name == "training.seed")
+  if (key.name == "optimizer.name" || changes_data_order(key.name))
     return parts != LoadParts::kModel;
   if (key.families.empty() || !key.applies_to(model)) return false;
   if (key.role == KeyRole::kLayout) return false;
@@ -142,8 +149,10 @@ void check_same_architecture(const JobConfig& config, const CheckpointReader& re
                   "trained with {} = {}; {} ({}, or start a new run)",
                   reader.path(), k.name, mine, k.name, theirs,
                   k.name == "optimizer.name" ? "resuming continues its optimizer state"
-                  : k.name == "training.seed"
-                      ? "resuming continues its data order and dropout masks exactly"
+                  : changes_data_order(k.name)
+                      ? "resuming continues its data order and dropout masks exactly (each "
+                        "step's rows come from the seed, the step, the global batch and the "
+                        "sequence length)"
                   : parts == LoadParts::kModel ? "the model must be the one it trained"
                                                : "a resumed run keeps its architecture",
                   fmt::format("set {} = {}", k.name, theirs));

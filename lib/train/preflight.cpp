@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "mesh/job_mesh.h"
+#include "train/data_tokenizer.h"
 #include "train/lm_task.h"
 #include "train/model_factory.h"
 #include "train/parallel_model.h"
@@ -43,6 +44,7 @@ ResolvedPlan check_layout(const JobConfig& c) {
 Preflight preflight(const JobConfig& c, const PreflightOptions& options) {
   Preflight out{check_layout(c), std::nullopt};
   check_data_files(c);
+  open_data_tokenizer(c);  // NOTE [The data's tokenizer]
   if (options.scan_data && c.family().objective() == Objective::kNextToken)
     out.tokens = load_job_tokens(c);
   const Device device = parse_device(c.device, 0);

@@ -233,6 +233,29 @@ class HuggingFaceTokenizer(unittest.TestCase):
                 {"<x>": {"id": "<x>", "ids": [999999], "tokens": ["<x>"]}}))),
              "post_processor's special token \"<x>\" has id 999999, which is not among its tokens"),
         ]
+        # [36]'s hostile files: each was taken, or died with bad_alloc or a raw json exception.
+        first = next(iter(good["model"]["vocab"]))
+        cases += [
+            (variant("duplicate-id", lambda s: s["model"]["vocab"].update(
+                {"zzz": s["model"]["vocab"][first]})), "model.vocab gives id"),
+            (variant("float-id", lambda s: s["model"]["vocab"].update(zzz=1.5)),
+             'model.vocab["zzz"] is 1.5, not a whole-number id'),
+            (variant("string-merges", lambda s: s["model"].update(merges="a b")),
+             "model.merges is a string, not a list of merges"),
+            (variant("huge-id", lambda s: s["model"]["vocab"].update(zzz=2000000000)),
+             "its ids reach 2000000000"),
+            (variant("no-vocab", lambda s: s["model"].pop("vocab")),
+             "lacks a key the format needs: key 'vocab' not found"),
+            (variant("added-takes-id", lambda s: s["added_tokens"].append(
+                {"id": s["model"]["vocab"][first], "content": "<taken>"})),
+             'added token "<taken>" takes id'),
+        ]
+        for name, text, needle in (("list", "[1, 2]", "is JSON but an array"),
+                                   ("string", '"tokenizer"', "is JSON but a string")):
+            path = os.path.join(self.tmp, name + ".json")
+            with open(path, "w") as f:
+                f.write(text)
+            cases.append((path, needle))
         broken = os.path.join(self.tmp, "broken.json")
         with open(broken, "w") as f:
             f.write('{"model": {"type": "BPE", "vocab": {')

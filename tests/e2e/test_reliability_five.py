@@ -3,7 +3,10 @@ a one-line error and exit 2 with nothing written, or the right behaviour: `token
 of SIGSEGV at SentencePiece's first log line (a long line, a vocabulary the text cannot fill,
 whitespace-only text, repeated or reserved specials, binary input), and `tokenizer train` and
 `plan auto` wrote over their own inputs; `data prepare` left new token files beside an old
-meta.json (read at the wrong width) and its partial files after a refusal."""
+meta.json (read at the wrong width) and its partial files after a refusal; data.tokenizer was
+never checked; a resume under another global batch was taken; comm bench started workers for
+messages that could not fit; and a dozen flags took values they should not."""
+import json
 import os
 import random
 import shutil
@@ -13,6 +16,7 @@ import unittest
 
 from common import BINARY, TINY_GPT_TWO_STEPS, write_config
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
 
 
@@ -39,8 +43,8 @@ class ReliabilityFive(unittest.TestCase):
         return folder
 
     def run_in(self, folder, *args):
-        return subprocess.run([BINARY, *args], capture_output=True, text=True, timeout=300,
-                              cwd=folder)
+        return subprocess.run([BINARY, *args], capture_output=True, text=True, errors="replace",
+                              timeout=300, cwd=folder)
 
     def one_error(self, folder, *args, needle):
         """vescale-train ARGS in `folder`: exit 2, one error line holding `needle`, the folder as
@@ -160,6 +164,102 @@ class ReliabilityFive(unittest.TestCase):
         with open(os.path.join(data, "meta.json.partial"), "w") as f:
             f.write("{}")
         self.one_error(folder, *train, needle="a data prepare stopped while it replaced")
+
+    def test_the_data_tokenizer_is_checked_before_the_first_step(self):
+        rng = random.Random(4)
+        folder = self.folder_with({"a.txt": sentences(rng, 300) + "\n"})
+        for args in (["a.txt", "-o", "bytes-data"],):
+            result = self.run_in(folder, "data", "prepare", *args)
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        result = self.run_in(folder, "tokenizer", "train", "a.txt", "-o", "sp.model",
+                             "--vocab-size", "300")
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        config = write_config(self.folder_with({}), TINY_GPT_TWO_STEPS)
+        tokens = [config, "--data.source=tokens", f"--data.path={os.path.join(folder, 'bytes-data')}",
+                  "--model.vocab_size=300", "--checkpoint.interval=2",
+                  f"--job.dump_folder={os.path.join(folder, 'run')}"]
+        for command in (["train"], ["plan", "lint"]):
+            self.one_error(folder, *command, *tokens, "--data.tokenizer=missing.model",
+                           needle='data.tokenizer = "missing.model": tokenizer missing.model: '
+                                  'no such file')
+            self.one_error(folder, *command, *tokens, "--data.tokenizer=sp.model",
+                           needle="says its tokens were made by bytes")
+        self.one_error(folder, "train", config, "--data.source=text",
+                       f"--data.path={os.path.join(folder, 'a.txt')}", "--model.vocab_size=256",
+                       "--data.tokenizer=sp.model", needle='with data.source = "text"')
+        # A tokenizer with more ids than the model; one with fewer generates within its own.
+        self.one_error(folder, "train", config, "--data.tokenizer=sp.model",
+                       needle="has 300 tokens, more than the model's vocabulary of 32")
+        result = self.run_in(folder, "train", *tokens, "--data.tokenizer=bytes")
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        # The model's 300 ids, the tokenizer's 256: sampling once picked ids bytes cannot decode.
+        for seed in range(3):
+            result = self.run_in(folder, "generate", *tokens, "--data.tokenizer=bytes",
+                                 "--checkpoint", "latest", "--prompt", "ab", "--seed", str(seed),
+                                 "--max-new-tokens=12")
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+            self.assertTrue(result.stdout.startswith("ab"), result.stdout)
+        # Resuming under another global batch changes the data order: refused, as a seed is.
+        self.one_error(folder, "train", *tokens, "--data.tokenizer=bytes", "--training.steps=4",
+                       "--checkpoint.load=latest", "--training.global_batch_size=8",
+                       needle="training.global_batch_size = 8 in this job's config, but the "
+                              "checkpoint's run was trained with training.global_batch_size = 4")
+
+    def test_flags_and_sizes_refused_before_anything_starts(self):
+        folder = self.folder_with({"a.txt": "hello world\n" * 50, "file": "x"})
+        os.mkfifo(os.path.join(folder, "fifo"))
+        config = write_config(self.folder_with({}), TINY_GPT_TWO_STEPS)
+        cases = [
+            (["data", "prepare", "a.txt", "-o", "out", "--threads", "0"], "'0' is not a whole "
+             "number in [1, 1024]"),
+            (["data", "prepare", "a.txt", "-o", "out", "--threads", "100000"], "[1, 1024]"),
+            (["data", "prepare", "a.txt", "-o", "file"], "a file, not a folder"),
+            (["tokenizer", "train", "a.txt", "-o", "m.model", "--threads", "-3"], "[1, 1024]"),
+            (["tokenizer", "train", "a.txt", "-o", "m.model", "--vocab-size", "4294967297"],
+             "--vocab-size 4294967297 must be in [260, 2^31 - 1]"),
+            (["tokenizer", "encode", "--tokenizer", "fifo", "--text", "x"], "a FIFO"),
+            (["train", config, "--nproc", "0"], "'0' is not a whole number in [1, 65536]"),
+            (["train", config, "--max-restarts", "-1"], "'-1' is not a whole number in [0, "),
+            (["train", config, "--min-ranks", "0"], "'0' is not a whole number in [1, 65536]"),
+            (["train", config, "--min-ranks", "2"], "add --elastic"),
+            (["train", config, "--parallel.dp=Auto"], 'must be an integer or "auto"'),
+            (["comm", "bench", "--timeout", "0"], "'0' is not a finite number in [0.001, 86400]"),
+            (["comm", "bench", "--nproc", "2", "--sizes", "100G"],
+             "comm bench --sizes 100G: 2 ranks each holding about"),
+            (["comm", "bench", "--mesh", "dp=2048,tp=2"], "needs 4096 local worker processes"),
+        ]
+        for args, needle in cases:
+            self.one_error(folder, *args, needle=needle)
+
+    def test_a_mixtral_config_json_read_as_transformers_would(self):
+        folder = self.folder_with({})
+        mixtral = os.path.join(ROOT, "configs", "mixtral-tiny.toml")
+        run_args = ["--training.steps=1", "--checkpoint.interval=1", "--parallel.dp=1",
+                    "--parallel.ep=1", "--data.source=synthetic",
+                    f"--job.dump_folder={os.path.join(folder, 'run')}"]
+        result = self.run_in(folder, "train", mixtral, *run_args)
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        hf = os.path.join(folder, "hf")
+        result = self.run_in(folder, "export", os.path.join(folder, "run", "checkpoints",
+                                                            "step-000001"), "-o", hf)
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        path = os.path.join(hf, "config.json")
+        with open(path) as f:
+            good = json.load(f)
+        self.assertNotEqual(good["num_local_experts"], 8)  # the test needs another count
+        eval_args = ["eval", mixtral, "--parallel.dp=1", "--parallel.ep=1",
+                     "--data.source=synthetic", "--checkpoint", f"hf:{hf}"]
+        for change, needle in (
+                (lambda c: c.pop("num_local_experts"),
+                 "num_local_experts = 8 (Hugging Face's default: the file does not set it)"),
+                (lambda c: c.update(num_local_experts=-4),
+                 "num_local_experts = -4 is not a positive count of a model")):
+            config = dict(good)
+            change(config)
+            with open(path, "w") as f:
+                json.dump(config, f)
+            line = self.one_error(folder, *eval_args, needle=needle)
+            self.assertNotIn("= -4)", line)  # no advice to set the key to -4
 
 
 if __name__ == "__main__":
