@@ -211,9 +211,16 @@ class ByteLevelBpe final : public Tokenizer {
         model["dropout"].get<double>() != 0.0)
       unsupported("model.dropout (BPE dropout is for training)");
     ignore_merges_ = model.value("ignore_merges", false);
-    const bool byte_fallback = model.value("byte_fallback", false);
+    const json added = j.value("added_tokens", json::array());
+    if (!added.is_array()) fail("added_tokens is not a list");
+    load_vocab(model, added);
+    load_merges(model.at("merges"));
+    load_added_tokens(added);
+  }
 
-    // The vocabulary: id -> the byte string it decodes to.
+  /// The vocabulary: id -> the byte string it decodes to; each byte's id.
+  void load_vocab(const json& model, const json& added) {
+    const bool byte_fallback = model.value("byte_fallback", false);
     const json& vocab = model.at("vocab");
     if (!vocab.is_object()) fail("model.vocab is not an object of token: id");
     const std::array<char32_t, 256> byte_chars = byte_characters();
@@ -223,8 +230,6 @@ class ByteLevelBpe final : public Tokenizer {
       char_byte[static_cast<size_t>(byte_chars[static_cast<size_t>(b)])] = b;
       unicode::append_utf8(byte_chars[static_cast<size_t>(b)], &byte_text_[static_cast<size_t>(b)]);
     }
-    const json added = j.value("added_tokens", json::array());
-    if (!added.is_array()) fail("added_tokens is not a list");
     int64_t max_id = -1;
     for (const auto& [token, id] : vocab.items())
       max_id = std::max(max_id, id_of(id, fmt::format("model.vocab[\"{}\"]", token)));
@@ -279,8 +284,6 @@ class ByteLevelBpe final : public Tokenizer {
                         b, byte_text_[static_cast<size_t>(b)], b));
       }
     }
-    load_merges(model.at("merges"));
-    load_added_tokens(added);
   }
 
   /// The ids a TemplateProcessing post-processor, alone or in a Sequence, puts before the text
