@@ -12,6 +12,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
+#include <limits>
 #include <cstdio>
 #include <mutex>
 #include <string>
@@ -392,7 +393,11 @@ Outputs run_loss(const LossPath& path, Device device, at::ScalarType dtype) {
     vocab.real = columns == 40 ? columns - 6 : columns;
     const at::Tensor targets = at::arange(rows, at::kLong).mul(5).remainder(vocab.real);
     at::Tensor logits = pattern({rows, vocab.real}, 0.8).mul(4);
-    if (columns > 40) logits.scatter_(1, targets.unsqueeze(1), 9.0);
+    if (columns > 40) {
+      logits.scatter_(1, targets.unsqueeze(1), 9.0);
+      // Masked logits first in a row: each CUDA thread's first elements are -inf.
+      logits[1].narrow(0, 100, 600).fill_(-std::numeric_limits<double>::infinity());
+    }
     const local::LossChunk c = local::loss_chunk(path.id, logits.to(dtype).to(device),
                                                  targets.to(device), vocab, acc, 24.0, true);
     out.push_back(c.loss);
@@ -421,24 +426,29 @@ Outputs run_rotary(const RotaryPath& path, Device device, at::ScalarType dtype) 
   return {out.detach(), x.grad()};
 }
 
-/// x + delta and its LayerNorm (with a bias) or RMSNorm (without) over 48 columns, and the
-/// gradients of x, delta, the weight and the bias for gradients of both outputs.
+/// x + delta and its LayerNorm (with a bias) or RMSNorm (without), and the gradients of x,
+/// delta, the weight and the bias for gradients of both outputs: 24 rows of 48 columns, then 600
+/// rows of 320 (more rows than the CUDA backward's 512 blocks, a row longer than a block).
 Outputs run_add_norm(const AddNormPath& path, Device device, at::ScalarType dtype) {
   const auto make = [&](std::vector<int64_t> shape, double phase, double scale) {
     return pattern(shape, phase).mul(scale).to(dtype).to(device).requires_grad_();
   };
   Outputs out;
-  for (const NormKind kind : {NormKind::kLayerNorm, NormKind::kRmsNorm}) {
-    const bool layer_norm = kind == NormKind::kLayerNorm;
-    const at::Tensor x = make({4, 6, 48}, 0.3, 2), delta = make({4, 6, 48}, 0.7, 1);
-    const at::Tensor w = make({48}, 0.5, 1).add(1).detach().requires_grad_();
-    const at::Tensor b = layer_norm ? make({48}, 0.9, 0.5) : at::Tensor();
-    const auto [sum, normed] = path.run(kind, x, delta, w, b, 1e-5);
-    torch::autograd::backward({sum, normed}, {pattern({4, 6, 48}, 0.2).to(dtype).to(device),
-                                              pattern({4, 6, 48}, 0.6).to(dtype).to(device)});
-    for (const at::Tensor& t : {sum.detach(), normed.detach(), x.grad(), delta.grad(), w.grad()})
-      out.push_back(t);
-    if (layer_norm) out.push_back(b.grad());
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{4, 6, 48}, std::vector<int64_t>{2, 300, 320}}) {
+    for (const NormKind kind : {NormKind::kLayerNorm, NormKind::kRmsNorm}) {
+      const bool layer_norm = kind == NormKind::kLayerNorm;
+      const int64_t c = shape.back();
+      const at::Tensor x = make(shape, 0.3, 2), delta = make(shape, 0.7, 1);
+      const at::Tensor w = make({c}, 0.5, 1).add(1).detach().requires_grad_();
+      const at::Tensor b = layer_norm ? make({c}, 0.9, 0.5) : at::Tensor();
+      const auto [sum, normed] = path.run(kind, x, delta, w, b, 1e-5);
+      torch::autograd::backward({sum, normed}, {pattern(shape, 0.2).to(dtype).to(device),
+                                                pattern(shape, 0.6).to(dtype).to(device)});
+      for (const at::Tensor& t : {sum.detach(), normed.detach(), x.grad(), delta.grad(), w.grad()})
+        out.push_back(t);
+      if (layer_norm) out.push_back(b.grad());
+    }
   }
   return out;
 }

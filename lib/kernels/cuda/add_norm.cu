@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads)
                              float* __restrict__ partial_w, float* __restrict__ partial_b,
                              int64_t rows, int64_t c) {
   float* pw = partial_w + blockIdx.x * c;
-  float* pb = partial_b + blockIdx.x * c;
+  float* pb = kLayerNorm ? partial_b + blockIdx.x * c : nullptr;
   for (int64_t j = threadIdx.x; j < c; j += kThreads) {
     pw[j] = 0.0f;
     if (kLayerNorm) pb[j] = 0.0f;
@@ -113,7 +113,8 @@ __global__ void __launch_bounds__(kThreads)
       const float g = dn * static_cast<float>(w[j]);
       g_sum += g;
       g_xhat += g * xhat;
-      pw[j] += dn * xhat;
+      // RMSNorm's weight multiplies the normed rows rounded to T (local::rms_norm).
+      pw[j] += dn * (kLayerNorm ? xhat : static_cast<float>(static_cast<T>(xhat)));
       if (kLayerNorm) pb[j] += dn;
     }
     const float inv_c = 1.0f / static_cast<float>(c);
@@ -180,6 +181,9 @@ AddNormGrads add_norm_backward(bool layer_norm, const at::Tensor& d_sum_in,
                                const at::Tensor& w_in, const at::Tensor& mean_in,
                                const at::Tensor& rstd_in) {
   check_add_norm("add_norm_backward", sum_in, w_in);
+  TORCH_CHECK((!d_normed_in.defined() || d_normed_in.sizes() == sum_in.sizes()) &&
+                  (!d_sum_in.defined() || d_sum_in.sizes() == sum_in.sizes()),
+              "[kernels] add_norm_backward: gradients of the sum's shape");
   const c10::cuda::CUDAGuard guard(sum_in.device());
   const at::Tensor sum = sum_in.contiguous(), w = w_in.contiguous();
   const int64_t c = sum.size(-1), rows = c == 0 ? 0 : sum.numel() / c;

@@ -23,7 +23,7 @@ struct MaxSum {
 
 __device__ __forceinline__ MaxSum merge_max_sum(MaxSum a, MaxSum b) {
   const float m = fmaxf(a.max, b.max);
-  if (m == -INFINITY) return {m, 0.0f};
+  if (m == -INFINITY) return {m, a.sum + b.sum};  // 0, or a NaN that must stay one
   return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
 }
 
@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kThreads)
     if (x > v.max) {
       v.sum = v.sum * expf(v.max - x) + 1.0f;
       v.max = x;
-    } else {
+    } else if (x != -INFINITY) {  // exp(-inf - max) is 0; -inf - -inf would be NaN
       v.sum += expf(x - v.max);
     }
   }
