@@ -12,8 +12,8 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
-#include <limits>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <utility>
