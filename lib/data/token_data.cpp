@@ -100,14 +100,7 @@ void scan_vocab(const MappedTokens<T>& tokens) {
   }
 }
 
-/// What `meta.json` declares: its vocabulary (0 if the folder has none) and the token width,
-/// "uint16" (nanoGPT's, the default) or "uint32" (`data prepare` for vocabularies over 65,536).
-struct TokenMeta {
-  int64_t vocab_size = 0;
-  std::string dtype = "uint16";
-  int64_t train_tokens = -1;  ///< as `data prepare` wrote them; -1: not said
-  int64_t val_tokens = -1;
-};
+}  // namespace
 
 TokenMeta read_token_meta(const std::filesystem::path& folder) {
   const std::filesystem::path path = folder / "meta.json";
@@ -133,8 +126,14 @@ TokenMeta read_token_meta(const std::filesystem::path& folder) {
                   "data {}: \"{}\" is {}, not a token count", path.string(), key, meta[key].dump());
     *field = meta[key].get<int64_t>();
   }
+  for (auto [key, field] :
+       {std::pair{"tokenizer", &m.tokenizer}, {"tokenizer_path", &m.tokenizer_path}}) {
+    if (meta.contains(key) && meta[key].is_string()) *field = meta[key].get<std::string>();
+  }
   return m;
 }
+
+namespace {
 
 /// train.bin or val.bin of `T` tokens, checked by a scan when there is no meta.json.
 template <typename T>

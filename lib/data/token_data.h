@@ -12,6 +12,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -50,6 +51,20 @@ TokenData load_text_tokens(const std::string& path, double val_fraction);
 inline constexpr int64_t kScanHeadTokens = 1 << 20;
 inline constexpr int64_t kScanChunks = 32;
 inline constexpr int64_t kScanChunkTokens = 1 << 16;
+
+/// What a tokens folder's `meta.json` declares: its vocabulary (0 if the folder has none), the
+/// token width, "uint16" (nanoGPT's, the default) or "uint32" (`data prepare` for vocabularies
+/// over 65,536), and what `data prepare` wrote beside them.
+struct TokenMeta {
+  int64_t vocab_size = 0;
+  std::string dtype = "uint16";
+  int64_t train_tokens = -1;  ///< -1: not said
+  int64_t val_tokens = -1;
+  std::string tokenizer;       ///< the tokenizer's identity (tokenize/tokenizer.h); "": not said
+  std::string tokenizer_path;  ///< as data prepare was given it; "": not said
+};
+/// `folder`/meta.json read and checked (a UserError naming it); the defaults without one.
+TokenMeta read_token_meta(const std::filesystem::path& folder);
 
 /// data.source = "tokens": `folder`/train.bin and val.bin, flat uint16 (memory-mapped), for a
 /// model of `vocab_size` tokens (NOTE [Vocabulary check]).

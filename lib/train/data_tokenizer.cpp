@@ -3,29 +3,11 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/input_file.h"
+#include "data/token_data.h"
 
 namespace vescale {
-namespace {
-
-/// The identity of the tokenizer meta.json in `folder` records, "" when it records none.
-std::string recorded_identity(const std::filesystem::path& folder, std::string* recorded_path) {
-  const std::filesystem::path meta_path = folder / "meta.json";
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(meta_path, ec)) return "";
-  const nlohmann::json meta = nlohmann::json::parse(read_input_file(meta_path.string(), "data"),
-                                                    nullptr, /*allow_exceptions=*/false);
-  if (!meta.is_object() || !meta.contains("tokenizer") || !meta["tokenizer"].is_string()) return "";
-  if (meta.contains("tokenizer_path") && meta["tokenizer_path"].is_string())
-    *recorded_path = meta["tokenizer_path"].get<std::string>();
-  return meta["tokenizer"].get<std::string>();
-}
-
-}  // namespace
-
 std::unique_ptr<Tokenizer> open_data_tokenizer(const JobConfig& c) {
   if (c.data_tokenizer.empty()) return nullptr;
   const std::string key =
@@ -42,13 +24,13 @@ std::unique_ptr<Tokenizer> open_data_tokenizer(const JobConfig& c) {
     throw UserError(fmt::format("{}: {}", key, e.what()));
   }
   if (c.data_source == DataSource::kTokens) {
-    std::string recorded_path;
-    const std::string recorded = recorded_identity(c.data_path, &recorded_path);
-    VS_USER_CHECK(recorded.empty() || recorded == t->identity(),
+    const TokenMeta meta = read_token_meta(c.data_path);
+    VS_USER_CHECK(meta.tokenizer.empty() || meta.tokenizer == t->identity(),
                   "{} is {}, but {} says its tokens were made by {}{}: name that tokenizer, or "
                   "prepare the data again with this one",
                   key, t->identity(), (std::filesystem::path(c.data_path) / "meta.json").string(),
-                  recorded, recorded_path.empty() ? "" : fmt::format(" ({})", recorded_path));
+                  meta.tokenizer,
+                  meta.tokenizer_path.empty() ? "" : fmt::format(" ({})", meta.tokenizer_path));
   }
   const int64_t vocab = c.family().vocab_size(c.model_spec());
   VS_USER_CHECK(t->vocab_size() <= vocab,
