@@ -7,27 +7,10 @@
 
 #include "core/error.h"
 #include "dtensor/custom_backward.h"
+#include "kernels/kernel_table.h"
 
 namespace vescale {
 namespace {
-
-/// `x` itself; its gradient times `scale`.
-struct GradScale : public torch::autograd::Function<GradScale> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            double scale) {
-    ctx->saved_data["scale"] = scale;
-    return x;
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    return {grads.at(0) * ctx->saved_data["scale"].toDouble(), at::Tensor()};
-  }
-};
-
-at::Tensor scale_grad(const at::Tensor& x, double scale) {
-  if (scale == 1.0 || !x.requires_grad() || !torch::autograd::GradMode::is_enabled()) return x;
-  return GradScale::apply(x, scale);
-}
 
 /// `rows` [sum of send, C] sent in blocks of send[r] rows to rank r; returns what arrived, blocks
 /// of recv[r] rows from rank r in rank order.
@@ -59,27 +42,6 @@ at::Tensor all_to_all_rows(const at::Tensor& x, const std::vector<int64_t>& send
 
 }  // namespace
 
-at::Tensor run_experts(const at::Tensor& h, const std::vector<int64_t>& counts,
-                       const std::vector<ExpertWeights>& experts, double grad_scale) {
-  VS_CHECK(counts.size() == experts.size(), "[dtensor] run_experts: {} counts for {} experts",
-           counts.size(), experts.size());
-  std::vector<at::Tensor> outputs;
-  int64_t first = 0;
-  for (size_t e = 0; e < experts.size(); ++e) {
-    // An expert without rows runs too: its weights get a (zero) gradient like every parameter,
-    // so that grad sync and ZeRO see the same parameters finish on every rank.
-    const at::Tensor x = h.narrow(0, first, counts[e]);
-    first += counts[e];
-    const at::Tensor w1 = scale_grad(experts[e].w1, grad_scale);
-    const at::Tensor w3 = scale_grad(experts[e].w3, grad_scale);
-    const at::Tensor w2 = scale_grad(experts[e].w2, grad_scale);
-    const at::Tensor inner = at::silu(at::matmul(x, w1.t())) * at::matmul(x, w3.t());
-    outputs.push_back(at::matmul(inner, w2.t()));
-  }
-  VS_CHECK(first == h.size(0), "[dtensor] run_experts: counts of {} rows for {}", first, h.size(0));
-  return outputs.size() == 1 ? outputs.front() : at::cat(outputs);
-}
-
 at::Tensor dispatch_to_experts(const at::Tensor& h, const std::vector<int64_t>& counts,
                                const std::vector<ExpertWeights>& local,
                                const ExpertPlacement& placement) {
@@ -88,7 +50,7 @@ at::Tensor dispatch_to_experts(const at::Tensor& h, const std::vector<int64_t>& 
                static_cast<int64_t>(local.size()) == per_rank && placement.total % ranks == 0,
            "[dtensor] dispatch_to_experts: {} counts and {} local experts of {} over {} ranks",
            counts.size(), local.size(), placement.total, ranks);
-  if (ranks == 1) return run_experts(h, counts, local);
+  if (ranks == 1) return kernels::run_experts(h, at::tensor(counts, at::kLong), local);
   const comm::Group& group = *placement.ep;
   // 1. The counts, each rank's block of experts to that rank; one host read of what arrived.
   const at::Tensor mine = at::tensor(counts, at::kLong).to(h.device());
@@ -126,8 +88,9 @@ at::Tensor dispatch_to_experts(const at::Tensor& h, const std::vector<int64_t>& 
     }
   }
   const at::Tensor by_expert = at::tensor(order, at::kLong).to(h.device());
-  const at::Tensor y = run_experts(received.index_select(0, by_expert), local_counts, local,
-                                   1.0 / static_cast<double>(ranks));
+  const at::Tensor y =
+      kernels::run_experts(received.index_select(0, by_expert), at::tensor(local_counts, at::kLong),
+                           local, 1.0 / static_cast<double>(ranks));
   // 4. Back in the order they arrived, and to the ranks they came from.
   const at::Tensor arrival = at::argsort(by_expert);
   return all_to_all_rows(y.index_select(0, arrival), recv, send, group);

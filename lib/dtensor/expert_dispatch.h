@@ -14,8 +14,9 @@
 //      within an expert), so the slots bound for each ep rank are contiguous;
 //   2. sends every ep rank the counts of its slots for each of that rank's experts (an
 //      all-to-all of num_experts int64s), then the slots' rows (an all-to-all of variable sizes);
-//   3. regroups what arrived by expert (source by source within each) and runs each local
-//      expert on its rows, as one process would, in the same order;
+//   3. regroups what arrived by expert (source by source within each) and runs the local
+//      experts on their rows (kernels::run_experts, NOTE [Grouped experts]), as one process
+//      would, in the same order;
 //   4. sends the results back by the reverse all-to-all, weights them and adds them at their rows.
 // The backward of each all-to-all is the reverse all-to-all of the gradients. Both are labelled
 // "ep" in the comm bytes: the tokens' bytes are the analytic volume of the step's routing
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "comm/group.h"
+#include "kernels/grouped_experts.h"
 
 namespace vescale {
 
@@ -45,18 +47,6 @@ struct ExpertPlacement {
   int64_t count() const { return total / ranks(); }
   int64_t first() const { return ep == nullptr ? 0 : count() * ep->rank(); }
 };
-
-/// One expert's SwiGLU weights: w1 and w3 [I, C], w2 [C, I].
-struct ExpertWeights {
-  at::Tensor w1, w3, w2;
-};
-
-/// Rows `h` [M, C] grouped by expert, `counts[e]` rows for the e-th of `experts` in turn, each
-/// through its expert: w2 (silu(w1 h) * w3 h). `grad_scale` scales the weights' gradients only.
-/// Every expert runs, on no rows too: its weights always get a gradient, and the result [M, C]
-/// depends on `h` even when M is 0, so that the backward always runs.
-at::Tensor run_experts(const at::Tensor& h, const std::vector<int64_t>& counts,
-                       const std::vector<ExpertWeights>& experts, double grad_scale = 1.0);
 
 /// The experts' outputs for rows `h` [S, C] ordered by expert, `counts[e]` for each of the
 /// layer's experts e: computed here when `placement` holds every expert, else sent to the

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "dtensor/expert_dispatch.h"
 #include "dtensor/op_driver.h"
+#include "kernels/kernel_table.h"
 
 namespace vescale {
 namespace {
@@ -28,9 +29,11 @@ struct AttachedLoss : public torch::autograd::Function<AttachedLoss> {
   }
 };
 
-/// The experts' SwiGLU on local pieces: the routed slots ordered by expert (one host read of
-/// the counts), their rows through the experts (here, or on their ep ranks), scaled by their
-/// routing weights and added back at their rows.
+/// The experts' SwiGLU on local pieces: the routed slots ordered by expert, their rows through the
+/// experts (here by the kernel table's path, NOTE [Grouped experts]; or on their ep ranks, which
+/// needs the counts on the host for the all-to-alls' sizes), scaled by their routing weights and
+/// added back at their rows. The counts are made on the device by a scatter-add (at::bincount
+/// reads its input's max back to the host on CUDA).
 at::Tensor moe_experts_local(const at::Tensor& x, const at::Tensor& probs,
                              const std::vector<ExpertWeights>& local, int64_t k,
                              const ExpertPlacement& placement) {
@@ -39,11 +42,19 @@ at::Tensor moe_experts_local(const at::Tensor& x, const at::Tensor& probs,
   const at::Tensor slot_weight = routes.weights.reshape({-1}).to(x.scalar_type());
   const at::Tensor by_expert =
       std::get<1>(at::sort(slot_expert, /*stable=*/true, /*dim=*/0, /*descending=*/false));
-  const at::Tensor counts = at::bincount(slot_expert, {}, placement.total).to(at::kCPU);
-  const std::vector<int64_t> per_expert(counts.data_ptr<int64_t>(),
-                                        counts.data_ptr<int64_t>() + placement.total);
+  const at::Tensor counts = at::zeros({placement.total}, slot_expert.options())
+                                .scatter_add_(0, slot_expert, at::ones_like(slot_expert));
   const at::Tensor rows = at::div(by_expert, k, "floor");
-  const at::Tensor y = dispatch_to_experts(x.index_select(0, rows), per_expert, local, placement);
+  const at::Tensor h = x.index_select(0, rows);
+  at::Tensor y;
+  if (placement.ranks() == 1) {
+    y = kernels::run_experts(h, counts, local);
+  } else {
+    const at::Tensor on_host = counts.to(at::kCPU);
+    const std::vector<int64_t> per_expert(on_host.data_ptr<int64_t>(),
+                                          on_host.data_ptr<int64_t>() + placement.total);
+    y = dispatch_to_experts(h, per_expert, local, placement);
+  }
   return at::zeros_like(x).index_add(0, rows,
                                      y * slot_weight.index_select(0, by_expert).unsqueeze(1));
 }

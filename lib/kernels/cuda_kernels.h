@@ -16,6 +16,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace vescale::cuda_kernels {
 
@@ -64,5 +65,16 @@ AddNormGrads add_norm_backward(bool layer_norm, const at::Tensor& d_sum, const a
 /// max, the sum and the softmax in float32.
 std::pair<at::Tensor, at::Tensor> lm_loss(const at::Tensor& logits, const at::Tensor& targets,
                                           double n_global, bool grad);
+
+/// Grouped GEMM (NOTE [Grouped experts]): rows x [M, K] in groups, group g's rows [ends[g - 1],
+/// ends[g]) (ends int64 [G] on x's device, read there: no host read; ends[G - 1] = M), each times
+/// its own weight w[g]: y rows = x rows w[g]^T for w[g] [N, K] (`transpose_w`), else x rows w[g]
+/// for w[g] [K, N]. y [M, N]; x and the weights of one type (float32, bf16 or float16) and
+/// device; float32 accumulation, tensor cores for bf16 and float16.
+at::Tensor grouped_mm(const at::Tensor& x, const at::Tensor& ends, const std::vector<at::Tensor>& w,
+                      bool transpose_w);
+/// The grouped weights' gradients [G, N, K]: dw[g] = dy_g^T x_g over group g's rows (zeros for a
+/// group without rows), dy [M, N], x [M, K], `ends` as grouped_mm's.
+at::Tensor grouped_weight_grads(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& ends);
 
 }  // namespace vescale::cuda_kernels

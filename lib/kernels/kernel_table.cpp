@@ -196,7 +196,19 @@ const std::array<AddNormPath, 2> kAddNormPaths{{
     {AddNormPathId::kExplicit, "add, then norm", nullptr, nullptr, unmet_nothing, local::add_norm,
      false, false, kNotYetRun},
 }};
+const std::array<ExpertsPath, 2> kExpertsPaths{{
+    {ExpertsPathId::kGroupedKernel, "grouped GEMM kernel", &BuildFlags::cuda_kernels, "nvcc",
+     unmet_fast, cuda_grouped_experts, true, true, kNotYetRun},
+    {ExpertsPathId::kOneByOne, "experts one by one", nullptr, nullptr, unmet_nothing,
+     local::run_experts, false, false, kNotYetRun},
+}};
 // clang-format on
+
+at::Tensor run_experts(const at::Tensor& h, const at::Tensor& counts,
+                       const std::vector<ExpertWeights>& experts, double grad_scale) {
+  const KernelContext context{h.device(), h.scalar_type()};
+  return take(kExpertsPaths, context).run(h, counts, experts, grad_scale);
+}
 
 std::pair<at::Tensor, at::Tensor> add_norm(NormKind kind, const at::Tensor& x,
                                            const at::Tensor& delta, const at::Tensor& w,

@@ -11,6 +11,7 @@
 //   SwiGLU            our CUDA kernel (NOTE [CUDA kernels]) > silu and product
 //   rotary            our CUDA kernel > explicit rotary
 //   residual add + norm  our CUDA kernel > add, then the norm (kernels/add_norm.h)
+//   MoE experts       our grouped GEMM kernel > one expert after another (NOTE [Grouped experts])
 // A path needs a build flag (the LibTorch version that brings its kernel, NOTE [Version
 // guards], or nvcc for ours) and run-time conditions on a KernelContext: the device and dtype, and
 // for attention whether a KV cache (NOTE [KV cache]) or a context-parallel ring (NOTE [Ring
@@ -22,7 +23,7 @@
 // precision (configure_matmul_precision), the fused LM loss (local::linear_cross_entropy, whose
 // rows name no kernel either: their chunks all-reduce over the vocabulary's groups), ops::swiglu
 // (kernels::swiglu), ops::rotary (kernels::rotary) and ops::add_layer_norm / ops::add_rms_norm
-// (kernels::add_norm). The
+// (kernels::add_norm) and the mixture of experts' local experts (kernels::run_experts). The
 // `[device]` line (fast_paths_summary) and `--version` (build_summary, a line a row) are written
 // from the tables, and tests/kernels/kernel_table_test runs every path of every table against the
 // explicit one.
@@ -46,11 +47,13 @@
 #include <atomic>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/device.h"
 #include "core/version_guards.h"
 #include "kernels/adamw_update.h"
 #include "kernels/add_norm.h"
+#include "kernels/grouped_experts.h"
 
 namespace vescale::kernels {
 
@@ -168,6 +171,13 @@ using AddNormFn = std::pair<at::Tensor, at::Tensor>(NormKind kind, const at::Ten
 using AddNormPath = KernelPath<AddNormPathId, AddNormFn>;
 extern const std::array<AddNormPath, 2> kAddNormPaths;
 
+enum class ExpertsPathId { kGroupedKernel, kOneByOne };
+/// Rows ordered by expert through their experts (local::run_experts's contract).
+using ExpertsFn = at::Tensor(const at::Tensor& h, const at::Tensor& counts,
+                             const std::vector<ExpertWeights>& experts, double grad_scale);
+using ExpertsPath = KernelPath<ExpertsPathId, ExpertsFn>;
+extern const std::array<ExpertsPath, 2> kExpertsPaths;
+
 /// Calls `visit(table, op)` for every table and the op it serves, in the order of the `[device]`
 /// line.
 template <typename Visit>
@@ -180,6 +190,7 @@ void for_each_table(Visit&& visit) {
   visit(kSwigluPaths, "SwiGLU");
   visit(kRotaryPaths, "rotary");
   visit(kAddNormPaths, "residual add + norm");
+  visit(kExpertsPaths, "MoE experts");
 }
 
 // ---- choosing ---------------------------------------------------------------------------------
@@ -245,6 +256,11 @@ at::Tensor rotary(const at::Tensor& x, double theta, const at::Tensor& positions
 std::pair<at::Tensor, at::Tensor> add_norm(NormKind kind, const at::Tensor& x,
                                            const at::Tensor& delta, const at::Tensor& w,
                                            const at::Tensor& b, double eps);
+
+/// Rows `h` ordered by expert, `counts` (int64 [E]) for each of `experts`, through their
+/// experts by the first MoE experts path for h's device and dtype (NOTE [Grouped experts]).
+at::Tensor run_experts(const at::Tensor& h, const at::Tensor& counts,
+                       const std::vector<ExpertWeights>& experts, double grad_scale = 1.0);
 
 /// Sets float32 matmuls to TF32 ("high") where the matmul precision table picks TF32 for a job
 /// computing `dtype` on `device`; process-wide. Returns whether it did.

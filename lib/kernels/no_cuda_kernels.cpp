@@ -43,4 +43,12 @@ std::pair<at::Tensor, at::Tensor> lm_loss(const at::Tensor&, const at::Tensor&, 
   absent();
 }
 
+at::Tensor grouped_mm(const at::Tensor&, const at::Tensor&, const std::vector<at::Tensor>&, bool) {
+  absent();
+}
+
+at::Tensor grouped_weight_grads(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+  absent();
+}
+
 }  // namespace vescale::cuda_kernels

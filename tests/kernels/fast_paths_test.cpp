@@ -100,7 +100,8 @@ TEST(FastPaths, SummariesSayWhatIsOnAndWhy) {
           "), log-softmax loss on (" + gpu_run_text(kLossPaths[1].gpu_run) +
           "), widened log-softmax loss off (bfloat16 and float16 logits only), SwiGLU kernel off "
           "(" +
-          ours + "), rotary kernel off (" + ours + "), add + norm kernel off (" + ours + ")");
+          ours + "), rotary kernel off (" + ours + "), add + norm kernel off (" + ours +
+          "), grouped GEMM kernel off (" + ours + ")");
   const std::string cpu = fast_paths_summary(kCpu, at::kFloat);
   EXPECT_NE(cpu.find("TF32 matmuls off (CUDA only)"), std::string::npos) << cpu;
   EXPECT_NE(cpu.find("blocked attention on"), std::string::npos) << cpu;

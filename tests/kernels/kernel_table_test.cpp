@@ -453,6 +453,52 @@ Outputs run_add_norm(const AddNormPath& path, Device device, at::ScalarType dtyp
   return out;
 }
 
+/// A mixture's local experts on rows ordered by expert, by `run` (ExpertsFn's contract), with the
+/// gradients of the rows and of every weight, grad_scale 0.5: 4 experts taking 10, 0, 20 and 7
+/// rows of 24 columns (one expert without rows); 4 taking 70, 0, 130 and 3 rows of 96 (more than a
+/// CUDA tile's 64 rows and 32-deep steps, not multiples of them); 130 small experts of 0 to 2
+/// rows (more groups than one launch of the kernel takes).
+template <typename Run>
+Outputs experts_outputs(const Run& run, Device device, at::ScalarType dtype) {
+  struct Case {
+    std::vector<int64_t> counts;
+    int64_t columns, inner;
+  };
+  std::vector<int64_t> many;
+  for (int64_t e = 0; e < 130; ++e)
+    many.push_back(e % 3);
+  Outputs out;
+  for (const Case& c :
+       {Case{{10, 0, 20, 7}, 24, 40}, Case{{70, 0, 130, 3}, 96, 80}, Case{many, 16, 8}}) {
+    const auto make = [&](std::vector<int64_t> shape, double phase) {
+      return pattern(shape, phase).to(dtype).to(device).requires_grad_();
+    };
+    int64_t rows = 0;
+    for (const int64_t n : c.counts)
+      rows += n;
+    const at::Tensor h = make({rows, c.columns}, 0.3);
+    std::vector<ExpertWeights> experts;
+    for (size_t e = 0; e < c.counts.size(); ++e) {
+      const double phase = 0.1 * static_cast<double>(e + 1);
+      experts.push_back({make({c.inner, c.columns}, phase), make({c.inner, c.columns}, phase + 0.4),
+                         make({c.columns, c.inner}, phase + 0.8)});
+    }
+    const at::Tensor y = run(h, at::tensor(c.counts, at::kLong).to(device), experts, 0.5);
+    y.backward(pattern({rows, c.columns}, 0.6).to(dtype).to(device));
+    out.push_back(y.detach());
+    out.push_back(h.grad());
+    for (const ExpertWeights& e : experts) {
+      for (const at::Tensor& w : {e.w1, e.w3, e.w2})
+        out.push_back(w.grad());
+    }
+  }
+  return out;
+}
+
+Outputs run_experts_path(const ExpertsPath& path, Device device, at::ScalarType dtype) {
+  return experts_outputs(path.run, device, dtype);
+}
+
 void check_every_table(Device device) {
   auto nothing_open = [](const auto&, KernelContext&) {};
   // Every loss row runs here, the ones no GPU has run too (NOTE [GPU-verified]).
@@ -471,6 +517,7 @@ void check_every_table(Device device) {
   ran += check_paths("SwiGLU", kSwigluPaths, device, unverified_open, run_swiglu);
   ran += check_paths("rotary", kRotaryPaths, device, unverified_open, run_rotary);
   ran += check_paths("residual add + norm", kAddNormPaths, device, unverified_open, run_add_norm);
+  ran += check_paths("MoE experts", kExpertsPaths, device, unverified_open, run_experts_path);
   EXPECT_GT(ran, 0);
 }
 
@@ -483,8 +530,26 @@ TEST(KernelTable, EveryPathMatchesTheExplicitOneOnCuda) {
     GTEST_SKIP()
         << "no GPU: the CUDA paths (fused attention and AdamW where LibTorch has them, "
            "at::linear, TF32 matmuls, the log-softmax losses, our SwiGLU, rotary, LM loss and "
-           "residual add + norm kernels where nvcc built them) run where one is";
+           "residual add + norm kernels and grouped GEMM where nvcc built them) run where one is";
   check_every_table(kGpu);
+}
+
+// NOTE [Grouped experts]: the grouped row's autograd composition with the reference GEMMs, on the
+// CPU: its values and every gradient are the one-by-one row's.
+TEST(KernelTable, GroupedExpertsMatchOneByOneWithTheReferenceGemms) {
+  const auto grouped = [](const at::Tensor& h, const at::Tensor& counts,
+                          const std::vector<ExpertWeights>& experts, double grad_scale) {
+    return grouped_experts(h, counts, experts, grad_scale, kReferenceGemm);
+  };
+  for (at::ScalarType dtype : {at::kDouble, at::kFloat}) {
+    const double error = normalised_error(experts_outputs(grouped, kCpu, dtype),
+                                          experts_outputs(local::run_experts, kCpu, dtype));
+    std::printf(
+        "[MoE experts] grouped, reference GEMMs, in %s: max |difference| / max |one by one| "
+        "= %.2e\n",
+        c10::toString(dtype), error);
+    EXPECT_LE(error, tolerance(dtype)) << c10::toString(dtype);
+  }
 }
 
 }  // namespace
