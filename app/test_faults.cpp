@@ -63,6 +63,11 @@ void hang_at_collective_for_test(const comm::Group& world) {
   });
 }
 
+bool stage_on_host_for_test() {
+  const char* value = std::getenv("VESCALE_TEST_STAGE_ON_HOST");
+  return value != nullptr && std::string(value) == "1";
+}
+
 TrainHooks test_fault_hooks() {
   return {[](int rank, int64_t step) {
     maybe_die_for_test(rank, step);

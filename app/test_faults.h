@@ -26,6 +26,11 @@ void maybe_hang_for_test(int rank, int64_t step);
 /// diagnosis (tests/e2e/test_flight_recorder.py). A no-op when unset.
 void hang_at_collective_for_test(const comm::Group& world);
 
+/// Test only: VESCALE_TEST_STAGE_ON_HOST=1 makes Gloo stage a job's CPU tensors through host
+/// buffers of their own, as it stages CUDA tensors (NOTE [Gloo with CUDA tensors]): the CPU's runs
+/// of the layouts then take the path ranks sharing a GPU take. False when unset.
+bool stage_on_host_for_test();
+
 /// The training loop's hooks that run both before each step.
 TrainHooks test_fault_hooks();
 

@@ -9,6 +9,14 @@
 #            from it on CUDA against the CPU. Then the kernel rows the passing CUDA runs took
 #            (NOTE [GPU-verified]): those the binary does not yet call GPU-verified are printed
 #            with the line to write into lib/kernels/kernel_table.cpp
+#   ranks    several ranks sharing the one GPU (NOTE [Ranks sharing a GPU]): float64 on CUDA over
+#            Gloo, each layout's 10 steps against the CPU's 1-process run (1e-10): dp2 x tp2
+#            megatron-sp, pp2 x dp2 1f1b with 2 micro-batches, dp2 ZeRO-3, cp2 x tp2, Mixtral ep2
+#            over dp2, Llama tp2 (grouped-query attention); the dp2 x tp2 run's step-5 sharded
+#            checkpoint resumed on the CPU at 1 process; bf16 dp2 x tp2 against float32 on the CPU
+#            (2e-2). Each row with its time. Skipped on --cpu (the CPU's tests run these layouts;
+#            RANKS_ON_CPU=1 runs it there too, with VESCALE_TEST_STAGE_ON_HOST=1 through the
+#            staging path that CUDA tensors take: 42 s on 2 cores)
 #   kernels  the kernel table's rows on the GPU against the CPU's explicit rows, each kernel
 #            forward and backward in float32 and bf16, those no GPU has run too (our own CUDA
 #            kernels: NOTE [CUDA kernels]): the test binary built from
@@ -30,7 +38,7 @@
 # bench/results/<gpu>-<YYYY-MM-DD>.txt and DIR/table.txt, and, when OUT is set (the GPU machine's
 # tool brings back only what is under $OUT), to $OUT with every run's output in $OUT/logs.tgz.
 #
-#   scripts/gpu-check.sh [--cpu] [--stages build,parity,kernels,bench,profile] [--out DIR]
+#   scripts/gpu-check.sh [--cpu] [--stages build,parity,ranks,kernels,bench,profile] [--out DIR]
 #
 # --cpu: the same stages on the CPU, for CI (tests/e2e/test_gpu_check.py): the "cuda" side of
 # each parity row runs on the CPU too, so its figures must come out 0 or near; the bench runs a
@@ -50,7 +58,7 @@ from_caller() { [[ $1 == /* ]] && echo "$1" || echo "$CALLER_DIR/$1"; }
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
 MODE=gpu
-STAGES=build,parity,kernels,bench,profile
+STAGES=build,parity,ranks,kernels,bench,profile
 OUT_DIR=""
 COMMAND="scripts/gpu-check.sh $*"
 while [ $# -gt 0 ]; do
@@ -69,8 +77,8 @@ while [ $# -gt 0 ]; do
 done
 for stage in ${STAGES//,/ }; do
   case $stage in
-    build | parity | kernels | bench | profile) ;;
-    *) echo "gpu-check: unknown stage '$stage' (build, parity, kernels, bench, profile)" >&2; exit 2 ;;
+    build | parity | ranks | kernels | bench | profile) ;;
+    *) echo "gpu-check: unknown stage '$stage' (build, parity, ranks, kernels, bench, profile)" >&2; exit 2 ;;
   esac
 done
 wanted() { [[ ",$STAGES," == *",$1,"* ]]; }
@@ -357,11 +365,13 @@ vrun() {
   rc=$?
   stop_smi
   cp "$SCRATCH/$name/metrics.jsonl" "$LOGS/$name.jsonl" 2>/dev/null
-  say "$name: exit $rc in $((SECONDS - started)) s"
+  RUN_SECONDS[$name]=$((SECONDS - started))
+  say "$name: exit $rc in ${RUN_SECONDS[$name]} s"
   [ $rc = 0 ] || { tail -3 "$LOGS/$name.log" | sed 's/^/    /'; RUN_FAILED[$name]=$rc; }
   return $rc
 }
 declare -A RUN_FAILED=()  # run name -> its exit status, for the runs that failed
+declare -A RUN_SECONDS=() # run name -> its wall time in seconds
 
 # prun NAME CONFIG ARGS...: the Python peer with --json; its figures are the last line of the log.
 prun() {
@@ -573,6 +583,15 @@ parity_stage() {
   vrun mixtral_cpu32 120 "$mixtral" --training.device=cpu "${f32[@]}"
   vrun mixtral_devbf16 120 "$mixtral" --training.device=$DEV "${bf16[@]}"
   compare "mixtral bf16 on $SIDE vs float32 on cpu" 2e-2 mixtral_cpu32 mixtral_devbf16
+  # With every CUDA row, our grouped GEMM for the experts (NOTE [Grouped experts]) among them.
+  vrun mixtral_devbf16_unverified 120 "$mixtral" --training.device=$DEV "${bf16[@]}" \
+    "${unverified[@]}"
+  compare "mixtral bf16 on $SIDE, unverified kernel rows taken, vs float32 on cpu" 2e-2 \
+    mixtral_cpu32 mixtral_devbf16_unverified
+  vrun mixtral_dev32_unverified 120 "$mixtral" --training.device=$DEV "${f32[@]}" \
+    "${unverified[@]}"
+  compare "mixtral float32 on $SIDE, unverified kernel rows taken, vs cpu" 1e-4 mixtral_cpu32 \
+    mixtral_dev32_unverified
 
   # Several ranks over Gloo (the wheel ships Gloo inside libtorch_cpu and no headers: NOTE [Gloo
   # headers] in scripts/fetch-cuda-deps.sh): dp 2 on 2 CPU processes gives the 1-process losses.
@@ -620,6 +639,51 @@ PY
   fi
   parity_row "greedy generate of 16 tokens from it, $SIDE vs cpu: tokens that differ" 0 "$figure" $status
   kernel_rows
+}
+
+# ranks_stage: the layouts with several ranks sharing the GPU, over Gloo with CUDA tensors (NOTE
+# [Ranks sharing a GPU], NOTE [Gloo with CUDA tensors]), each against the CPU's 1-process run.
+ranks_stage() {
+  if [ $MODE = cpu ] && [ -z "${RANKS_ON_CPU:-}" ]; then
+    STAGE_ROWS+=("ranks: skipped: --cpu (ranks sharing a GPU need one; the CPU's tests run these layouts over Gloo)")
+    tally skipped
+    say "skipped ranks: --cpu"
+    return
+  fi
+  write_parity_configs
+  local small=$LOGS/small.toml llama=$LOGS/llama.toml mixtral=$LOGS/mixtral.toml
+  local ten=(--training.steps=10 --eval.interval=5) f64=(--training.dtype=float64)
+  local sp=(--parallel.plan=gpt/megatron-sp)
+  vrun ranks_cpu64 120 "$small" --training.device=cpu "${f64[@]}" "${ten[@]}"
+  vrun ranks_cpu32 120 "$small" --training.device=cpu --training.dtype=float32 "${ten[@]}"
+  vrun ranks_llama_cpu64 120 "$llama" --training.device=cpu "${f64[@]}" "${ten[@]}"
+  vrun ranks_mixtral_cpu64 120 "$mixtral" --training.device=cpu "${f64[@]}" "${ten[@]}"
+  # row NAME CONFIG REF NPROC ARGS...: NAME's run with NPROC ranks on $DEV against REF (1e-10).
+  row() {
+    local name=$1 config=$2 ref=$3 nproc=$4
+    shift 4
+    vrun "$name" 180 "$config" --training.device=$DEV "${f64[@]}" "${ten[@]}" --nproc "$nproc" "$@"
+    compare "ranks: $name, $nproc ranks on $SIDE over Gloo, float64 vs cpu 1 process (${RUN_SECONDS[$name]:-?} s)" \
+      1e-10 "$ref" "$name" 1 10
+  }
+  row ranks_dp2tp2_sp "$small" ranks_cpu64 4 --parallel.dp=2 --parallel.tp=2 "${sp[@]}" \
+    --checkpoint.interval=5 --checkpoint.keep=0
+  row ranks_pp2dp2_1f1b "$small" ranks_cpu64 4 --parallel.pp=2 --parallel.dp=2 \
+    --parallel.microbatches=2 --parallel.pp_schedule=1f1b
+  row ranks_dp2_zero3 "$small" ranks_cpu64 2 --parallel.dp=2 --parallel.zero=3
+  row ranks_cp2tp2 "$small" ranks_cpu64 4 --parallel.cp=2 --parallel.tp=2 "${sp[@]}"
+  row ranks_mixtral_ep2dp2 "$mixtral" ranks_mixtral_cpu64 2 --parallel.dp=2 --parallel.ep=2
+  row ranks_llama_tp2 "$llama" ranks_llama_cpu64 2 --parallel.tp=2 \
+    --parallel.plan=llama/megatron-tp
+  # The dp2 x tp2 run's sharded step-5 checkpoint, on the CPU at 1 process: steps 6-10 as the CPU's.
+  vrun ranks_resume_cpu64 120 "$small" --training.device=cpu "${f64[@]}" "${ten[@]}" \
+    --checkpoint.load="$SCRATCH/ranks_dp2tp2_sp/checkpoints/step-000005"
+  compare "ranks: the dp2 x tp2 run's $SIDE step-5 checkpoint resumed on cpu at 1 process, steps 6-10 vs cpu (${RUN_SECONDS[ranks_resume_cpu64]:-?} s)" \
+    1e-10 ranks_cpu64 ranks_resume_cpu64 6 5
+  vrun ranks_dp2tp2_bf16 180 "$small" --training.device=$DEV --training.dtype=bfloat16 "${ten[@]}" \
+    --nproc 4 --parallel.dp=2 --parallel.tp=2 "${sp[@]}"
+  compare "ranks: dp2 x tp2 bf16, 4 ranks on $SIDE over Gloo, vs float32 on cpu (${RUN_SECONDS[ranks_dp2tp2_bf16]:-?} s)" \
+    2e-2 ranks_cpu32 ranks_dp2tp2_bf16 1 10
 }
 
 # kernel_rows: the kernel table's rows that the passing device-side runs took (their `[kernels]`
@@ -972,7 +1036,7 @@ if [ -x "$BIN" ] && [ $BUILD_FAILED = 0 ]; then
 fi
 publish
 
-for stage in parity kernels bench profile; do
+for stage in parity ranks kernels bench profile; do
   wanted $stage || continue
   # A binary left by an earlier build is not what this tree builds: no stage runs it.
   why=""

@@ -175,7 +175,10 @@ int run_bench(const BenchOptions& options, const LaunchEnv& env) {
   group_options.device = parse_device(options.device, env.local_rank);
   bind_device(group_options.device);
   group_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
-  group_options.backend = comm::parse_backend(options.backend);
+  const DeviceSetting setting = device_setting_names().parse(options.device);
+  group_options.backend =
+      comm::resolve_backend(comm::parse_backend(options.backend), group_options.device,
+                            shares_gpus(setting, env.local_world, cuda_device_count()));
   const MeshSpec spec =
       options.mesh.empty() ? MeshSpec{{env.world}, {"world"}} : MeshSpec::parse(options.mesh);
   VS_USER_CHECK(spec.numel() == env.world,

@@ -13,6 +13,7 @@
 #include "hf/import.h"
 #include "kernels/kernel_table.h"
 #include "runtime.h"
+#include "test_faults.h"
 #include "train/checkpointing.h"
 #include "train/model_factory.h"
 #include "train/preflight.h"
@@ -25,18 +26,24 @@ namespace {
 /// whether to take the rows no GPU has run (NOTE [GPU-verified]).
 Device bind_rank_device(const JobConfig& config, const LaunchEnv& env) {
   const Device device = parse_device(config.device, env.local_rank);
+  // NOTE [Ranks sharing a GPU]: the node's local rank 0 says so, once.
+  if (env.local_rank == 0 && shares_gpus(config.device, env.local_world, cuda_device_count()))
+    spdlog::warn("{}", gpu_sharing_warning(env.local_world, cuda_device_count()));
   bind_device(device);
   kernels::set_unverified_kernels(config.unverified_kernels);
   kernels::configure_matmul_precision(device, job_dtype(config));
   return device;
 }
 
-/// The world group of a job: its timeout, backend and the device its tensors live on.
-comm::GroupOptions world_options(const JobConfig& config, Device device) {
+/// The world group of a job: its timeout, backend (Gloo where the node's ranks share GPUs) and
+/// the device its tensors live on.
+comm::GroupOptions world_options(const JobConfig& config, Device device, const LaunchEnv& env) {
   comm::GroupOptions group;
   group.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
-  group.backend = config.backend;
+  group.backend = comm::resolve_backend(
+      config.backend, device, shares_gpus(config.device, env.local_world, cuda_device_count()));
   group.device = device;
+  group.stage_on_host = stage_on_host_for_test();
   group.flight_entries = static_cast<size_t>(config.flight_recorder_entries);
   return group;
 }
@@ -59,7 +66,7 @@ void precheck(const JobConfig& c) {
 
 comm::Group connect_job(const JobConfig& config, const LaunchEnv& env) {
   const Device device = bind_rank_device(config, env);
-  comm::Group world = connect_world(env, world_options(config, device));
+  comm::Group world = connect_world(env, world_options(config, device, env));
   if (world.size() > 1) {
     // NOTE [Flight recorder]: this rank's dump file, without a dump of an earlier run.
     const std::string dump = comm::flight_dump_file(config.dump_folder, env.rank);
@@ -68,8 +75,11 @@ comm::Group connect_job(const JobConfig& config, const LaunchEnv& env) {
     world.flight()->set_dump_file(dump);
     comm::watch_flight(world.flight());
   }
-  log_rank0("[device] rank 0 computes on {} (training.device = {}), comm backend {}; {}{}",
+  const bool staged = world.backend() == comm::Backend::kGloo &&
+                      (device.is_cuda() || stage_on_host_for_test()) && world.size() > 1;
+  log_rank0("[device] rank 0 computes on {} (training.device = {}), comm backend {}{}; {}{}",
             device.str(), config_name(config.device), comm::backend_name(world.backend()),
+            staged ? " (tensors staged through host memory: NOTE [Gloo with CUDA tensors])" : "",
             kernels::fast_paths_summary(device, job_dtype(config)),
             config.unverified_kernels
                 ? "; kernel rows no GPU has run are taken (training.unverified_kernels = true)"

@@ -213,10 +213,12 @@ double gpt_seconds(const DeviceMesh& mesh, const GptProbe& probe, int64_t n_laye
                                ParallelizeOptions{});
   const Placements r{Placement::replicate()};
   const int64_t t = probe.seq_len;
-  const at::Tensor tokens =
-      at::arange(probe.batch * (t + 1), at::kLong).view({probe.batch, t + 1}) % 64;
-  const DTensor idx = distribute_tensor(tokens.narrow(1, 0, t).contiguous(), mesh, r);
-  const DTensor targets = distribute_tensor(tokens.narrow(1, 1, t).contiguous(), mesh, r);
+  // On the mesh's device, as the model's parameters (a CUDA mesh's embedding takes CUDA ids).
+  const auto on_device = at::dtype(at::kLong).device(mesh.device());
+  const at::Tensor tokens = at::arange(probe.batch * (t + 1), on_device).view({probe.batch, t + 1});
+  const at::Tensor ids = tokens.remainder(64);
+  const DTensor idx = distribute_tensor(ids.narrow(1, 0, t).contiguous(), mesh, r);
+  const DTensor targets = distribute_tensor(ids.narrow(1, 1, t).contiguous(), mesh, r);
   auto step = [&] {
     const DTensor loss = pm->module()({idx, targets}).at(0);
     loss.redistribute(Placements(mesh.ndim(), Placement::replicate())).to_local().backward();

@@ -21,9 +21,14 @@ Backend parse_backend(const std::string& text) {
   return backend_names().parse(text);
 }
 
-Backend resolve_backend(Backend requested, Device device) {
-  if (requested == Backend::kAuto) return device.is_cuda() ? Backend::kNccl : Backend::kGloo;
+Backend resolve_backend(Backend requested, Device device, bool shared_gpu) {
+  if (requested == Backend::kAuto)
+    return device.is_cuda() && !shared_gpu ? Backend::kNccl : Backend::kGloo;
   if (requested == Backend::kNccl) {
+    VS_USER_CHECK(!shared_gpu,
+                  "[comm] comm.backend = 'nccl', but this node's ranks share GPUs (more local "
+                  "ranks than GPUs) and NCCL takes one rank a GPU: set comm.backend = 'gloo' (or "
+                  "'auto') to share them, or start at most one rank a GPU");
     VS_USER_CHECK(nccl_available(),
                   "[comm] comm.backend = 'nccl', but {}: use comm.backend = "
                   "'gloo' or 'auto'",
@@ -36,10 +41,6 @@ Backend resolve_backend(Backend requested, Device device) {
                   "set training.device = 'cuda' (or 'auto'), or comm.backend = 'auto'",
                   device.str());
   }
-  VS_USER_CHECK(requested != Backend::kGloo || !device.is_cuda(),
-                "[comm] comm.backend = 'gloo' moves CPU tensors only, but this rank computes on "
-                "{}: use comm.backend = 'nccl' or 'auto', or training.device = 'cpu'",
-                device.str());
   return requested;
 }
 

@@ -20,9 +20,10 @@ Backend parse_backend(const std::string& text);
 bool nccl_available();
 /// The NCCL version this build runs ("2.22.3"), or "" for a build without NCCL.
 std::string nccl_version();
-/// The backend of a group whose tensors live on `device`: kAuto is NCCL on CUDA and Gloo on the
-/// CPU. Throws UserError for NCCL in a build without it or off CUDA, and for Gloo on CUDA (our
-/// Gloo collectives move CPU tensors only).
-Backend resolve_backend(Backend requested, Device device);
+/// The backend of a group whose tensors live on `device`, where `shared_gpu` says the node's ranks
+/// share GPUs (NOTE [Ranks sharing a GPU]): kAuto is NCCL on CUDA, Gloo on the CPU and on shared
+/// GPUs. Gloo takes CUDA tensors through host memory (NOTE [Gloo with CUDA tensors]). Throws
+/// UserError for NCCL on shared GPUs, in a build without it, or off CUDA.
+Backend resolve_backend(Backend requested, Device device, bool shared_gpu = false);
 
 }  // namespace vescale::comm

@@ -1,4 +1,5 @@
-// A group of ranks and its collectives: the only door to c10d (Gloo on CPU, NCCL on CUDA).
+// A group of ranks and its collectives: the only door to c10d (Gloo on the CPU, NCCL on CUDA, Gloo
+// with CUDA tensors where ranks share a GPU: NOTE [Gloo with CUDA tensors]).
 //
 // Every method marked *collective* must be called by every rank of the group, in the same order.
 // Every collective and point-to-point transfer waits at most the group's timeout and then throws
@@ -43,6 +44,9 @@ struct GroupOptions {
   std::function<void(const std::string& label, int rank, int attempt)> on_connect_attempt;
   /// Calls the rank's flight recorder keeps (NOTE [Flight recorder]); 0: sequence numbers only.
   size_t flight_entries = 4096;
+  /// Gloo: stage CPU tensors through host buffers of their own as CUDA tensors always are (NOTE
+  /// [Gloo with CUDA tensors]), so that the CPU's tests run the staging path.
+  bool stage_on_host = false;
 };
 
 /// A pending asynchronous collective or transfer. wait() finishes it (and any post-processing).

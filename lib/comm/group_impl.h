@@ -86,9 +86,31 @@ struct Group::Impl {
     throw Error(message);
   }
 
-  /// A tensor as the backend can carry it, contiguous. Gloo has no bfloat16: such tensors
-  /// travel as float32 (byte counts stay those of the bf16 tensor, what NCCL sends).
+  // NOTE [Gloo with CUDA tensors]
+  // Gloo moves host memory. A CUDA tensor handed to a Gloo group (ranks sharing a GPU, NOTE [Ranks
+  // sharing a GPU]) goes through a host buffer of its own, for every collective and transfer
+  // alike, whatever CUDA path the backend's build may have: on_wire copies it into pinned host
+  // memory, and each call copies what arrived back into the caller's tensor (the `!is_same` copies
+  // in collectives.cpp and p2p.cpp). The order that makes it correct, on the calling thread's
+  // current stream:
+  //   - the copy to the host is a blocking copy: it waits for the stream's kernels that wrote the
+  //     tensor, so Gloo's threads read finished values;
+  //   - the copy back is made after the Work is waited for, on the same stream, before any kernel
+  //     the caller then queues reads it; the host buffer lives in the Work until then.
+  // An asynchronous call (a gradient bucket's all-reduce, ZeRO's prefetching all-gather) is
+  // staged when posted and copied back when waited for, as its CPU form is. bf16 travels as
+  // float32 (Gloo has no bfloat16), as on the CPU. GroupOptions::stage_on_host stages CPU tensors
+  // the same way, through buffers of their own, for the CPU's tests.
+
+  /// A tensor as the backend can carry it, contiguous: on Gloo, bf16 as float32 and CUDA tensors
+  /// in host memory (byte counts stay those of the tensor, what NCCL sends).
   at::Tensor on_wire(const at::Tensor& t) const {
+    if (backend == Backend::kGloo && (t.is_cuda() || options.stage_on_host)) {
+      const at::ScalarType type = t.scalar_type() == at::kBFloat16 ? at::kFloat : t.scalar_type();
+      at::Tensor host = at::empty(
+          t.sizes(), at::TensorOptions().dtype(type).device(at::kCPU).pinned_memory(t.is_cuda()));
+      return host.copy_(t);  // blocking: waits for t's writers on the current stream
+    }
     if (backend == Backend::kGloo && t.scalar_type() == at::kBFloat16) return t.to(at::kFloat);
     return t.is_contiguous() ? t : t.contiguous();
   }

@@ -86,10 +86,6 @@ void check_combinations(const JobConfig& c) {
                 "config {}: comm.backend = \"nccl\" moves CUDA tensors, but training.device = "
                 "\"cpu\": use comm.backend = \"auto\" or \"gloo\", or training.device = \"cuda\"",
                 c.source);
-  VS_USER_CHECK(c.backend != comm::Backend::kGloo || c.device != DeviceSetting::kCuda,
-                "config {}: comm.backend = \"gloo\" moves CPU tensors only, but training.device = "
-                "\"cuda\": use comm.backend = \"auto\" or \"nccl\"",
-                c.source);
 }
 
 }  // namespace vescale

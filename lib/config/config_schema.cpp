@@ -108,7 +108,8 @@ std::vector<ConfigKey> data_and_training_keys() {
       key("training.seq_len", &C::seq_len, 64, "GPT tokens per sequence", at_least(1)),
       key("training.seed", &C::seed, 0, "Seed of init, data order and dropout"),
       key("training.device", &C::device, DeviceSetting::kAuto,
-          "auto (cuda:LOCAL_RANK when a GPU is visible, else cpu), cpu or cuda"),
+          "auto (cuda:LOCAL_RANK when a GPU is visible, else cpu), cpu or cuda (more local ranks "
+          "than GPUs: cuda:(LOCAL_RANK mod GPUs), over Gloo)"),
       key("training.dtype", &C::dtype, c10::kFloat,
           "float32, float64 or bfloat16 (bf16 compute, float32 master weights and state)"),
       key("training.grad_clip", &C::grad_clip, 1.0,
@@ -192,7 +193,8 @@ std::vector<ConfigKey> checkpoint_and_run_keys() {
       key("comm.timeout_s", &C::timeout_s, 300.0, "Seconds any collective may take",
           within_open_lo(0, 7 * 24 * 3600)),
       key("comm.backend", &C::backend, comm::Backend::kAuto,
-          "auto (nccl on CUDA, gloo on cpu), gloo or nccl"),
+          "auto (nccl on CUDA, gloo on cpu and on GPUs that ranks share), gloo (CUDA tensors "
+          "through host memory) or nccl"),
       key("comm.bucket_mb", &C::bucket_mb, 25.0, "Gradient all-reduce bucket size in MiB",
           within_open_lo(0, 1 << 20)),
       key("comm.flight_recorder_entries", &C::flight_recorder_entries, 4096,

@@ -26,11 +26,18 @@ enum class DeviceSetting { kAuto, kCpu, kCuda };
 const EnumNames<DeviceSetting>& device_setting_names();
 
 /// Resolves training.device for the rank with `local_rank`, given `gpus` visible GPUs: kCpu;
-/// kCuda (cuda:local_rank); kAuto (cuda:local_rank when there is a GPU, else cpu). Throws
-/// UserError for kCuda (or kAuto with GPUs) without a GPU for the rank.
+/// kCuda (cuda:local_rank, or cuda:(local_rank mod gpus) where a node has more local ranks than
+/// GPUs: NOTE [Ranks sharing a GPU]); kAuto (the same when there is a GPU, else cpu). Throws
+/// UserError for kCuda without a GPU and for a negative local rank.
 Device resolve_device(DeviceSetting setting, int local_rank, int gpus);
 /// The same for a setting's name; UserError naming the settings for another name.
 Device resolve_device(const std::string& setting, int local_rank, int gpus);
+/// Whether `local_ranks` ranks of a node with `gpus` GPUs share GPUs under `setting` (it resolves
+/// to CUDA and there are more ranks than GPUs).
+bool shares_gpus(DeviceSetting setting, int local_ranks, int gpus);
+/// The one warning line of a node whose ranks share GPUs: "[device] 4 local ranks share 1 GPU:
+/// local rank r computes on cuda:(r mod 1) ...".
+std::string gpu_sharing_warning(int local_ranks, int gpus);
 /// resolve_device with the GPUs this process sees.
 Device parse_device(DeviceSetting setting, int local_rank);
 Device parse_device(const std::string& setting, int local_rank);

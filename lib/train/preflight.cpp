@@ -49,7 +49,9 @@ Preflight preflight(const JobConfig& c, const PreflightOptions& options) {
     out.tokens = load_job_tokens(c);
   const Device device = parse_device(c.device, 0);
   if (options.local_workers) check_local_workers_fit(c, physical_memory_bytes(), device.is_cpu());
-  comm::resolve_backend(c.backend, device);
+  // NOTE [Ranks sharing a GPU]: NCCL is refused here, before any worker starts.
+  const int local_ranks = options.local_workers ? static_cast<int>(c.world_size()) : 1;
+  comm::resolve_backend(c.backend, device, shares_gpus(c.device, local_ranks, cuda_device_count()));
   return out;
 }
 

@@ -49,7 +49,7 @@ json name_event(const char* what, int rank, int thread, const std::string& name)
 /// Every rank's text, gathered on every rank (rank order). *Collective* over `world`.
 std::vector<std::string> gather_texts(const comm::Group& world, const std::string& text) {
   if (world.size() == 1) return {text};
-  // The group's tensors live on its device (a GPU under NCCL).
+  // The group's tensors live on its device (a GPU, under NCCL or Gloo).
   at::Tensor bytes = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
   std::memcpy(bytes.data_ptr(), text.data(), text.size());
   const at::Tensor mine = bytes.to(world.device());

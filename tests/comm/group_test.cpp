@@ -30,11 +30,32 @@ at::Tensor tagged(int rank, std::vector<int64_t> shape, at::ScalarType dtype = a
   return (at::arange(numel, at::TensorOptions().dtype(dtype)) + 1000.0 * rank).view(shape);
 }
 
-class Collectives : public ::testing::TestWithParam<int> {};
+/// A world size, and whether Gloo stages the tensors through host buffers of their own as it does
+/// CUDA tensors (NOTE [Gloo with CUDA tensors]): every result must then come back by the copy.
+struct Ranks {
+  int world;
+  bool staged;
+};
+
+std::string ranks_name(const ::testing::TestParamInfo<Ranks>& info) {
+  return "world" + std::to_string(info.param.world) + (info.param.staged ? "Staged" : "");
+}
+
+/// Runs `fn` on the parameter's ranks, staged or not.
+class OnRanks : public ::testing::TestWithParam<Ranks> {
+ protected:
+  static void on_ranks(const std::function<void(const Group&)>& fn) {
+    GroupOptions options;
+    options.stage_on_host = GetParam().staged;
+    run_ranks(GetParam().world, fn, options);
+  }
+};
+
+class Collectives : public OnRanks {};
 
 TEST_P(Collectives, AllReduceSumAvgMax) {
-  const int n = GetParam();
-  run_ranks(n, [n](const Group& g) {
+  const int n = GetParam().world;
+  on_ranks([n](const Group& g) {
     at::Tensor sum = tagged(g.rank(), {5, 3});
     at::Tensor avg = sum.clone();
     at::Tensor max = sum.clone();
@@ -52,8 +73,8 @@ TEST_P(Collectives, AllReduceSumAvgMax) {
 }
 
 TEST_P(Collectives, AllReduceNonContiguousAndAsync) {
-  const int n = GetParam();
-  run_ranks(n, [n](const Group& g) {
+  const int n = GetParam().world;
+  on_ranks([n](const Group& g) {
     at::Tensor base = tagged(g.rank(), {4, 6});
     at::Tensor column = base.t();  // non-contiguous view: the result must land in `base`
     Work work = g.all_reduce_async(column, ReduceOp::kSum);
@@ -66,8 +87,8 @@ TEST_P(Collectives, AllReduceNonContiguousAndAsync) {
 }
 
 TEST_P(Collectives, AllGatherEven) {
-  const int n = GetParam();
-  run_ranks(n, [n](const Group& g) {
+  const int n = GetParam().world;
+  on_ranks([n](const Group& g) {
     at::Tensor out = g.all_gather(tagged(g.rank(), {2, 3}), 0, std::vector<int64_t>(n, 2));
     ASSERT_EQ(out.sizes(), (std::vector<int64_t>{2 * n, 3}));
     for (int r = 0; r < n; ++r)
@@ -78,9 +99,9 @@ TEST_P(Collectives, AllGatherEven) {
 
 TEST_P(Collectives, AllGatherUnevenOnInnerDim) {
   // 4k+1 columns split as torch.chunk does: trailing pieces smaller, possibly empty.
-  const int n = GetParam();
+  const int n = GetParam().world;
   const int64_t cols = 4 * n + 1;
-  run_ranks(n, [n, cols](const Group& g) {
+  on_ranks([n, cols](const Group& g) {
     const auto sizes = chunk_sizes(cols, n);
     const auto offsets = chunk_offsets(cols, n);
     at::Tensor full = tagged(0, {3, cols});
@@ -93,8 +114,8 @@ TEST_P(Collectives, AllGatherUnevenOnInnerDim) {
 
 TEST_P(Collectives, AllGatherWithEmptyPiecesAndUnknownSizes) {
   // A dim smaller than the group: some ranks hold nothing. Sizes are not given: exchanged.
-  const int n = GetParam();
-  run_ranks(n, [n](const Group& g) {
+  const int n = GetParam().world;
+  on_ranks([n](const Group& g) {
     const auto sizes = chunk_sizes(2, n);
     at::Tensor full = tagged(0, {2, 4}, at::kFloat);
     at::Tensor local = full.narrow(0, chunk_offsets(2, n)[g.rank()], sizes[g.rank()]);
@@ -107,9 +128,9 @@ TEST_P(Collectives, AllGatherWithEmptyPiecesAndUnknownSizes) {
 }
 
 TEST_P(Collectives, ReduceScatterEvenAndUneven) {
-  const int n = GetParam();
+  const int n = GetParam().world;
   for (int64_t rows : {int64_t{2} * n, int64_t{4} * n + 1, int64_t{1}}) {
-    run_ranks(n, [n, rows](const Group& g) {
+    on_ranks([n, rows](const Group& g) {
       at::Tensor input = tagged(g.rank(), {rows, 3});
       at::Tensor expected_full = at::zeros({rows, 3}, at::kDouble);
       for (int r = 0; r < n; ++r)
@@ -131,8 +152,8 @@ TEST_P(Collectives, ReduceScatterEvenAndUneven) {
 }
 
 TEST_P(Collectives, ReduceScatterOnInnerDim) {
-  const int n = GetParam();
-  run_ranks(n, [n](const Group& g) {
+  const int n = GetParam().world;
+  on_ranks([n](const Group& g) {
     at::Tensor input = tagged(g.rank(), {2, 2 * n + 1});
     at::Tensor out = g.reduce_scatter(input, -1);
     at::Tensor expected = at::zeros({2, 2 * n + 1}, at::kDouble);
@@ -146,8 +167,8 @@ TEST_P(Collectives, ReduceScatterOnInnerDim) {
 
 TEST_P(Collectives, AllToAllUnevenShapes) {
   // Rank s sends rank d a (s+1) x (d+1) block.
-  const int n = GetParam();
-  run_ranks(n, [n](const Group& g) {
+  const int n = GetParam().world;
+  on_ranks([n](const Group& g) {
     std::vector<at::Tensor> inputs;
     std::vector<std::vector<int64_t>> out_shapes;
     int64_t sent = 0;
@@ -165,8 +186,8 @@ TEST_P(Collectives, AllToAllUnevenShapes) {
 }
 
 TEST_P(Collectives, BroadcastFromEveryRoot) {
-  const int n = GetParam();
-  run_ranks(n, [n](const Group& g) {
+  const int n = GetParam().world;
+  on_ranks([n](const Group& g) {
     for (int root = 0; root < n; ++root) {
       at::Tensor t = g.rank() == root ? tagged(root, {7}) : at::zeros({7}, at::kDouble);
       g.broadcast(t, root);
@@ -177,9 +198,9 @@ TEST_P(Collectives, BroadcastFromEveryRoot) {
 }
 
 TEST_P(Collectives, SendRecvRingAndBarrier) {
-  const int n = GetParam();
+  const int n = GetParam().world;
   if (n == 1) GTEST_SKIP() << "point-to-point needs a peer";
-  run_ranks(n, [n](const Group& g) {
+  on_ranks([n](const Group& g) {
     const int next = (g.rank() + 1) % n, prev = (g.rank() + n - 1) % n;
     at::Tensor in = at::zeros({3}, at::kDouble);
     g.send_recv(tagged(g.rank(), {3}), next, in, prev);
@@ -199,8 +220,10 @@ TEST_P(Collectives, SendRecvRingAndBarrier) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(1, 2, 3, 4),
-                         [](const auto& info) { return "world" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Ranks, Collectives,
+                         ::testing::Values(Ranks{1, false}, Ranks{2, false}, Ranks{3, false},
+                                           Ranks{4, false}, Ranks{2, true}, Ranks{3, true}),
+                         ranks_name);
 
 TEST(Collectives, SizeOneGroupIsFree) {
   run_ranks(1, [](const Group& g) {
@@ -259,11 +282,11 @@ TEST(Collectives, TimeoutThrowsInsteadOfHanging) {
 }
 
 // Non-blocking point-to-point: every transfer is posted before any is waited for.
-class PointToPoint : public ::testing::TestWithParam<int> {};
+class PointToPoint : public OnRanks {};
 
 TEST_P(PointToPoint, RingShiftPostedBeforeAnyWait) {
-  const int n = GetParam();
-  run_ranks(n, [n](const Group& g) {
+  const int n = GetParam().world;
+  on_ranks([n](const Group& g) {
     const int next = (g.rank() + 1) % n, prev = (g.rank() + n - 1) % n;
     at::Tensor base = at::zeros({5, 3}, at::kDouble);
     at::Tensor in = base.t();  // non-contiguous: the values must land in `base`
@@ -288,7 +311,7 @@ TEST_P(PointToPoint, RingShiftPostedBeforeAnyWait) {
 TEST_P(PointToPoint, BatchWithSeveralTensorsPerPeerAndDistinctTags) {
   // Three tensors of three dtypes to every peer, told apart by their tags; receives are posted in
   // the reverse order of the sends, so only the tags can match them.
-  const int n = GetParam();
+  const int n = GetParam().world;
   const std::vector<std::pair<std::vector<int64_t>, at::ScalarType>> kinds{
       {{4}, at::kDouble}, {{2, 3}, at::kFloat}, {{5}, at::kLong}};
   const int64_t bytes_per_peer = 4 * kF64 + 6 * kF32 + 5 * 8;  // 96
@@ -299,7 +322,7 @@ TEST_P(PointToPoint, BatchWithSeveralTensorsPerPeerAndDistinctTags) {
         .to(dtype)
         .view(shape);
   };
-  run_ranks(n, [&](const Group& g) {
+  on_ranks([&](const Group& g) {
     std::vector<P2POp> ops;
     std::vector<at::Tensor> inbox;
     for (int peer = 0; peer < n; ++peer) {
@@ -334,8 +357,8 @@ TEST_P(PointToPoint, BatchWithSeveralTensorsPerPeerAndDistinctTags) {
 }
 
 TEST_P(PointToPoint, RejectsSelfOutOfRangeAndForeignDevice) {
-  const int n = GetParam();
-  run_ranks(n, [n](const Group& g) {
+  const int n = GetParam().world;
+  on_ranks([n](const Group& g) {
     at::Tensor t = at::zeros({2}, at::kDouble);
     EXPECT_THROW(g.isend(t, g.rank()), Error);
     EXPECT_THROW(g.irecv(t, n), Error);
@@ -348,8 +371,10 @@ TEST_P(PointToPoint, RejectsSelfOutOfRangeAndForeignDevice) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, PointToPoint, ::testing::Values(2, 3, 4),
-                         [](const auto& info) { return "world" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Ranks, PointToPoint,
+                         ::testing::Values(Ranks{2, false}, Ranks{3, false}, Ranks{4, false},
+                                           Ranks{3, true}),
+                         ranks_name);
 
 TEST(PointToPoint, WaitTimesOutWhenThePeerNeverPosts) {
   // Rank 1 never posts the matching transfer: rank 0's isend or irecv returns at once, and its
@@ -398,13 +423,24 @@ TEST(Collectives, NcclGroupsWithoutNcclOrAGpuSayWhy) {
 }
 
 /// The message of the UserError that resolve_backend throws, or "(no error)".
-std::string backend_error(Backend requested, Device device) {
+std::string backend_error(Backend requested, Device device, bool shared_gpu = false) {
   try {
-    resolve_backend(requested, device);
+    resolve_backend(requested, device, shared_gpu);
   } catch (const UserError& e) {
     return e.what();
   }
   return "(no error)";
+}
+
+// NOTE [Ranks sharing a GPU]: auto is Gloo there, and NCCL is refused by name, on any build.
+TEST(Backends, RanksSharingAGpuGoOverGlooAndNcclIsRefused) {
+  const Device gpu(c10::kCUDA, 0);
+  EXPECT_EQ(resolve_backend(Backend::kAuto, gpu, /*shared_gpu=*/true), Backend::kGloo);
+  EXPECT_EQ(resolve_backend(Backend::kGloo, gpu, /*shared_gpu=*/true), Backend::kGloo);
+  EXPECT_EQ(backend_error(Backend::kNccl, gpu, /*shared_gpu=*/true),
+            "[comm] comm.backend = 'nccl', but this node's ranks share GPUs (more local ranks than "
+            "GPUs) and NCCL takes one rank a GPU: set comm.backend = 'gloo' (or 'auto') to share "
+            "them, or start at most one rank a GPU");
 }
 
 TEST(Backends, AutoIsNcclOnCudaAndGlooOnCpu) {
@@ -412,10 +448,8 @@ TEST(Backends, AutoIsNcclOnCudaAndGlooOnCpu) {
   EXPECT_EQ(resolve_backend(Backend::kAuto, gpu), Backend::kNccl);
   EXPECT_EQ(resolve_backend(Backend::kAuto, kCpu), Backend::kGloo);
   EXPECT_EQ(resolve_backend(Backend::kGloo, kCpu), Backend::kGloo);
-  EXPECT_NE(backend_error(Backend::kGloo, gpu)
-                .find("'gloo' moves CPU tensors only, but this rank "
-                      "computes on cuda:1"),
-            std::string::npos);
+  // Gloo takes CUDA tensors through host memory (NOTE [Gloo with CUDA tensors]).
+  EXPECT_EQ(resolve_backend(Backend::kGloo, gpu), Backend::kGloo);
   if (nccl_available()) {
     EXPECT_EQ(resolve_backend(Backend::kNccl, gpu), Backend::kNccl);
     EXPECT_NE(backend_error(Backend::kNccl, kCpu).find("'nccl' moves CUDA tensors"),

@@ -20,11 +20,26 @@ TEST(Device, AutoPicksTheRanksGpuWhenThereIsOne) {
   EXPECT_EQ(resolve_device("cuda", 0, 1).str(), "cuda:0");
 }
 
-TEST(Device, CudaWithoutAGpuForTheRankIsAUserError) {
+TEST(Device, CudaWithoutAGpuIsAUserError) {
   EXPECT_THROW(resolve_device("cuda", 0, 0), UserError);
-  EXPECT_THROW(resolve_device("cuda", 2, 2), UserError);
-  EXPECT_THROW(resolve_device("auto", 2, 2), UserError);
   EXPECT_THROW(resolve_device("cuda", -1, 2), UserError);
+}
+
+// NOTE [Ranks sharing a GPU]: more local ranks than GPUs place rank r on cuda:(r mod GPUs).
+TEST(Device, MoreLocalRanksThanGpusShareThemRoundRobin) {
+  EXPECT_EQ(resolve_device("cuda", 2, 2), Device(c10::kCUDA, 0));
+  EXPECT_EQ(resolve_device("auto", 3, 2), Device(c10::kCUDA, 1));
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_EQ(resolve_device("cuda", rank, 1), Device(c10::kCUDA, 0));
+  EXPECT_TRUE(shares_gpus(DeviceSetting::kCuda, 4, 1));
+  EXPECT_TRUE(shares_gpus(DeviceSetting::kAuto, 3, 2));
+  EXPECT_FALSE(shares_gpus(DeviceSetting::kCuda, 2, 2));
+  EXPECT_FALSE(shares_gpus(DeviceSetting::kAuto, 4, 0));  // auto without a GPU: the CPU
+  EXPECT_FALSE(shares_gpus(DeviceSetting::kCpu, 4, 1));
+  EXPECT_EQ(gpu_sharing_warning(4, 1),
+            "[device] 4 local ranks share 1 GPU: local rank r computes on cuda:(r mod 1), 4 ranks "
+            "a GPU at most, over Gloo (NCCL takes one rank a GPU); a layout check, not a speed-up "
+            "(NOTE [Ranks sharing a GPU])");
 }
 
 TEST(Device, CudaWithoutAnyGpuSaysNoneIsVisible) {

@@ -187,10 +187,11 @@ class GpuCheckCpu(unittest.TestCase):
         self.assertIsNotNone(m, self.table)
         passed, failed, skipped = (int(x) for x in m.groups())
         self.assertEqual(failed, 0)
-        # 13 parity rows, 4 or 5 bench rows, the MFU row, the profile; the build, the kernel
-        # test (no GPU) and maybe compile skipped
-        self.assertGreaterEqual(passed, 19)
-        self.assertEqual(passed + skipped, 22)
+        # 15 parity rows, 4 or 5 bench rows, the MFU row, the profile; the build, the ranks
+        # stage (--cpu), the kernel test (no GPU) and maybe compile skipped
+        self.assertGreaterEqual(passed, 21)
+        self.assertEqual(passed + skipped, 25)
+        self.assertIn("ranks: skipped: --cpu", self.table)
         self.assertTrue(self.table.rstrip().endswith(m.group(0)))
 
     def test_logs_keep_each_run(self):
