@@ -274,8 +274,8 @@ __global__ void __launch_bounds__(kTileThreads)
   run_tile(t);
 }
 
-int tiles_of(int64_t n, int tile) {
-  return static_cast<int>((n + tile - 1) / tile);
+int64_t tiles_of(int64_t n, int tile) {
+  return (n + tile - 1) / tile;
 }
 
 /// Checks what both entry points share: x 2-D on a CUDA device in a type we take, `ends` int64
@@ -307,6 +307,8 @@ at::Tensor grouped_mm(const at::Tensor& x_in, const at::Tensor& ends_in,
                 wg.sizes(), transpose_w ? " transposed" : "", " for rows of ", depth);
     weights.push_back(wg.contiguous());
   }
+  TORCH_CHECK(tiles_of(cols, kBN) <= 65535, "[kernels] grouped_mm: ", cols,
+              " columns are more than a grid's 65,535 tiles of ", kBN);
   const at::Tensor x = x_in.contiguous(), ends = ends_in.contiguous();
   const c10::cuda::CUDAGuard guard(x.device());
   at::Tensor y = at::empty({x.size(0), cols}, x.options());
@@ -340,6 +342,8 @@ at::Tensor grouped_weight_grads(const at::Tensor& dy_in, const at::Tensor& x_in,
   const at::Tensor dy = dy_in.contiguous(), x = x_in.contiguous(), ends = ends_in.contiguous();
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t groups = ends.size(0), n = dy.size(1), k = x.size(1);
+  TORCH_CHECK(tiles_of(n, kBM) <= 65535, "[kernels] grouped_weight_grads: ", n,
+              " rows of a weight are more than a grid's 65,535 tiles of ", kBM);
   at::Tensor dw = at::empty({groups, n, k}, x.options());
   if (dw.numel() == 0) return dw;
   by_dtype(x.scalar_type(), [&](auto zero) {
