@@ -172,7 +172,7 @@ void write_calibration(const std::string& path, const std::vector<Row>& rows,
 
 int run_bench(const BenchOptions& options, const LaunchEnv& env) {
   comm::GroupOptions group_options;
-  group_options.device = parse_device(options.device, env.local_rank);
+  group_options.device = parse_device(options.device, env.local_rank, env.local_world);
   bind_device(group_options.device);
   group_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
   const DeviceSetting setting = device_setting_names().parse(options.device);

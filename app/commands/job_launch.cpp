@@ -25,7 +25,7 @@ namespace {
 /// computes float32 on CUDA (NOTE [Fast paths], NOTE [Kernel table]), and the kernel table told
 /// whether to take the rows no GPU has run (NOTE [GPU-verified]).
 Device bind_rank_device(const JobConfig& config, const LaunchEnv& env) {
-  const Device device = parse_device(config.device, env.local_rank);
+  const Device device = parse_device(config.device, env.local_rank, env.local_world);
   // NOTE [Ranks sharing a GPU]: the node's local rank 0 says so, once.
   if (env.local_rank == 0 && shares_gpus(config.device, env.local_world, cuda_device_count()))
     spdlog::warn("{}", gpu_sharing_warning(env.local_world, cuda_device_count()));

@@ -36,12 +36,12 @@ const EnumNames<DeviceSetting>& device_setting_names() {
   return names;
 }
 
-Device resolve_device(const std::string& setting, int local_rank, int gpus) {
+Device resolve_device(const std::string& setting, int local_rank, int gpus, int local_ranks) {
   const std::optional<DeviceSetting> known = device_setting_names().find(setting);
   const std::vector<std::string>& valid = device_setting_names().names();
   VS_USER_CHECK(known.has_value(), "training.device = '{}' is not one of {}{}", setting,
                 fmt::join(valid, ", "), did_you_mean(setting, valid));
-  return resolve_device(*known, local_rank, gpus);
+  return resolve_device(*known, local_rank, gpus, local_ranks);
 }
 
 // NOTE [Ranks sharing a GPU]
@@ -54,13 +54,20 @@ Device resolve_device(const std::string& setting, int local_rank, int gpus) {
 // (comm::resolve_backend). Gloo moves CUDA tensors through host memory (NOTE [Gloo with CUDA
 // tensors], comm/group_impl.h). Each rank is its own process with its own CUDA context, so the
 // ranks on a GPU share its memory and its time: a layout check, not a way to go faster.
-Device resolve_device(DeviceSetting setting, int local_rank, int gpus) {
+Device resolve_device(DeviceSetting setting, int local_rank, int gpus, int local_ranks) {
   if (setting == DeviceSetting::kCpu || (setting == DeviceSetting::kAuto && gpus == 0)) return kCpu;
   VS_USER_CHECK(gpus > 0,
                 "training.device = 'cuda', but no GPU is visible to this process (a CPU-only "
                 "LibTorch, or no CUDA device): use 'cpu' or 'auto'");
   VS_USER_CHECK(local_rank >= 0, "training.device = '{}': local rank {} is negative",
                 device_setting_names().name(setting), local_rank);
+  VS_USER_CHECK(local_rank < gpus || local_ranks > gpus,
+                "training.device = '{}': local rank {} needs GPU cuda:{}, but this process sees {} "
+                "GPU(s) and its launcher says the node runs {} rank(s) (LOCAL_WORLD_SIZE, "
+                "SLURM_NTASKS_PER_NODE, OMPI_COMM_WORLD_LOCAL_SIZE): start at most {} processes "
+                "per node, or tell the launcher the node's rank count to share its GPUs",
+                device_setting_names().name(setting), local_rank, local_rank, gpus, local_ranks,
+                gpus);
   return Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
 }
 
@@ -78,12 +85,12 @@ std::string gpu_sharing_warning(int local_ranks, int gpus) {
       local_ranks, gpus, gpus == 1 ? "" : "s", gpus, (local_ranks + gpus - 1) / gpus);
 }
 
-Device parse_device(DeviceSetting setting, int local_rank) {
-  return resolve_device(setting, local_rank, cuda_device_count());
+Device parse_device(DeviceSetting setting, int local_rank, int local_ranks) {
+  return resolve_device(setting, local_rank, cuda_device_count(), local_ranks);
 }
 
-Device parse_device(const std::string& setting, int local_rank) {
-  return resolve_device(setting, local_rank, cuda_device_count());
+Device parse_device(const std::string& setting, int local_rank, int local_ranks) {
+  return resolve_device(setting, local_rank, cuda_device_count(), local_ranks);
 }
 
 void bind_device(Device device) {

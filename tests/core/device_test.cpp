@@ -27,10 +27,14 @@ TEST(Device, CudaWithoutAGpuIsAUserError) {
 
 // NOTE [Ranks sharing a GPU]: more local ranks than GPUs place rank r on cuda:(r mod GPUs).
 TEST(Device, MoreLocalRanksThanGpusShareThemRoundRobin) {
-  EXPECT_EQ(resolve_device("cuda", 2, 2), Device(c10::kCUDA, 0));
-  EXPECT_EQ(resolve_device("auto", 3, 2), Device(c10::kCUDA, 1));
+  EXPECT_EQ(resolve_device("cuda", 2, 2, 4), Device(c10::kCUDA, 0));
+  EXPECT_EQ(resolve_device("auto", 3, 2, 4), Device(c10::kCUDA, 1));
   for (int rank = 0; rank < 4; ++rank)
-    EXPECT_EQ(resolve_device("cuda", rank, 1), Device(c10::kCUDA, 0));
+    EXPECT_EQ(resolve_device("cuda", rank, 1, 4), Device(c10::kCUDA, 0));
+  // A node that says it runs no more ranks than GPUs: a rank past them is the launcher's mistake
+  // (LOCAL_WORLD_SIZE missing), not a reason to share.
+  EXPECT_THROW(resolve_device("cuda", 2, 2, 2), UserError);
+  EXPECT_THROW(resolve_device("auto", 4, 4), UserError);
   EXPECT_TRUE(shares_gpus(DeviceSetting::kCuda, 4, 1));
   EXPECT_TRUE(shares_gpus(DeviceSetting::kAuto, 3, 2));
   EXPECT_FALSE(shares_gpus(DeviceSetting::kCuda, 2, 2));

@@ -20,7 +20,8 @@ SCRIPT = os.path.join(ROOT, "scripts", "gpu-check.sh")
 # The parity rows the table must hold, by the start of their names.
 PARITY = ("gpt float64,", "gpt float32,", "gpt bf16 on cuda* vs", "gpt bf16 on cuda*, unverified",
           "gpt float32 on cuda*, unverified", "llama float64,", "llama bf16 on cuda* vs",
-          "llama bf16 on cuda*, unverified", "mixtral bf16",
+          "llama bf16 on cuda*, unverified", "mixtral bf16 on cuda* vs",
+          "mixtral bf16 on cuda*, unverified", "mixtral float32 on cuda*, unverified",
           "gloo:", "resume:", "eval on", "greedy generate")
 SUMMARY = re.compile(r"^gpu-check: (\d+) passed, (\d+) failed, (\d+) skipped$", re.M)
 
