@@ -104,6 +104,11 @@ class GPTFamily : public ModelFamily {
 
   int64_t vocab_size(const ModelSpec& spec) const override { return gpt_config(spec).vocab_size; }
 
+  /// The blocks' attention and MLP weights (transformer.h.N.*.weight of 2 dims; not ln_*).
+  bool hidden_matrix(const ModelSpec&, const std::string& fqn) const override {
+    return fqn.rfind("transformer.h.", 0) == 0 && fqn.find(".ln_") == std::string::npos &&
+           ends_with(fqn, ".weight");
+  }
   std::optional<HFLayout> hf_layout(const ModelSpec& spec) const override {
     const GPTConfig g = gpt_config(spec);
     const int64_t c = g.n_embd;

@@ -144,6 +144,10 @@ class LlamaFamily : public ModelFamily {
 
   int64_t vocab_size(const ModelSpec& spec) const override { return llama_config(spec).vocab_size; }
 
+  /// The layers' attention and MLP projections (model.layers.N.*_proj.weight).
+  bool hidden_matrix(const ModelSpec&, const std::string& fqn) const override {
+    return fqn.rfind("model.layers.", 0) == 0 && ends_with(fqn, "_proj.weight");
+  }
   std::optional<HFLayout> hf_layout(const ModelSpec& spec) const override {
     const LlamaConfig l = llama_config(spec);
     const int64_t c = l.n_embd;

@@ -180,6 +180,12 @@ class MixtralFamily : public ModelFamily {
     return mixtral_config(spec).vocab_size;
   }
 
+  /// The layers' attention projections and each expert's w1, w2, w3 (each expert its own
+  /// matrices); not the router (block_sparse_moe.gate).
+  bool hidden_matrix(const ModelSpec&, const std::string& fqn) const override {
+    return fqn.rfind("model.layers.", 0) == 0 &&
+           (ends_with(fqn, "_proj.weight") || fqn.find(".experts.") != std::string::npos);
+  }
   std::optional<HFLayout> hf_layout(const ModelSpec& spec) const override {
     const MixtralConfig m = mixtral_config(spec);
     VS_USER_CHECK(!m.shared_expert,

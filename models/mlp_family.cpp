@@ -1,4 +1,6 @@
 // The mlp family: its [model] keys, and what the rest of the program asks of the MLP.
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "family/bound_keys.h"
@@ -57,6 +59,14 @@ class MLPFamily : public ModelFamily {
 
   std::vector<std::string> size_keys() const override {
     return {"d_in", "d_hidden", "d_out", "n_layers"};
+  }
+
+  /// The weights between the first layer and the last: layers.1 .. layers.{n - 2} (none of 2).
+  bool hidden_matrix(const ModelSpec& spec, const std::string& fqn) const override {
+    const int64_t n = mlp_config(spec).n_layers;
+    for (int64_t i = 1; i + 1 < n; ++i)
+      if (fqn == fmt::format("layers.{}.weight", i)) return true;
+    return false;
   }
 
   std::pair<int64_t, int64_t> features(const ModelSpec& spec) const override {

@@ -17,8 +17,9 @@ const EnumNames<LrDecay>& names_of(LrDecay) {
 }
 
 const EnumNames<OptimizerKind>& names_of(OptimizerKind) {
-  static const EnumNames<OptimizerKind> names(
-      "optimizer.name", {{OptimizerKind::kAdamW, "adamw"}, {OptimizerKind::kSgd, "sgd"}});
+  static const EnumNames<OptimizerKind> names("optimizer.name", {{OptimizerKind::kAdamW, "adamw"},
+                                                                 {OptimizerKind::kSgd, "sgd"},
+                                                                 {OptimizerKind::kMuon, "muon"}});
   return names;
 }
 

@@ -23,7 +23,7 @@ enum class Recompute {
 enum class LrDecay { kCosine, kConstant };
 
 /// optimizer.name.
-enum class OptimizerKind { kAdamW, kSgd };
+enum class OptimizerKind { kAdamW, kSgd, kMuon };
 
 /// Where the batches come from (data.source).
 enum class DataSource {

@@ -143,7 +143,8 @@ std::vector<ConfigKey> data_and_training_keys() {
 std::vector<ConfigKey> optimizer_keys() {
   using C = JobConfig;
   return {
-      key("optimizer.name", &C::optimizer, OptimizerKind::kAdamW, "adamw or sgd"),
+      key("optimizer.name", &C::optimizer, OptimizerKind::kAdamW,
+          "adamw, sgd or muon (Muon for the hidden layers' 2-D weights, AdamW for the rest)"),
       key("optimizer.lr", &C::lr, 3e-4, "Peak learning rate", at_least(0)),
       key("optimizer.beta1", &C::beta1, 0.9, "AdamW beta1", half_open(0, 1)),
       key("optimizer.beta2", &C::beta2, 0.95, "AdamW beta2", half_open(0, 1)),
@@ -151,6 +152,13 @@ std::vector<ConfigKey> optimizer_keys() {
       key("optimizer.weight_decay", &C::weight_decay, 0.1,
           "Decoupled weight decay (not on biases and norms)", at_least(0)),
       key("optimizer.momentum", &C::momentum, 0.9, "SGD momentum", half_open(0, 1)),
+      key("optimizer.muon_momentum", &C::muon_momentum, 0.95, "Muon momentum", half_open(0, 1)),
+      key("optimizer.muon_nesterov", &C::muon_nesterov, true, "Muon: Nesterov momentum"),
+      key("optimizer.muon_ns_steps", &C::muon_ns_steps, 5,
+          "Muon: Newton-Schulz iterations that orthogonalize the update", within(1, 100)),
+      key("optimizer.muon_match_adamw_rms", &C::muon_match_adamw_rms, true,
+          "Muon: scale the update to AdamW's RMS, 0.2 sqrt(max(rows, cols)), so optimizer.lr "
+          "serves both (false: sqrt(max(1, rows / cols)), Keller Jordan's)"),
       key("lr_scheduler.warmup_steps", &C::warmup_steps, 0, "Linear warmup steps", within(0, 1e12)),
       key("lr_scheduler.decay", &C::decay, LrDecay::kCosine, "cosine or constant after warmup"),
       key("lr_scheduler.min_lr_ratio", &C::min_lr_ratio, 0.1,

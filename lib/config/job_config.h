@@ -54,6 +54,10 @@ struct JobConfig {
   // [optimizer]
   OptimizerKind optimizer;
   double lr, beta1, beta2, eps, weight_decay, momentum;
+  double muon_momentum;       ///< NOTE [Muon]
+  int64_t muon_ns_steps;      ///< Newton-Schulz iterations
+  bool muon_nesterov;         ///< Nesterov momentum
+  bool muon_match_adamw_rms;  ///< the update scaled to AdamW's RMS: 0.2 sqrt(max(rows, cols))
   // [lr_scheduler]
   int64_t warmup_steps;
   LrDecay decay;

@@ -43,6 +43,7 @@ MemoryEstimate estimate_memory(const JobConfig& c) {
   const DTypePolicy dtypes = dtype_policy(c);
   const double element = compute_element_bytes(c);
   const auto state_element = static_cast<double>(c10::elementSize(dtypes.state));
+  // Muon: at most AdamW's two (its matrices keep one, NOTE [Muon]), counted as two.
   const double optimizer_states = c.optimizer == OptimizerKind::kSgd ? 1.0 : 2.0;
   const double masters = dtypes.mixed() ? state_element : 0.0;
   m.state_bytes = m.parameters * (2.0 * element + masters + optimizer_states * state_element);

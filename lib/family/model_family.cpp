@@ -108,4 +108,8 @@ std::string describe_keys(const ModelSpec& spec, const std::vector<std::string>&
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
+bool ModelFamily::hidden_matrix(const ModelSpec&, const std::string&) const {
+  return false;
+}
+
 }  // namespace vescale

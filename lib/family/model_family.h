@@ -137,6 +137,10 @@ class ModelFamily {
   /// Families with a Hugging Face counterpart: how its tensors and config map to ours
   /// (family/hf_layout.h); nullopt: none.
   virtual std::optional<HFLayout> hf_layout(const ModelSpec& spec) const;
+  /// Whether parameter `fqn` is a 2-D weight of a hidden layer, the matrices Muon updates (NOTE
+  /// [Muon]): not an embedding, the LM head (the first and last layers), a norm, a bias or a
+  /// router. Default: none.
+  virtual bool hidden_matrix(const ModelSpec& spec, const std::string& fqn) const;
 };
 
 /// Every family, in the order the config reference lists them, the default (model.name's) first
@@ -146,6 +150,11 @@ const std::vector<std::shared_ptr<const ModelFamily>>& model_families();
 const ModelFamily& model_family(const std::string& name);
 /// The families' names in order: {"gpt", "mlp"}.
 std::vector<std::string> model_family_names();
+/// Whether `text` ends with `suffix`.
+inline bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
 /// Whether `fqn` names something inside one of `modules` (module FQNs).
 bool under_modules(const std::string& fqn, const std::vector<std::string>& modules);
 /// Elements of the parameters (each once) of the modules named by `modules` and their children.

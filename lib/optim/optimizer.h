@@ -33,10 +33,10 @@ class Optimizer {
   virtual std::vector<std::string> state_names() const = 0;
 
   /// Every state tensor of every view with its global place (zeros before the first step).
-  std::vector<OptimizerStateTensor> state_tensors();
+  virtual std::vector<OptimizerStateTensor> state_tensors();
   const std::vector<ParamView>& views() const { return views_; }
   /// Bytes of the state tensors made so far (measured, not derived from the views).
-  int64_t state_bytes() const;
+  virtual int64_t state_bytes() const;
   /// Updates taken so far (AdamW's bias correction depends on it).
   int64_t steps() const { return steps_; }
   void set_steps(int64_t steps) { steps_ = steps; }

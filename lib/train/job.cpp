@@ -5,7 +5,9 @@
 
 #include "config/dtype_policy.h"
 #include "core/logging.h"
+#include "family/model_family.h"
 #include "optim/adamw.h"
+#include "optim/muon.h"
 #include "optim/sgd.h"
 #include "train/model_factory.h"
 
@@ -48,6 +50,32 @@ void setup_grad_sync(Job& job, bool mixed) {
       c.zero == 3);
 }
 
+/// Muon for the views of the family's hidden matrices, AdamW for the rest (NOTE [Muon]); one log
+/// line says how they split.
+std::unique_ptr<Optimizer> make_muon(const JobConfig& c, std::vector<ParamView> views,
+                                     const AdamWOptions& adamw) {
+  std::vector<bool> matrix;
+  const ModelSpec spec = c.model_spec();
+  for (const ParamView& v : views)
+    matrix.push_back(v.spec.shape.size() == 2 && c.family().hidden_matrix(spec, v.name));
+  const MuonOptions options{c.muon_momentum,        c.muon_nesterov, c.muon_ns_steps,
+                            c.muon_match_adamw_rms, c.weight_decay,  1e-7};
+  auto muon = std::make_unique<Muon>(std::move(views), matrix, options, adamw);
+  const size_t others = muon->views().size() - muon->matrices();
+  if (muon->matrices() == 0) {
+    log_rank0(
+        "[optimizer] optimizer.name = muon: model.name = \"{}\" has no 2-D hidden weights; "
+        "AdamW updates all {} of this rank's parameter pieces",
+        c.model, others);
+  } else {
+    log_rank0(
+        "[optimizer] Muon updates {} hidden matrices of this rank, AdamW its {} other "
+        "parameter pieces (embeddings, head, norms, biases, router)",
+        muon->matrices(), others);
+  }
+  return muon;
+}
+
 /// The optimizer over each parameter's whole local shard (or its rows under ZeRO), through
 /// float32 master weights when the parameters are bf16; the masters become the parameters' state.
 void setup_optimizer(Job& job) {
@@ -74,9 +102,11 @@ void setup_optimizer(Job& job) {
     for (size_t k = 0; k < views.size(); ++k)
       model.move_state(k, {views[k].flat.view(views[k].spec.local_shape()), views[k].spec});
   }
+  const AdamWOptions adamw{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
   if (c.optimizer == OptimizerKind::kAdamW) {
-    job.optimizer =
-        std::make_unique<AdamW>(views, AdamWOptions{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay});
+    job.optimizer = std::make_unique<AdamW>(views, adamw);
+  } else if (c.optimizer == OptimizerKind::kMuon) {
+    job.optimizer = make_muon(c, std::move(views), adamw);
   } else {
     job.optimizer = std::make_unique<SGD>(views, SGDOptions{c.momentum, c.weight_decay});
   }

@@ -188,6 +188,16 @@ TEST(JobConfig, TrainingDeviceAndBackend) {
   EXPECT_NE(error_of("[training]\ndevice = \"cpu\"\n[comm]\nbackend = \"nccl\"\n")
                 .find("comm.backend = \"nccl\" moves CUDA tensors, but training.device = \"cpu\""),
             std::string::npos);
+  // NOTE [Muon]: its keys, each refused in one line naming it.
+  EXPECT_NE(error_of("", {"optimizer.name=\"muon\"", "optimizer.muon_ns_steps=0"})
+                .find("optimizer.muon_ns_steps = 0 must be in [1, 100]"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"optimizer.muon_momentum=1"})
+                .find("optimizer.muon_momentum = 1 must be in [0, 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"optimizer.muon_momentum=nan"})
+                .find("key 'optimizer.muon_momentum' must be a finite number, got nan"),
+            std::string::npos);
   // Gloo takes CUDA tensors through host memory (NOTE [Gloo with CUDA tensors]).
   EXPECT_EQ(error_of("", {"training.device=cuda", "comm.backend=gloo"}), "(no error)");
 }

@@ -1,0 +1,155 @@
+#include "optim/muon.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+
+namespace vescale {
+namespace {
+
+/// `full`'s box of view `spec` (its local piece).
+at::Tensor box_of(const at::Tensor& full, const DTensorSpec& spec) {
+  const Box box = Box::local(spec);
+  at::Tensor out = full;
+  for (size_t d = 0; d < box.sizes.size(); ++d)
+    out = out.narrow(static_cast<int64_t>(d), box.offsets[d], box.sizes[d]);
+  return out;
+}
+
+}  // namespace
+
+at::Tensor newton_schulz(const at::Tensor& u, int64_t steps, double eps) {
+  VS_CHECK(u.dim() == 2, "[optim] newton_schulz: a matrix, not {} dims", u.dim());
+  constexpr double a = 3.4445, b = -4.7750, c = 2.0315;
+  const bool tall = u.size(0) > u.size(1);
+  at::Tensor x = tall ? u.t() : u;
+  x = x / x.norm().clamp_min(eps);
+  for (int64_t i = 0; i < steps; ++i) {
+    const at::Tensor gram = at::matmul(x, x.t());
+    const at::Tensor poly = at::addmm(gram, gram, gram, b, c);
+    x = at::addmm(x, poly, x, a);
+  }
+  return tall ? x.t() : x;
+}
+
+double muon_scale(int64_t rows, int64_t cols, bool match_adamw_rms) {
+  const auto r = static_cast<double>(rows), c = static_cast<double>(cols);
+  return match_adamw_rms ? 0.2 * std::sqrt(std::max(r, c)) : std::sqrt(std::max(1.0, r / c));
+}
+
+namespace {
+
+std::vector<size_t> marked(const std::vector<bool>& matrix) {
+  std::vector<size_t> out;
+  for (size_t k = 0; k < matrix.size(); ++k)
+    if (matrix[k]) out.push_back(k);
+  return out;
+}
+
+std::vector<ParamView> unmarked(const std::vector<ParamView>& views,
+                                const std::vector<bool>& matrix) {
+  std::vector<ParamView> out;
+  for (size_t k = 0; k < views.size(); ++k)
+    if (!matrix[k]) out.push_back(views[k]);
+  return out;
+}
+
+}  // namespace
+
+Muon::Muon(std::vector<ParamView> views, const std::vector<bool>& matrix, MuonOptions options,
+           AdamWOptions adamw)
+    : Optimizer(std::move(views)),
+      options_(options),
+      matrices_(marked(matrix)),
+      adamw_(unmarked(views_, matrix), adamw) {
+  VS_CHECK(matrix.size() == views_.size(), "[optim] Muon: {} marks for {} views", matrix.size(),
+           views_.size());
+  for (size_t k : matrices_)
+    VS_CHECK(views_[k].spec.shape.size() == 2, "[optim] Muon: {} is {}-D; Muon updates matrices",
+             views_[k].name, views_[k].spec.shape.size());
+}
+
+at::Tensor& Muon::momentum(size_t j) {
+  if (momentum_.empty()) {
+    std::map<std::pair<at::ScalarType, std::string>, std::vector<size_t>> groups;
+    for (size_t i = 0; i < matrices_.size(); ++i) {
+      const at::Tensor& value = views_[matrices_[i]].value();
+      groups[{value.scalar_type(), value.device().str()}].push_back(i);
+    }
+    momentum_.resize(matrices_.size());
+    for (const auto& [key, members] : groups) {
+      int64_t total = 0;
+      for (size_t i : members)
+        total += views_[matrices_[i]].value().numel();
+      const at::Tensor buffer =
+          at::zeros({total}, views_[matrices_[members.front()]].value().options());
+      int64_t offset = 0;
+      for (size_t i : members) {
+        const int64_t numel = views_[matrices_[i]].value().numel();
+        momentum_[i] = buffer.narrow(0, offset, numel);
+        offset += numel;
+      }
+    }
+  }
+  return momentum_[j];
+}
+
+at::Tensor Muon::whole(size_t k, const at::Tensor& piece) const {
+  const DTensorSpec& spec = views_[k].spec;
+  const std::vector<int> split = spec.split_dims();
+  if (split.empty()) return piece.view(spec.shape);
+  at::Tensor full = at::zeros(spec.shape, piece.options());
+  box_of(full, spec).copy_(piece.view(spec.local_shape()));
+  for (int d : split)
+    spec.mesh.group(d).all_reduce(full, comm::ReduceOp::kSum);
+  return full;
+}
+
+void Muon::step(double lr) {
+  torch::autograd::AutoGradMode no_grad(false);
+  adamw_.set_steps(steps_);
+  adamw_.step(lr);
+  ++steps_;
+  const double mu = options_.momentum;
+  for (size_t j = 0; j < matrices_.size(); ++j) {
+    const size_t k = matrices_[j];
+    const at::Tensor p = views_[k].value();
+    at::Tensor g = views_[k].grad();
+    // Every rank of the matrix joins its sums: a piece without a gradient counts zeros.
+    if (!g.defined()) g = at::zeros_like(p);
+    at::Tensor& m = momentum(j);
+    m.lerp_(g, 1.0 - mu);
+    const at::Tensor u = options_.nesterov ? g.lerp(m, mu) : m;
+    const std::vector<int64_t>& shape = views_[k].spec.shape;
+    const at::Tensor o = newton_schulz(whole(k, u), options_.ns_steps, options_.eps);
+    if (views_[k].weight_decay && options_.weight_decay != 0)
+      p.mul_(1.0 - lr * options_.weight_decay);
+    p.add_(box_of(o, views_[k].spec).reshape({-1}),
+           -lr * muon_scale(shape[0], shape[1], options_.match_adamw_rms));
+  }
+}
+
+std::vector<OptimizerStateTensor> Muon::state_tensors() {
+  std::vector<OptimizerStateTensor> out = adamw_.state_tensors();
+  for (size_t j = 0; j < matrices_.size(); ++j) {
+    const ParamView& v = views_[matrices_[j]];
+    out.push_back({v.name, "muon_momentum", momentum(j).view(v.spec.local_shape()), v.spec});
+  }
+  return out;
+}
+
+int64_t Muon::state_bytes() const {
+  int64_t bytes = adamw_.state_bytes();
+  for (const at::Tensor& m : momentum_)
+    bytes += static_cast<int64_t>(m.nbytes());
+  return bytes;
+}
+
+}  // namespace vescale
