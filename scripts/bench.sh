@@ -52,10 +52,15 @@
 #      step, so that the phase is a large part of the step) in float32 and bf16 on 1 process: the
 #      median of steps 3-6 of its `opt` time (NOTE [Step anatomy]), of the step, and the state
 #      bytes; OLD_TRAIN=<binary> adds that binary's rows, alternating with this one's, twice each.
+#  14. muon: Muon against AdamW (NOTE [Muon]) on configs/gpt-tiny.toml's model and fortunes, 1
+#      process, float32, MUON_STEPS (500) steps of 16 x 64 tokens: each at lr 1e-3, 3e-3, 1e-2
+#      with seed 1, then seeds 2 and 3 at each one's best lr; the final val_loss, the tokens each
+#      seed needs to reach AdamW's mean final val_loss, and a plot (docs/muon.png with matplotlib).
 # Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or peers, comm, train, pipeline,
 # checkpoint, export, recompute, cp, generate, flight, fused, moe, peer-threads, prepare,
-# optimizer; a comma list) runs only those tables. BENCH=prepare (data prepare of a 537 MB corpus,
-# ~16 minutes here) and BENCH=optimizer (~4 minutes) are not in the default set.
+# optimizer, muon; a comma list) runs only those tables. BENCH=prepare (data prepare of a 537 MB
+# corpus, ~16 minutes here), BENCH=optimizer (~4 minutes) and BENCH=muon (~10 runs of a minute)
+# are not in the default set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -683,4 +688,26 @@ for t in sentencepiece hf-bpe; do
     echo "$t, 1 and 2 threads: identical train.bin" || echo "$t, 1 and 2 threads: train.bin DIFFERS"
 done
 rm -rf "$corpus"
+fi
+
+if wanted muon; then
+MUON_STEPS=${MUON_STEPS:-500}
+echo "muon vs adamw: configs/gpt-tiny.toml's model on fortunes, 1 process, float32, $MUON_STEPS steps of"
+echo "16 x 64 tokens, cosine to 0.1 of the lr, validation every 50 steps (8 windows)"
+muon_run() {  # optimizer lr seed
+  local dir="$OUT/muon-$1_$2_$3"
+  "$BIN" train configs/gpt-tiny.toml --parallel.dp=1 --parallel.tp=1 --parallel.plan= \
+    --optimizer.name="$1" --optimizer.lr="$2" --training.seed="$3" --training.steps="$MUON_STEPS" \
+    --eval.interval=50 --eval.windows=8 --metrics.log_interval=50 --checkpoint.interval=0 \
+    --job.dump_folder="$dir" >"$dir.log" 2>&1
+}
+for opt in adamw muon; do
+  for lr in 1e-3 3e-3 1e-2; do muon_run "$opt" "$lr" 1; done
+  best=$(python3 scripts/lib/muon_table.py best "$OUT" "$opt")
+  for seed in 2 3; do muon_run "$opt" "$best" "$seed"; done
+done
+# Debian's python3 has matplotlib (scripts/setup.sh); another first on PATH may not.
+plot_py=$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
+"$plot_py" scripts/lib/muon_table.py table "$OUT" 1024 "${MUON_PNG:-docs/muon.png}"
+echo
 fi
