@@ -1,6 +1,7 @@
 #include "optim/muon.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/accumulate.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <algorithm>
@@ -14,13 +15,17 @@
 namespace vescale {
 namespace {
 
-/// `full`'s box of view `spec` (its local piece).
-at::Tensor box_of(const at::Tensor& full, const DTensorSpec& spec) {
-  const Box box = Box::local(spec);
+/// `full`'s region `box`.
+at::Tensor box_of(const at::Tensor& full, const Box& box) {
   at::Tensor out = full;
   for (size_t d = 0; d < box.sizes.size(); ++d)
     out = out.narrow(static_cast<int64_t>(d), box.offsets[d], box.sizes[d]);
   return out;
+}
+
+/// `full`'s box of view `spec` (its local piece).
+at::Tensor box_of(const at::Tensor& full, const DTensorSpec& spec) {
+  return box_of(full, Box::local(spec));
 }
 
 }  // namespace
@@ -112,6 +117,50 @@ at::Tensor Muon::whole(size_t k, const at::Tensor& piece) const {
   return full;
 }
 
+at::Tensor Muon::orthogonal_piece(size_t j, const at::Tensor& u) const {
+  const DTensorSpec& spec = views_[matrices_[j]].spec;
+  const std::vector<int> split = spec.split_dims();
+  if (split.size() != 1) {
+    const at::Tensor o = newton_schulz(whole(matrices_[j], u), options_.ns_steps, options_.eps);
+    return box_of(o, spec).reshape({-1});
+  }
+  // One dim splits it: the j-th matrix's owner is rank j mod n of that dim's group.
+  const int d = split.front();
+  const comm::Group& group = spec.mesh.group(d);
+  const int n = group.size(), me = group.rank(), owner = static_cast<int>(j % n);
+  std::vector<int64_t> coordinate = spec.mesh.coordinate();
+  VS_CHECK(coordinate[d] == me, "[optim] Muon: {} is rank {} of its {} group at coordinate {}",
+           views_[matrices_[j]].name, me, group.label(), coordinate[d]);
+  std::vector<Box> boxes;
+  for (int q = 0; q < n; ++q) {
+    coordinate[d] = q;
+    boxes.push_back(spec.local_box(coordinate));
+  }
+  const auto numel = [](const Box& b) { return c10::multiply_integers(b.sizes); };
+  const at::Tensor none = u.new_empty({0});
+  // 1. Every rank's piece to the owner.
+  std::vector<at::Tensor> to_owner(n, none);
+  to_owner[owner] = u.reshape({-1});
+  std::vector<std::vector<int64_t>> sizes(n, {0});
+  for (int q = 0; q < n && me == owner; ++q)
+    sizes[q] = {numel(boxes[q])};
+  const std::vector<at::Tensor> pieces = group.all_to_all(to_owner, sizes);
+  // 2. The owner orthogonalizes the whole matrix and cuts it into the ranks' boxes.
+  std::vector<at::Tensor> to_ranks(n, none);
+  if (me == owner) {
+    at::Tensor full = at::zeros(spec.shape, u.options());
+    for (int q = 0; q < n; ++q)
+      box_of(full, boxes[q]).copy_(pieces[q].view(boxes[q].sizes));
+    const at::Tensor o = newton_schulz(full, options_.ns_steps, options_.eps);
+    for (int q = 0; q < n; ++q)
+      to_ranks[q] = box_of(o, boxes[q]).reshape({-1});
+  }
+  // 3. Each rank's box back.
+  std::vector<std::vector<int64_t>> back(n, {0});
+  back[owner] = {numel(boxes[me])};
+  return group.all_to_all(to_ranks, back)[owner];
+}
+
 void Muon::step(double lr) {
   torch::autograd::AutoGradMode no_grad(false);
   adamw_.set_steps(steps_);
@@ -128,11 +177,10 @@ void Muon::step(double lr) {
     m.lerp_(g, 1.0 - mu);
     const at::Tensor u = options_.nesterov ? g.lerp(m, mu) : m;
     const std::vector<int64_t>& shape = views_[k].spec.shape;
-    const at::Tensor o = newton_schulz(whole(k, u), options_.ns_steps, options_.eps);
+    const at::Tensor o = orthogonal_piece(j, u);
     if (views_[k].weight_decay && options_.weight_decay != 0)
       p.mul_(1.0 - lr * options_.weight_decay);
-    p.add_(box_of(o, views_[k].spec).reshape({-1}),
-           -lr * muon_scale(shape[0], shape[1], options_.match_adamw_rms));
+    p.add_(o, -lr * muon_scale(shape[0], shape[1], options_.match_adamw_rms));
   }
 }
 

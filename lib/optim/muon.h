@@ -11,14 +11,20 @@
 // in the parameters' optimizer dtype (float32, float64 under float64: 1 process and every layout
 // agree to rounding).
 // Distributed: Newton-Schulz needs the whole matrix, and a view holds a box of it: a tp shard,
-// ZeRO's rows of one, or both. The momentum is elementwise, on the box. The update's box is then
-// placed in a zero matrix and summed over each mesh dim that splits the view (its spec's Shard
-// dims): each element has one nonzero term, so the sum is the matrix exactly. Every rank that
-// holds a piece orthogonalizes the whole matrix (the same inputs and ops on every one, so the same
-// bits) and takes its box; replicas (dp without ZeRO, cp, pp stages' own layers, ep ranks' own
-// experts) need nothing. The sums cost 2 (n - 1) / n of each split matrix's bytes a step, counted
-// under the split dim's label. Not yet done: each matrix orthogonalized once, by a rank dealt it
-// round-robin, and scattered back (issue [37]).
+// ZeRO's rows of one, or both. The momentum is elementwise, on the box. Then, by how many mesh
+// dims split the view (its spec's Shard dims):
+//   none (1 process, dp without ZeRO, cp, pp stages' own layers, ep ranks' own experts): each
+//     rank orthogonalizes its whole matrix, as every replica does;
+//   one (tp, or ZeRO's dp): the matrices are dealt round-robin over that dim's group, the j-th
+//     to rank j mod n: an all-to-all brings the owner every rank's box, the owner orthogonalizes
+//     the whole matrix, and a second all-to-all returns each rank its box; each matrix is
+//     orthogonalized once, and its pieces cross the group once each way ((n - 1) / n of its
+//     bytes in all, each way: half a dp2 or tp2 rank's box per matrix);
+//   two (tp and ZeRO together): the box is placed in a zero matrix and summed over both dims
+//     (each element has one nonzero term, so the sum is the matrix exactly), and every rank that
+//     holds a piece orthogonalizes it (2 (n - 1) / n of its bytes a dim, n times the FLOPs).
+// The same whole matrix and ops give the same bits wherever they run, so every layout is the
+// 1-process run to rounding. The bytes are counted under the split dims' labels.
 #pragma once
 
 #include <cstdint>
@@ -63,8 +69,11 @@ class Muon : public Optimizer {
   size_t matrices() const { return matrices_.size(); }
 
  private:
-  /// The whole matrix of view k from this rank's box `piece` of it (NOTE [Muon]).
+  /// The whole matrix of view k from this rank's box `piece` of it, summed (NOTE [Muon]).
   at::Tensor whole(size_t k, const at::Tensor& piece) const;
+  /// This rank's box of the j-th matrix's orthogonalized update, from its box `u` of the update:
+  /// computed here, by the matrix's owner (one split dim), or from the summed whole (NOTE [Muon]).
+  at::Tensor orthogonal_piece(size_t j, const at::Tensor& u) const;
   /// The momentum of the j-th matrix (view matrices_[j]); every one made, zeros, on first use,
   /// in one flat buffer per dtype and device.
   at::Tensor& momentum(size_t j);
