@@ -51,8 +51,8 @@ TEST(ConfigEnums, AnUnknownNameIsOneLineWithTheChoicesAndTheNearest) {
             "config job.toml: lr_scheduler.decay = \"cosin\" is not one of cosine, constant (did "
             "you mean 'cosine'?)");
   EXPECT_EQ(parse_error("", {"optimizer.name=adam"}),
-            "config job.toml: optimizer.name = \"adam\" is not one of adamw, sgd (did you mean "
-            "'adamw'?)");
+            "config job.toml: optimizer.name = \"adam\" is not one of adamw, sgd, muon (did you "
+            "mean 'adamw'?)");
   EXPECT_EQ(parse_error("", {"training.activation_checkpoint=ful"}),
             "config job.toml: training.activation_checkpoint = \"ful\" is not one of none, full, "
             "selective (did you mean 'full'?)");
