@@ -36,4 +36,8 @@ std::vector<at::Tensor> merge_adjacent(std::vector<at::Tensor> tensors);
 /// part in the views' order (AdamW steps the two parts apart, so each part merges into one run).
 std::vector<size_t> flat_order(const std::vector<ParamView>& views);
 
+/// A zero tensor shaped as each view's values, flat, carved in flat_order() out of one buffer per
+/// dtype and device of the values: an optimizer state of `views`.
+std::vector<at::Tensor> flat_zeros(const std::vector<ParamView>& views);
+
 }  // namespace vescale

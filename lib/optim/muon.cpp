@@ -6,11 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <string>
 #include <utility>
 
 #include "core/error.h"
+#include "optim/adjacent_runs.h"
 
 namespace vescale {
 namespace {
@@ -83,25 +83,10 @@ Muon::Muon(std::vector<ParamView> views, const std::vector<bool>& matrix, MuonOp
 
 at::Tensor& Muon::momentum(size_t j) {
   if (momentum_.empty()) {
-    std::map<std::pair<at::ScalarType, std::string>, std::vector<size_t>> groups;
-    for (size_t i = 0; i < matrices_.size(); ++i) {
-      const at::Tensor& value = views_[matrices_[i]].value();
-      groups[{value.scalar_type(), value.device().str()}].push_back(i);
-    }
-    momentum_.resize(matrices_.size());
-    for (const auto& [key, members] : groups) {
-      int64_t total = 0;
-      for (size_t i : members)
-        total += views_[matrices_[i]].value().numel();
-      const at::Tensor buffer =
-          at::zeros({total}, views_[matrices_[members.front()]].value().options());
-      int64_t offset = 0;
-      for (size_t i : members) {
-        const int64_t numel = views_[matrices_[i]].value().numel();
-        momentum_[i] = buffer.narrow(0, offset, numel);
-        offset += numel;
-      }
-    }
+    std::vector<ParamView> matrices;
+    for (size_t k : matrices_)
+      matrices.push_back(views_[k]);
+    momentum_ = flat_zeros(matrices);
   }
   return momentum_[j];
 }

@@ -2,8 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include <map>
-#include <string>
 #include <utility>
 
 #include "optim/adjacent_runs.h"
@@ -20,24 +18,10 @@ at::Tensor& Optimizer::state(size_t k, size_t s) {
 void Optimizer::make_state() {
   const size_t names = state_names().size();
   state_.assign(views_.size(), std::vector<at::Tensor>(names));
-  std::map<std::pair<at::ScalarType, std::string>, std::vector<size_t>> groups;
-  for (size_t k : flat_order(views_)) {
-    const at::Tensor& value = views_[k].value();
-    groups[{value.scalar_type(), value.device().str()}].push_back(k);
-  }
-  for (const auto& [key, members] : groups) {
-    int64_t total = 0;
-    for (size_t k : members)
-      total += views_[k].value().numel();
-    for (size_t s = 0; s < names; ++s) {
-      const at::Tensor buffer = at::zeros({total}, views_[members.front()].value().options());
-      int64_t offset = 0;
-      for (size_t k : members) {
-        const int64_t numel = views_[k].value().numel();
-        state_[k][s] = buffer.narrow(0, offset, numel);
-        offset += numel;
-      }
-    }
+  for (size_t s = 0; s < names; ++s) {
+    const std::vector<at::Tensor> zeros = flat_zeros(views_);
+    for (size_t k = 0; k < views_.size(); ++k)
+      state_[k][s] = zeros[k];
   }
 }
 
