@@ -278,6 +278,19 @@ int64_t tiles_of(int64_t n, int tile) {
   return (n + tile - 1) / tile;
 }
 
+/// Calls launch(first, count, pointers) for each batch of at most kMaxGroups of `groups` groups,
+/// pointers.at[g] = pointer(first + g).
+template <typename Pointer, typename Launch>
+void in_batches(int64_t groups, const Pointer& pointer, const Launch& launch) {
+  for (int64_t first = 0; first < groups; first += kMaxGroups) {
+    const int64_t count = groups - first < kMaxGroups ? groups - first : kMaxGroups;
+    GroupPointers p{};
+    for (int64_t g = 0; g < count; ++g)
+      p.at[g] = pointer(first + g);
+    launch(static_cast<int>(first), static_cast<int>(count), p);
+  }
+}
+
 /// Checks what both entry points share: x 2-D on a CUDA device in a type we take, `ends` int64
 /// [groups] on its device.
 void check_rows(const char* what, const at::Tensor& x, const at::Tensor& ends) {
@@ -313,22 +326,20 @@ at::Tensor grouped_mm(const at::Tensor& x_in, const at::Tensor& ends_in,
   const c10::cuda::CUDAGuard guard(x.device());
   at::Tensor y = at::empty({x.size(0), cols}, x.options());
   if (y.numel() == 0) return y;
-  const auto groups = static_cast<int>(weights.size());
   by_dtype(x.scalar_type(), [&](auto zero) {
     using S = typename Storage<decltype(zero)>::type;
-    for (int first = 0; first < groups; first += kMaxGroups) {
-      const int count = groups - first < kMaxGroups ? groups - first : kMaxGroups;
-      GroupPointers p{};
-      for (int g = 0; g < count; ++g)
-        p.at[g] = weights[static_cast<size_t>(first + g)].data_ptr();
-      // At most ceil(rows / 64) + groups row tiles: each group's last may be partial.
-      const dim3 grid(static_cast<unsigned>(tiles_of(x.size(0), kBM) + count),
-                      static_cast<unsigned>(tiles_of(cols, kBN)));
-      grouped_rows_kernel<S><<<grid, kTileThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-          reinterpret_cast<const S*>(x.data_ptr()), ends.data_ptr<int64_t>(), first, count, p,
-          reinterpret_cast<S*>(y.data_ptr()), cols, depth, transpose_w);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    }
+    const auto weight = [&](int64_t g) { return weights[static_cast<size_t>(g)].data_ptr(); };
+    in_batches(static_cast<int64_t>(weights.size()), weight,
+               [&](int first, int count, const GroupPointers& p) {
+                 // At most ceil(rows / 64) + groups row tiles: each group's last may be partial.
+                 const dim3 grid(static_cast<unsigned>(tiles_of(x.size(0), kBM) + count),
+                                 static_cast<unsigned>(tiles_of(cols, kBN)));
+                 grouped_rows_kernel<S>
+                     <<<grid, kTileThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+                         reinterpret_cast<const S*>(x.data_ptr()), ends.data_ptr<int64_t>(), first,
+                         count, p, reinterpret_cast<S*>(y.data_ptr()), cols, depth, transpose_w);
+                 C10_CUDA_KERNEL_LAUNCH_CHECK();
+               });
   });
   return y;
 }
@@ -348,18 +359,18 @@ at::Tensor grouped_weight_grads(const at::Tensor& dy_in, const at::Tensor& x_in,
   if (dw.numel() == 0) return dw;
   by_dtype(x.scalar_type(), [&](auto zero) {
     using S = typename Storage<decltype(zero)>::type;
-    for (int64_t first = 0; first < groups; first += kMaxGroups) {
-      const int64_t count = groups - first < kMaxGroups ? groups - first : kMaxGroups;
-      GroupPointers p{};
-      for (int64_t g = 0; g < count; ++g)
-        p.at[g] = dw[first + g].data_ptr();
-      const dim3 grid(static_cast<unsigned>(tiles_of(k, kBN)),
-                      static_cast<unsigned>(tiles_of(n, kBM)), static_cast<unsigned>(count));
-      grouped_weight_grad_kernel<S><<<grid, kTileThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-          reinterpret_cast<const S*>(dy.data_ptr()), reinterpret_cast<const S*>(x.data_ptr()),
-          ends.data_ptr<int64_t>(), static_cast<int>(first), p, n, k);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    }
+    in_batches(
+        groups, [&](int64_t g) { return dw[g].data_ptr(); },
+        [&](int first, int count, const GroupPointers& p) {
+          const dim3 grid(static_cast<unsigned>(tiles_of(k, kBN)),
+                          static_cast<unsigned>(tiles_of(n, kBM)), static_cast<unsigned>(count));
+          grouped_weight_grad_kernel<S>
+              <<<grid, kTileThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+                  reinterpret_cast<const S*>(dy.data_ptr()),
+                  reinterpret_cast<const S*>(x.data_ptr()), ends.data_ptr<int64_t>(), first, p, n,
+                  k);
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        });
   });
   return dw;
 }
