@@ -175,10 +175,15 @@ int run_bench(const BenchOptions& options, const LaunchEnv& env) {
   group_options.device = parse_device(options.device, env.local_rank, env.local_world);
   bind_device(group_options.device);
   group_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
+  // Ranks sharing a GPU take Gloo with CUDA tensors, which no GPU has run: not here (NOTE
+  // [GPU-verified]; train takes it with training.unverified_kernels).
   const DeviceSetting setting = device_setting_names().parse(options.device);
+  VS_USER_CHECK(!shares_gpus(setting, env.local_world, cuda_device_count()),
+                "comm bench: {} local ranks would share {} GPU(s), over Gloo with CUDA tensors, "
+                "a path no GPU has run yet: start at most {} ranks a node",
+                env.local_world, cuda_device_count(), cuda_device_count());
   group_options.backend =
-      comm::resolve_backend(comm::parse_backend(options.backend), group_options.device,
-                            shares_gpus(setting, env.local_world, cuda_device_count()));
+      comm::resolve_backend(comm::parse_backend(options.backend), group_options.device);
   const MeshSpec spec =
       options.mesh.empty() ? MeshSpec{{env.world}, {"world"}} : MeshSpec::parse(options.mesh);
   VS_USER_CHECK(spec.numel() == env.world,

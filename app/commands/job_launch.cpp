@@ -26,8 +26,8 @@ namespace {
 /// whether to take the rows no GPU has run (NOTE [GPU-verified]).
 Device bind_rank_device(const JobConfig& config, const LaunchEnv& env) {
   const Device device = parse_device(config.device, env.local_rank, env.local_world);
-  // NOTE [Ranks sharing a GPU]: the node's local rank 0 says so, once.
-  if (env.local_rank == 0 && shares_gpus(config.device, env.local_world, cuda_device_count()))
+  // NOTE [Ranks sharing a GPU]: only opted in; the node's local rank 0 says so, once.
+  if (check_gpu_sharing(config, env.local_world) && env.local_rank == 0)
     spdlog::warn("{}", gpu_sharing_warning(env.local_world, cuda_device_count()));
   bind_device(device);
   kernels::set_unverified_kernels(config.unverified_kernels);
@@ -40,8 +40,8 @@ Device bind_rank_device(const JobConfig& config, const LaunchEnv& env) {
 comm::GroupOptions world_options(const JobConfig& config, Device device, const LaunchEnv& env) {
   comm::GroupOptions group;
   group.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
-  group.backend = comm::resolve_backend(
-      config.backend, device, shares_gpus(config.device, env.local_world, cuda_device_count()));
+  group.backend =
+      comm::resolve_backend(config.backend, device, check_gpu_sharing(config, env.local_world));
   group.device = device;
   group.stage_on_host = stage_on_host_for_test();
   group.flight_entries = static_cast<size_t>(config.flight_recorder_entries);

@@ -126,8 +126,8 @@ std::vector<ConfigKey> data_and_training_keys() {
           "unchanged (NOTE [Fused projections]); false: one GEMM per projection"),
       key("training.unverified_kernels", &C::unverified_kernels, false,
           "Also take the kernel table's CUDA rows that no GPU has run yet (`vescale-train "
-          "--version` lists them) and the GPU's MFU peak from the device table (NOTE "
-          "[GPU-verified]); false: the next verified row runs"),
+          "--version` lists them), the GPU's MFU peak from the device table, and ranks sharing "
+          "a GPU over Gloo (NOTE [GPU-verified]); false: the next verified row runs"),
       key("training.activation_checkpoint", &C::activation_checkpoint, Recompute::kNone,
           "Recompute in the backward instead of keeping activations: none, full (a block keeps "
           "its input only and reruns its forward) or selective (the attention core keeps q, k "

@@ -51,8 +51,18 @@ Preflight preflight(const JobConfig& c, const PreflightOptions& options) {
   if (options.local_workers) check_local_workers_fit(c, physical_memory_bytes(), device.is_cpu());
   // NOTE [Ranks sharing a GPU]: NCCL is refused here, before any worker starts.
   const int local_ranks = options.local_workers ? static_cast<int>(c.world_size()) : 1;
-  comm::resolve_backend(c.backend, device, shares_gpus(c.device, local_ranks, cuda_device_count()));
+  comm::resolve_backend(c.backend, device, check_gpu_sharing(c, local_ranks));
   return out;
+}
+
+bool check_gpu_sharing(const JobConfig& c, int local_ranks, int gpus) {
+  const bool shares = shares_gpus(c.device, local_ranks, gpus);
+  VS_USER_CHECK(!shares || c.unverified_kernels,
+                "config {}: {} local ranks would share {} GPU(s) over Gloo with CUDA tensors, a "
+                "path no GPU has run yet (NOTE [GPU-verified]): set training.unverified_kernels = "
+                "true to take it, or start at most {} ranks a node",
+                c.source, local_ranks, gpus, gpus);
+  return shares;
 }
 
 }  // namespace vescale

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "config/job_config.h"
+#include "core/device.h"
 #include "data/token_data.h"
 #include "dmodule/parallelize.h"
 
@@ -36,5 +37,11 @@ ResolvedPlan check_layout(const JobConfig& config);
 /// memory, and the device and backend local rank 0 would resolve ("cuda" without a GPU, NCCL
 /// without it). Throws UserError naming the file, key or tensor.
 Preflight preflight(const JobConfig& config, const PreflightOptions& options);
+
+/// Whether a node of `local_ranks` ranks and `gpus` GPUs shares them under `config` (NOTE [Ranks
+/// sharing a GPU]); throws UserError where it would and `config` has not opted in: Gloo with CUDA
+/// tensors is GPU code no GPU has run (NOTE [GPU-verified]), taken only with
+/// training.unverified_kernels.
+bool check_gpu_sharing(const JobConfig& config, int local_ranks, int gpus = cuda_device_count());
 
 }  // namespace vescale

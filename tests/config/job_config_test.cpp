@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "train/preflight.h"
 
 namespace vescale {
 namespace {
@@ -200,6 +201,24 @@ TEST(JobConfig, TrainingDeviceAndBackend) {
             std::string::npos);
   // Gloo takes CUDA tensors through host memory (NOTE [Gloo with CUDA tensors]).
   EXPECT_EQ(error_of("", {"training.device=cuda", "comm.backend=gloo"}), "(no error)");
+}
+
+// NOTE [Ranks sharing a GPU]: GPU code no GPU has run, so only with training.unverified_kernels.
+TEST(JobConfig, RanksShareAGpuOnlyOptedIn) {
+  const JobConfig cuda = JobConfig::parse("", "job.toml", {"training.device=\"cuda\""});
+  EXPECT_FALSE(check_gpu_sharing(cuda, 2, 2));
+  try {
+    check_gpu_sharing(cuda, 4, 1);
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "config job.toml: 4 local ranks would share 1 GPU(s) over Gloo with CUDA tensors, a "
+              "path no GPU has run yet (NOTE [GPU-verified]): set training.unverified_kernels = "
+              "true to take it, or start at most 1 ranks a node");
+  }
+  const JobConfig opted = JobConfig::parse(
+      "", "job.toml", {"training.device=\"cuda\"", "training.unverified_kernels=true"});
+  EXPECT_TRUE(check_gpu_sharing(opted, 4, 1));
 }
 
 bool same_field(const JobConfig& a, const JobConfig& b, const ConfigKey& key) {
