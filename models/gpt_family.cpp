@@ -104,10 +104,17 @@ class GPTFamily : public ModelFamily {
 
   int64_t vocab_size(const ModelSpec& spec) const override { return gpt_config(spec).vocab_size; }
 
-  /// The blocks' attention and MLP weights (transformer.h.N.*.weight of 2 dims; not ln_*).
-  bool hidden_matrix(const ModelSpec&, const std::string& fqn) const override {
-    return fqn.rfind("transformer.h.", 0) == 0 && fqn.find(".ln_") == std::string::npos &&
-           ends_with(fqn, ".weight");
+  /// The token embedding is the LM head too (tied); the blocks' attention and MLP weights are
+  /// hidden.
+  std::vector<ParamRole> param_roles(const ModelSpec&, const std::string& fqn) const override {
+    const bool norm = fqn.find(".ln_") != std::string::npos;
+    if (ends_with(fqn, ".bias"))
+      return norm ? std::vector{ParamRole::kNorm, ParamRole::kBias} : std::vector{ParamRole::kBias};
+    if (norm) return {ParamRole::kNorm};
+    if (fqn == "transformer.wte.weight" || fqn == "lm_head.weight")
+      return {ParamRole::kEmbedding, ParamRole::kLmHead};
+    if (fqn == "transformer.wpe.weight") return {ParamRole::kEmbedding};
+    return {ParamRole::kHidden};
   }
   std::optional<HFLayout> hf_layout(const ModelSpec& spec) const override {
     const GPTConfig g = gpt_config(spec);

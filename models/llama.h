@@ -49,6 +49,9 @@ using LayerMlpTensors = std::function<void(std::vector<HFTensor>&, const std::st
 /// Hugging Face's tensors of a Llama-shaped decoder in the order they are written: the embedding,
 /// each layer's attention, its MLP (`mlp`) and norms, the final norm and an untied lm_head.
 std::vector<HFTensor> llama_hf_tensors(const LlamaConfig& config, const LayerMlpTensors& mlp);
+/// The roles of a Llama-named parameter (NOTE [Muon]): the embedding (the LM head too when
+/// `tied`), the head, the norms, and the projections, hidden.
+std::vector<ParamRole> llama_param_roles(const std::string& fqn, bool tied);
 
 /// RMS norm over the last dim (weight 1).
 class RMSNorm : public Module {

@@ -70,6 +70,15 @@ std::vector<HFTensor> llama_hf_tensors(const LlamaConfig& l, const LayerMlpTenso
   return t;
 }
 
+std::vector<ParamRole> llama_param_roles(const std::string& fqn, bool tied) {
+  if (fqn == "model.embed_tokens.weight")
+    return tied ? std::vector{ParamRole::kEmbedding, ParamRole::kLmHead}
+                : std::vector{ParamRole::kEmbedding};
+  if (fqn == "lm_head.weight") return {ParamRole::kLmHead};
+  if (ends_with(fqn, "norm.weight")) return {ParamRole::kNorm};
+  return {ParamRole::kHidden};
+}
+
 namespace {
 
 LlamaConfig llama_config(const ModelSpec& spec) {
@@ -144,9 +153,9 @@ class LlamaFamily : public ModelFamily {
 
   int64_t vocab_size(const ModelSpec& spec) const override { return llama_config(spec).vocab_size; }
 
-  /// The layers' attention and MLP projections (model.layers.N.*_proj.weight).
-  bool hidden_matrix(const ModelSpec&, const std::string& fqn) const override {
-    return fqn.rfind("model.layers.", 0) == 0 && ends_with(fqn, "_proj.weight");
+  /// The layers' attention and MLP projections are hidden (NOTE [Muon]).
+  std::vector<ParamRole> param_roles(const ModelSpec& spec, const std::string& fqn) const override {
+    return llama_param_roles(fqn, llama_config(spec).tie_embeddings);
   }
   std::optional<HFLayout> hf_layout(const ModelSpec& spec) const override {
     const LlamaConfig l = llama_config(spec);

@@ -180,11 +180,11 @@ class MixtralFamily : public ModelFamily {
     return mixtral_config(spec).vocab_size;
   }
 
-  /// The layers' attention projections and each expert's w1, w2, w3 (each expert its own
-  /// matrices); not the router (block_sparse_moe.gate).
-  bool hidden_matrix(const ModelSpec&, const std::string& fqn) const override {
-    return fqn.rfind("model.layers.", 0) == 0 &&
-           (ends_with(fqn, "_proj.weight") || fqn.find(".experts.") != std::string::npos);
+  /// The attention projections and each expert's w1, w2 and w3 are hidden (each expert its
+  /// own matrices), the router (block_sparse_moe.gate) is not.
+  std::vector<ParamRole> param_roles(const ModelSpec& spec, const std::string& fqn) const override {
+    if (ends_with(fqn, ".block_sparse_moe.gate.weight")) return {ParamRole::kRouter};
+    return llama_param_roles(fqn, mixtral_config(spec).tie_embeddings);
   }
   std::optional<HFLayout> hf_layout(const ModelSpec& spec) const override {
     const MixtralConfig m = mixtral_config(spec);

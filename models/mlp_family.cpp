@@ -61,12 +61,17 @@ class MLPFamily : public ModelFamily {
     return {"d_in", "d_hidden", "d_out", "n_layers"};
   }
 
-  /// The weights between the first layer and the last: layers.1 .. layers.{n - 2} (none of 2).
-  bool hidden_matrix(const ModelSpec& spec, const std::string& fqn) const override {
+  /// The first layer's weight is the input layer (embedding), the last's the output layer
+  /// (lm_head); the weights between, layers.1 .. layers.{n - 2} (none of 2), are hidden.
+  std::vector<ParamRole> param_roles(const ModelSpec& spec, const std::string& fqn) const override {
+    if (ends_with(fqn, ".bias")) return {ParamRole::kBias};
     const int64_t n = mlp_config(spec).n_layers;
-    for (int64_t i = 1; i + 1 < n; ++i)
-      if (fqn == fmt::format("layers.{}.weight", i)) return true;
-    return false;
+    const auto weight = [n](int64_t i) {
+      return n == 2 ? fmt::format("fc{}.weight", i + 1) : fmt::format("layers.{}.weight", i);
+    };
+    if (fqn == weight(0)) return {ParamRole::kEmbedding};
+    if (fqn == weight(n - 1)) return {ParamRole::kLmHead};
+    return {ParamRole::kHidden};
   }
 
   std::pair<int64_t, int64_t> features(const ModelSpec& spec) const override {

@@ -7,6 +7,7 @@
 
 #include "config/config_schema.h"
 #include "core/error.h"
+#include "core/suggest.h"
 
 namespace vescale {
 
@@ -20,6 +21,31 @@ void check_values(const JobConfig& c) {
   VS_USER_CHECK(std::find(families.begin(), families.end(), c.model) != families.end(),
                 "config {}: model.name = \"{}\" is not one of {}", c.source, c.model,
                 fmt::join(families, ", "));
+  check_adamw_params(c);
+}
+
+void check_adamw_params(const JobConfig& c) {
+  const EnumNames<ParamRole>& roles = param_role_names();
+  std::vector<std::string> valid = roles.names();
+  valid.erase(std::find(valid.begin(), valid.end(), roles.name(ParamRole::kHidden)));
+  for (size_t i = 0; i < c.adamw_params.size(); ++i) {
+    const std::string& role = c.adamw_params[i];
+    VS_USER_CHECK(std::find(valid.begin(), valid.end(), role) != valid.end(),
+                  "config {}: optimizer.adamw_params names \"{}\", not a role of {}{}", c.source,
+                  role, choice_list(valid), did_you_mean(role, valid));
+    VS_USER_CHECK(std::find(c.adamw_params.begin(), c.adamw_params.begin() + i, role) ==
+                      c.adamw_params.begin() + i,
+                  "config {}: optimizer.adamw_params names \"{}\" twice", c.source, role);
+  }
+  std::vector<std::string> quoted;
+  for (const std::string& role : c.adamw_params)
+    quoted.push_back(fmt::format("\"{}\"", role));
+  for (const ParamRole kept : {ParamRole::kNorm, ParamRole::kBias})
+    VS_USER_CHECK(std::find(c.adamw_params.begin(), c.adamw_params.end(), roles.name(kept)) !=
+                      c.adamw_params.end(),
+                  "config {}: optimizer.adamw_params = [{}] leaves out \"{}\": Muon "
+                  "orthogonalizes matrices, and norms and biases are vectors; keep it",
+                  c.source, fmt::join(quoted, ", "), roles.name(kept));
 }
 
 void check_combinations(const JobConfig& c) {

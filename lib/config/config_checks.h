@@ -9,6 +9,9 @@ namespace vescale {
 /// Throws UserError naming the key and what would be valid when a string key's word is not one
 /// it takes.
 void check_values(const JobConfig& c);
+/// optimizer.adamw_params: roles of param_role_names() but "hidden", each once, norm and bias
+/// among them (NOTE [Muon]).
+void check_adamw_params(const JobConfig& c);
 /// Throws UserError naming the keys when they do not fit together.
 void check_combinations(const JobConfig& c);
 

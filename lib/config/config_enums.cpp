@@ -23,6 +23,12 @@ const EnumNames<OptimizerKind>& names_of(OptimizerKind) {
   return names;
 }
 
+const EnumNames<MuonScale>& names_of(MuonScale) {
+  static const EnumNames<MuonScale> names(
+      "optimizer.muon_scale", {{MuonScale::kAdamWRms, "adamw_rms"}, {MuonScale::kShape, "shape"}});
+  return names;
+}
+
 const EnumNames<DataSource>& names_of(DataSource) {
   static const EnumNames<DataSource> names("data.source", {{DataSource::kSynthetic, "synthetic"},
                                                            {DataSource::kText, "text"},

@@ -25,6 +25,12 @@ enum class LrDecay { kCosine, kConstant };
 /// optimizer.name.
 enum class OptimizerKind { kAdamW, kSgd, kMuon };
 
+/// optimizer.muon_scale: Muon's update scale for a rows x cols matrix (NOTE [Muon]).
+enum class MuonScale {
+  kAdamWRms,  ///< "adamw_rms": 0.2 sqrt(max(rows, cols)), AdamW's update RMS (Moonlight)
+  kShape,     ///< "shape": sqrt(max(1, rows / cols)) (Keller Jordan's)
+};
+
 /// Where the batches come from (data.source).
 enum class DataSource {
   kSynthetic,  ///< generated from (seed, step)
@@ -43,6 +49,7 @@ enum class OnNonfinite { kStop, kSkip };
 const EnumNames<Recompute>& names_of(Recompute);
 const EnumNames<LrDecay>& names_of(LrDecay);
 const EnumNames<OptimizerKind>& names_of(OptimizerKind);
+const EnumNames<MuonScale>& names_of(MuonScale);
 const EnumNames<DataSource>& names_of(DataSource);
 const EnumNames<PpSchedule>& names_of(PpSchedule);
 const EnumNames<OnNonfinite>& names_of(OnNonfinite);

@@ -151,14 +151,22 @@ std::vector<ConfigKey> optimizer_keys() {
       key("optimizer.eps", &C::eps, 1e-8, "AdamW epsilon", above(0)),
       key("optimizer.weight_decay", &C::weight_decay, 0.1,
           "Decoupled weight decay (not on biases and norms)", at_least(0)),
-      key("optimizer.momentum", &C::momentum, 0.9, "SGD momentum", half_open(0, 1)),
-      key("optimizer.muon_momentum", &C::muon_momentum, 0.95, "Muon momentum", half_open(0, 1)),
-      key("optimizer.muon_nesterov", &C::muon_nesterov, true, "Muon: Nesterov momentum"),
-      key("optimizer.muon_ns_steps", &C::muon_ns_steps, 5,
+      key("optimizer.momentum", &C::momentum, 0.9,
+          "Momentum: SGD's, and Muon's, whose default is 0.95 (where the key is not set)",
+          half_open(0, 1)),
+      key("optimizer.nesterov", &C::nesterov, true, "Muon: Nesterov momentum"),
+      key("optimizer.ns_steps", &C::ns_steps, 5,
           "Muon: Newton-Schulz iterations that orthogonalize the update", within(1, 100)),
-      key("optimizer.muon_match_adamw_rms", &C::muon_match_adamw_rms, true,
-          "Muon: scale the update to AdamW's RMS, 0.2 sqrt(max(rows, cols)), so optimizer.lr "
-          "serves both (false: sqrt(max(1, rows / cols)), Keller Jordan's)"),
+      key("optimizer.muon_scale", &C::muon_scale, MuonScale::kAdamWRms,
+          "Muon: the update's scale for a rows x cols matrix: adamw_rms, 0.2 sqrt(max(rows, "
+          "cols)), AdamW's update RMS, so that optimizer.lr serves Muon and its AdamW; or shape, "
+          "sqrt(max(1, rows / cols)) (Keller Jordan's, for a learning rate of its own)"),
+      key("optimizer.adamw_params", &C::adamw_params,
+          {"embedding", "lm_head", "norm", "bias", "router"},
+          "Muon: the parameter roles that take AdamW, of embedding (the input layer: token and "
+          "position embeddings, an MLP's first layer), lm_head (the output layer: the LM head, "
+          "an MLP's last), norm, bias and router (norm and bias always: Muon updates matrices); "
+          "the other 2-D weights, the hidden layers' (each expert's its own), take Muon"),
       key("lr_scheduler.warmup_steps", &C::warmup_steps, 0, "Linear warmup steps", within(0, 1e12)),
       key("lr_scheduler.decay", &C::decay, LrDecay::kCosine, "cosine or constant after warmup"),
       key("lr_scheduler.min_lr_ratio", &C::min_lr_ratio, 0.1,

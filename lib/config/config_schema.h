@@ -29,10 +29,10 @@ using ConfigField =
     std::variant<int64_t JobConfig::*, double JobConfig::*, bool JobConfig::*,
                  std::string JobConfig::*, std::vector<std::string> JobConfig::*,
                  std::vector<int64_t> JobConfig::*, ModelKeyField, Recompute JobConfig::*,
-                 LrDecay JobConfig::*, OptimizerKind JobConfig::*, DataSource JobConfig::*,
-                 PpSchedule JobConfig::*, OnNonfinite JobConfig::*, DeviceSetting JobConfig::*,
-                 c10::ScalarType JobConfig::*, comm::Backend JobConfig::*,
-                 CheckpointFormat JobConfig::*>;
+                 LrDecay JobConfig::*, OptimizerKind JobConfig::*, MuonScale JobConfig::*,
+                 DataSource JobConfig::*, PpSchedule JobConfig::*, OnNonfinite JobConfig::*,
+                 DeviceSetting JobConfig::*, c10::ScalarType JobConfig::*,
+                 comm::Backend JobConfig::*, CheckpointFormat JobConfig::*>;
 
 /// One config key, declared once: everything else (parsing, overrides, the effective text and
 /// the config reference) iterates config_schema().

@@ -166,6 +166,16 @@ void apply_family(Values& values, const std::string& source) {
   }
 }
 
+/// optimizer.momentum is SGD's and Muon's, whose defaults differ: Muon's where the key is unset
+/// (NOTE [Muon]).
+void apply_optimizer_defaults(Values& values) {
+  constexpr const char* kMomentum = "optimizer.momentum";
+  constexpr double kMuonMomentum = 0.95;
+  const bool muon = std::get<std::string>(values.by_name.at("optimizer.name")) ==
+                    config_name(OptimizerKind::kMuon);
+  if (muon && values.given.count(kMomentum) == 0) values.by_name[kMomentum] = kMuonMomentum;
+}
+
 toml::table parse_document(const std::string& toml_text, const std::string& source) {
   try {
     return toml::parse(toml_text, source);
@@ -331,6 +341,7 @@ JobConfig JobConfig::parse(const std::string& toml_text, const std::string& sour
   read_document(parse_document(toml_text, source), source, values);
   apply_overrides(overrides, values);
   apply_family(values, source);
+  apply_optimizer_defaults(values);
   resolve_auto_dp(values, world);
   JobConfig c = bind_fields(values, source);
   c.dp_auto = !values.dp_auto_at.empty();

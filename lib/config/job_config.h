@@ -53,11 +53,13 @@ struct JobConfig {
   int64_t activation_checkpoint_every;  ///< blocks k-1, 2k-1, ... (0-based) recompute
   // [optimizer]
   OptimizerKind optimizer;
-  double lr, beta1, beta2, eps, weight_decay, momentum;
-  double muon_momentum;       ///< NOTE [Muon]
-  int64_t muon_ns_steps;      ///< Newton-Schulz iterations
-  bool muon_nesterov;         ///< Nesterov momentum
-  bool muon_match_adamw_rms;  ///< the update scaled to AdamW's RMS: 0.2 sqrt(max(rows, cols))
+  double lr, beta1, beta2, eps, weight_decay;
+  double momentum;  ///< SGD's (0.9 unset), Muon's (0.95 unset)
+  // Muon (NOTE [Muon])
+  bool nesterov;
+  int64_t ns_steps;                       ///< Newton-Schulz iterations
+  MuonScale muon_scale;                   ///< the update's scale
+  std::vector<std::string> adamw_params;  ///< the roles (ParamRole) that take AdamW
   // [lr_scheduler]
   int64_t warmup_steps;
   LrDecay decay;

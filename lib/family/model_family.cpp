@@ -108,8 +108,15 @@ std::string describe_keys(const ModelSpec& spec, const std::vector<std::string>&
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-bool ModelFamily::hidden_matrix(const ModelSpec&, const std::string&) const {
-  return false;
+const EnumNames<ParamRole>& param_role_names() {
+  static const EnumNames<ParamRole> names("[optimizer] parameter role",
+                                          {{ParamRole::kEmbedding, "embedding"},
+                                           {ParamRole::kLmHead, "lm_head"},
+                                           {ParamRole::kNorm, "norm"},
+                                           {ParamRole::kBias, "bias"},
+                                           {ParamRole::kRouter, "router"},
+                                           {ParamRole::kHidden, "hidden"}});
+  return names;
 }
 
 }  // namespace vescale

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/config_value.h"
+#include "core/enum_names.h"
 #include "dmodule/module.h"
 
 namespace vescale {
@@ -70,6 +71,19 @@ enum class Objective {
 };
 
 enum class LayerKind { kEmbedding, kBlock, kHead, kOther };
+
+/// What a parameter is to the optimizer: under Muon (NOTE [Muon]) the 2-D weights of the roles
+/// optimizer.adamw_params names take AdamW, the hidden layers' matrices Muon.
+enum class ParamRole {
+  kEmbedding,  ///< the input layer: token and position embeddings (an MLP's first layer)
+  kLmHead,     ///< the output layer: the LM head (an MLP's last layer)
+  kNorm,       ///< a norm's weight or bias
+  kBias,       ///< a bias
+  kRouter,     ///< a mixture's router
+  kHidden,     ///< a hidden layer's weight (an expert's weights each one of its own)
+};
+/// ParamRole <-> "embedding", "lm_head", "norm", "bias", "router", "hidden".
+const EnumNames<ParamRole>& param_role_names();
 
 /// A layer of the model in forward order (GPT: the embeddings, each block, the head with the
 /// loss), what a pipeline stage is cut from.
@@ -137,10 +151,10 @@ class ModelFamily {
   /// Families with a Hugging Face counterpart: how its tensors and config map to ours
   /// (family/hf_layout.h); nullopt: none.
   virtual std::optional<HFLayout> hf_layout(const ModelSpec& spec) const;
-  /// Whether parameter `fqn` is a 2-D weight of a hidden layer, the matrices Muon updates (NOTE
-  /// [Muon]): not an embedding, the LM head (the first and last layers), a norm, a bias or a
-  /// router. Default: none.
-  virtual bool hidden_matrix(const ModelSpec& spec, const std::string& fqn) const;
+  /// The roles of parameter `fqn` (NOTE [Muon]): one, or two for a weight the embedding and the
+  /// LM head share, or a norm's bias.
+  virtual std::vector<ParamRole> param_roles(const ModelSpec& spec,
+                                             const std::string& fqn) const = 0;
 };
 
 /// Every family, in the order the config reference lists them, the default (model.name's) first

@@ -1,5 +1,7 @@
 #include "train/job.h"
 
+#include <fmt/ranges.h>
+
 #include <map>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include "optim/muon.h"
 #include "optim/sgd.h"
 #include "train/model_factory.h"
+#include "train/muon_params.h"
 
 namespace vescale {
 namespace {
@@ -50,28 +53,28 @@ void setup_grad_sync(Job& job, bool mixed) {
       c.zero == 3);
 }
 
-/// Muon for the views of the family's hidden matrices, AdamW for the rest (NOTE [Muon]); one log
+/// Muon for the views of the matrices takes_muon says, AdamW for the rest (NOTE [Muon]); one log
 /// line says how they split.
 std::unique_ptr<Optimizer> make_muon(const JobConfig& c, std::vector<ParamView> views,
                                      const AdamWOptions& adamw) {
   std::vector<bool> matrix;
-  const ModelSpec spec = c.model_spec();
   for (const ParamView& v : views)
-    matrix.push_back(v.spec.shape.size() == 2 && c.family().hidden_matrix(spec, v.name));
-  const MuonOptions options{c.muon_momentum,        c.muon_nesterov, c.muon_ns_steps,
-                            c.muon_match_adamw_rms, c.weight_decay,  1e-7};
+    matrix.push_back(takes_muon(c, v.name, v.spec.shape.size()));
+  const MuonOptions options{c.momentum,     c.nesterov,
+                            c.ns_steps,     c.muon_scale == MuonScale::kAdamWRms,
+                            c.weight_decay, 1e-7};
   auto muon = std::make_unique<Muon>(std::move(views), matrix, options, adamw);
   const size_t others = muon->views().size() - muon->matrices();
   if (muon->matrices() == 0) {
     log_rank0(
-        "[optimizer] optimizer.name = muon: model.name = \"{}\" has no 2-D hidden weights; "
-        "AdamW updates all {} of this rank's parameter pieces",
-        c.model, others);
+        "[optimizer] optimizer.name = muon: model.name = \"{}\" has no 2-D weights outside "
+        "optimizer.adamw_params = [{}]; AdamW updates all {} of this rank's parameter pieces",
+        c.model, fmt::join(c.adamw_params, ", "), others);
   } else {
     log_rank0(
-        "[optimizer] Muon updates {} hidden matrices of this rank, AdamW its {} other "
-        "parameter pieces (embeddings, head, norms, biases, router)",
-        muon->matrices(), others);
+        "[optimizer] Muon updates {} matrices of this rank, AdamW its {} other parameter pieces "
+        "(optimizer.adamw_params = [{}])",
+        muon->matrices(), others, fmt::join(c.adamw_params, ", "));
   }
   return muon;
 }

@@ -86,8 +86,8 @@ TEST(ConfigEnums, EveryEnumeratedKeyRoundTripsEachName) {
     }
   }
   // activation_checkpoint, pp_schedule, data.source, device, dtype, on_nonfinite, optimizer,
-  // decay, checkpoint.format, backend.
-  EXPECT_EQ(keys, 10u);
+  // muon_scale, decay, checkpoint.format, backend.
+  EXPECT_EQ(keys, 11u);
 }
 
 TEST(ConfigEnums, PipelineSchedulesAreTheSchedulersNames) {
@@ -101,6 +101,7 @@ TEST(ConfigEnums, TablesNameEveryValueOnce) {
   EXPECT_TRUE(distinct(names_of(Recompute{}).names()));
   EXPECT_TRUE(distinct(names_of(LrDecay{}).names()));
   EXPECT_TRUE(distinct(names_of(OptimizerKind{}).names()));
+  EXPECT_TRUE(distinct(names_of(MuonScale{}).names()));
   EXPECT_TRUE(distinct(names_of(DataSource{}).names()));
   EXPECT_TRUE(distinct(names_of(OnNonfinite{}).names()));
   EXPECT_TRUE(distinct(names_of(c10::ScalarType{}).names()));

@@ -190,15 +190,36 @@ TEST(JobConfig, TrainingDeviceAndBackend) {
                 .find("comm.backend = \"nccl\" moves CUDA tensors, but training.device = \"cpu\""),
             std::string::npos);
   // NOTE [Muon]: its keys, each refused in one line naming it.
-  EXPECT_NE(error_of("", {"optimizer.name=\"muon\"", "optimizer.muon_ns_steps=0"})
-                .find("optimizer.muon_ns_steps = 0 must be in [1, 100]"),
+  EXPECT_NE(error_of("", {"optimizer.name=\"muon\"", "optimizer.ns_steps=0"})
+                .find("optimizer.ns_steps = 0 must be in [1, 100]"),
             std::string::npos);
-  EXPECT_NE(error_of("", {"optimizer.muon_momentum=1"})
-                .find("optimizer.muon_momentum = 1 must be in [0, 1)"),
+  EXPECT_NE(error_of("", {"optimizer.name=\"muon\"", "optimizer.momentum=1"})
+                .find("optimizer.momentum = 1 must be in [0, 1)"),
             std::string::npos);
-  EXPECT_NE(error_of("", {"optimizer.muon_momentum=nan"})
-                .find("key 'optimizer.muon_momentum' must be a finite number, got nan"),
+  EXPECT_NE(error_of("", {"optimizer.momentum=nan"})
+                .find("key 'optimizer.momentum' must be a finite number, got nan"),
             std::string::npos);
+  EXPECT_NE(error_of("", {"optimizer.muon_scale=\"rms\""})
+                .find("optimizer.muon_scale = \"rms\" is not one of adamw_rms, shape"),
+            std::string::npos);
+  EXPECT_EQ(error_of("", {"optimizer.adamw_params=[\"embedding\", \"norms\", \"bias\"]"}),
+            "config job.toml: optimizer.adamw_params names \"norms\", not a role of embedding, "
+            "lm_head, norm, bias or router (did you mean 'norm'?)");
+  EXPECT_EQ(error_of("", {"optimizer.adamw_params=[\"norm\", \"bias\", \"norm\"]"}),
+            "config job.toml: optimizer.adamw_params names \"norm\" twice");
+  EXPECT_EQ(error_of("", {"optimizer.adamw_params=[\"norm\"]"}),
+            "config job.toml: optimizer.adamw_params = [\"norm\"] leaves out \"bias\": Muon "
+            "orthogonalizes matrices, and norms and biases are vectors; keep it");
+  EXPECT_NE(error_of("", {"optimizer.adamw_params=[\"hidden\", \"norm\", \"bias\"]"})
+                .find("names \"hidden\", not a role of"),
+            std::string::npos);
+  // optimizer.momentum is SGD's 0.9 and Muon's 0.95 unless set.
+  EXPECT_DOUBLE_EQ(JobConfig::parse("", "job.toml", {"optimizer.name=\"sgd\""}).momentum, 0.9);
+  EXPECT_DOUBLE_EQ(JobConfig::parse("", "job.toml", {"optimizer.name=\"muon\""}).momentum, 0.95);
+  EXPECT_DOUBLE_EQ(
+      JobConfig::parse("", "job.toml", {"optimizer.name=\"muon\"", "optimizer.momentum=0.9"})
+          .momentum,
+      0.9);
   // Gloo takes CUDA tensors through host memory (NOTE [Gloo with CUDA tensors]).
   EXPECT_EQ(error_of("", {"training.device=cuda", "comm.backend=gloo"}), "(no error)");
 }
@@ -250,7 +271,7 @@ TEST(JobConfig, EveryKeyFillsItsOwnField) {
       EXPECT_FALSE(schema[i].field == schema[j].field) << schema[i].name << " " << schema[j].name;
   }
   // Each key set away from its default changes its own field and no other (keys whose rules
-  // reject the changed value are skipped).
+  // reject the changed value are skipped), but optimizer.name = "muon" Muon's momentum.
   size_t checked = 0;
   for (const auto& k : schema) {
     JobConfig c;
@@ -266,8 +287,11 @@ TEST(JobConfig, EveryKeyFillsItsOwnField) {
       continue;
     }
     ++checked;
-    for (const auto& other : schema)
-      EXPECT_EQ(same_field(c, defaults, other), other.name != k.name) << k.name;
+    // The one default that follows another key: Muon's momentum (NOTE [Muon]).
+    for (const auto& other : schema) {
+      const bool follows = k.name == "optimizer.name" && other.name == "optimizer.momentum";
+      EXPECT_EQ(same_field(c, defaults, other), other.name != k.name && !follows) << k.name;
+    }
   }
   EXPECT_GE(checked, 40u);
 }
