@@ -17,7 +17,7 @@
 namespace vescale {
 namespace {
 
-constexpr const char* kMlp = R"(
+constexpr const char* kMetricsMlp = R"(
 [model]
 name = "mlp"
 d_in = 64
@@ -43,7 +43,7 @@ std::vector<nlohmann::json> metrics_lines(const std::vector<std::string>& layout
           .string();
   std::vector<std::string> overrides = layout;
   overrides.push_back("job.dump_folder=\"" + folder + "\"");
-  const JobConfig config = JobConfig::parse(kMlp, "metrics_test.toml", overrides);
+  const JobConfig config = JobConfig::parse(kMetricsMlp, "metrics_test.toml", overrides);
   testing::run_ranks(static_cast<int>(config.world_size()),
                      [&](const comm::Group& world) { run_training(config, world); });
   std::ifstream in(folder + "/metrics.jsonl");
