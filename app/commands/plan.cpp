@@ -1,6 +1,9 @@
 // `vescale-train plan list | show NAME [--tp N] | lint CONFIG.toml | schedule CONFIG.toml`.
 #include <cstdio>
 
+#include <fmt/ranges.h>
+
+#include "autoplan/muon_cost.h"
 #include "commands/commands.h"
 #include "config/expert_volume.h"
 #include "config/job_config.h"
@@ -14,6 +17,7 @@
 #include "parallel/pipeline/stage_split.h"
 #include "train/lm_task.h"
 #include "train/model_factory.h"
+#include "train/muon_params.h"
 #include "train/parallel_model.h"
 #include "train/preflight.h"
 #include "train/task.h"
@@ -124,6 +128,29 @@ std::string expert_parallel_line(const JobConfig& config) {
                        : "");
 }
 
+/// Under Muon: which matrices it updates, what rank 0 orthogonalizes and what its exchanges send
+/// per step (NOTE [Muon exchange]), the bytes the metrics line counts under each dim.
+std::string muon_line(const JobConfig& config) {
+  if (config.optimizer != OptimizerKind::kMuon) return "";
+  const std::vector<autoplan::MuonCost> costs =
+      autoplan::muon_cost_by_rank(config, autoplan::layout_model(config));
+  const autoplan::MuonCost& rank0 = costs.front();
+  const double job_flops = muon_flops_per_step(config);
+  std::string out = fmt::format(
+      "muon: {:.4g} GFLOP of Newton-Schulz a step over the model's matrices (counted in mfu; "
+      "optimizer.adamw_params = [{}] take AdamW); rank 0 holds pieces of {} and orthogonalizes "
+      "{} of them ({:.4g} GFLOP)",
+      job_flops / 1e9, fmt::join(config.adamw_params, ", "), rank0.matrices, rank0.owned,
+      rank0.owned_flops / 1e9);
+  if (rank0.calls.empty()) return out + ": every matrix whole on its rank, nothing moves\n";
+  std::vector<std::string> dims;
+  for (const auto& [dim, calls] : rank0.calls)
+    dims.push_back(fmt::format("{} ({} B) over {} in {} all-to-alls",
+                               format_bytes(static_cast<double>(rank0.sent_bytes.at(dim))),
+                               rank0.sent_bytes.at(dim), dim, calls));
+  return out + fmt::format("; its exchanges send {} per step\n", fmt::join(dims, ", "));
+}
+
 void add_plan_list(CLI::App& plan) {
   plan.add_subcommand("list", "List the zoo plans with their descriptions")->callback([] {
     for (const auto& name : plan_zoo_names()) {
@@ -191,6 +218,7 @@ void add_plan_lint(CLI::App& plan, const std::shared_ptr<PlanOptions>& options) 
     print(data_line);
     print(context_parallel_line(config));
     print(expert_parallel_line(config));
+    print(muon_line(config));
     print(fmt::format("ok: {} on {} with plan {} ({} warnings)\n", config.model,
                       fmt::format("tp={}", config.tp),
                       config.plan.empty() ? "(replicate)" : config.plan, warnings.size()));

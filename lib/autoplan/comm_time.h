@@ -14,8 +14,9 @@ struct CommTimes {
   double cp = 0;     ///< cp's ring of keys and values
   double pp = 0;     ///< pp's activations and their gradients
   double ep = 0;     ///< ep's all-to-alls of routed tokens (NOTE [Expert parallelism])
+  double muon = 0;   ///< Muon's exchanges of its matrices' pieces (NOTE [Muon exchange])
   double steps = 0;  ///< the few small all-reduces every step makes
-  double total() const { return tp + dp + cp + pp + ep + steps; }
+  double total() const { return tp + dp + cp + pp + ep + muon + steps; }
 };
 
 /// Communication on the busiest rank per step: tp's activations, the replicas' (dp x cp)

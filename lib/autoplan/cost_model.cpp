@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "autoplan/compute_time.h"
+#include "autoplan/muon_cost.h"
 #include "autoplan/step_shape.h"
 #include "config/memory_estimate.h"
 #include "parallel/pipeline/schedule.h"
@@ -96,6 +97,12 @@ Prediction predict(const JobConfig& c, const Layout& layout, const MachineFacts&
   const double blocks = *std::max_element(stages.blocks.begin(), stages.blocks.end()) *
                         (c.pp > 1 ? static_cast<double>(c.pp_virtual) : 1.0);
   out.comm = comm_times(s, mine, blocks, facts);
+  // Muon: its busiest rank's Newton-Schulz and exchanges (NOTE [Muon exchange]).
+  const std::vector<MuonCost> muon = muon_cost_by_rank(c, lm);
+  if (!muon.empty()) {
+    out.compute_s += muon_compute_time(muon[busiest_rank], c.ns_steps, facts.compute);
+    out.comm.muon = muon_comm_time(muon[busiest_rank], lm.job.mesh(), facts);
+  }
   out.comm_s = out.comm.total();
 
   out.state = mine;

@@ -63,6 +63,15 @@ std::string explain_model(const JobConfig& base, const MachineFacts& facts) {
         facts.comm.count("all_to_all") ? "all_to_all"
                                        : "all_gather (this calibration has no all_to_all)");
   }
+  if (base.optimizer == OptimizerKind::kMuon) {
+    out +=
+        "  muon: the busiest rank's own matrices' Newton-Schulz (optimizer.ns_steps x (4 m^2 n "
+        "+ 2 m^3) FLOPs for an m x n matrix, m <= n) at the matmul rate of its products, and "
+        "its exchanges: per class of matrices split over the same dims, 2 all-to-alls a dim "
+        "carrying the bytes its pieces send there and back (NOTE [Muon exchange]), at the "
+        "all_to_all fit of that dim's size; its matrices keep one state tensor, AdamW's "
+        "parameters two\n";
+  }
   out +=
       "  no communication is hidden behind compute; the bubble is the schedule simulator's\n"
       "  activations: Korthikanti et al. (2022) per token and block in the compute dtype, "

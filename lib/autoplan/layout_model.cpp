@@ -2,8 +2,11 @@
 
 #include <c10/util/accumulate.h>
 
+#include <tuple>
+
 #include "dtensor/dtensor_spec.h"
 #include "parallel/pipeline/schedule.h"
+#include "train/muon_params.h"
 #include "train/task.h"
 
 namespace vescale::autoplan {
@@ -38,10 +41,12 @@ std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm
   const double param_size = bytes_of(job_dtype(c));
   const double state_size = bytes_of(state_dtype(c));
   const bool master = job_dtype(c) != state_dtype(c);
-  const double optimizer_copies =
-      c.optimizer == OptimizerKind::kAdamW
-          ? 2.0
-          : (c.optimizer == OptimizerKind::kSgd && c.momentum > 0 ? 1.0 : 0.0);
+  // The state tensors of a parameter: AdamW's two moments, SGD's momentum, Muon's for the
+  // matrices it updates (NOTE [Muon]) and AdamW's for the rest.
+  const auto optimizer_copies = [&c](const std::string& fqn, size_t dims) {
+    if (c.optimizer == OptimizerKind::kSgd) return c.momentum > 0 ? 1.0 : 0.0;
+    return takes_muon(c, fqn, dims) ? 1.0 : 2.0;
+  };
   std::vector<StateMemory> by_rank(c.pp);
   for (size_t s = 0; s < lm.pipe.stages.size(); ++s) {
     bool has_embedding = false, has_head = false;
@@ -49,8 +54,9 @@ std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm
       has_embedding = has_embedding || lm.layers[i].kind == LayerKind::kEmbedding;
       has_head = has_head || lm.layers[i].kind == LayerKind::kHead;
     }
-    // Elements by their replicas (ZeRO divides over them): dp x cp, an expert's dp x cp / ep.
-    std::map<std::pair<double, bool>, double> elements;
+    // Elements by their replicas (ZeRO divides over them: dp x cp, an expert's dp x cp / ep),
+    // whether they are an expert's, and their optimizer's state tensors.
+    std::map<std::tuple<double, bool, double>, double> elements;
     for (const auto& p : lm.plan.parameters) {
       const bool tied_head = has_head && !has_embedding && p.fqn == lm.vocab_weight;
       if (!under_modules(p.fqn, lm.pipe.modules[s]) && !tied_head) continue;
@@ -62,16 +68,17 @@ std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm
       const std::vector<int64_t> sizes =
           lm.job.param_dims(shard_flags(p.placements), is_expert).averaged_sizes;
       const auto replicas = static_cast<double>(c10::multiply_integers(sizes));
-      elements[{replicas, is_expert}] += static_cast<double>(c10::multiply_integers(box.sizes));
+      elements[{replicas, is_expert, optimizer_copies(p.fqn, p.shape.size())}] +=
+          static_cast<double>(c10::multiply_integers(box.sizes));
     }
     StateMemory& m = by_rank[lm.pipe.schedule.stage_rank[s]];
     for (const auto& [key, count] : elements) {
-      const auto [dp, is_expert] = key;
+      const auto [dp, is_expert, copies] = key;
       const double grads = count * param_size / (c.zero >= 2 ? dp : 1.0);
       m.params += count * param_size / (c.zero >= 3 ? dp : 1.0);
       m.grads += grads;
       m.optimizer +=
-          count * state_size * (optimizer_copies + (master ? 1.0 : 0.0)) / (c.zero >= 1 ? dp : 1.0);
+          count * state_size * (copies + (master ? 1.0 : 0.0)) / (c.zero >= 1 ? dp : 1.0);
       if (is_expert) m.expert_grads += grads;
       m.updated_elements += count / (c.zero >= 1 ? dp : 1.0);
     }

@@ -23,6 +23,7 @@
 #include "train/job.h"
 #include "train/metrics.h"
 #include "train/model_factory.h"
+#include "train/muon_params.h"
 #include "train/nonfinite.h"
 #include "train/peak_flops.h"
 #include "train/preemption.h"
@@ -40,6 +41,18 @@ double mfu_peak(const Job& job) {
   return peak.flops;
 }
 
+/// The optimizer's FLOPs a step that MFU counts beside the model's `model_flops`: Muon's
+/// Newton-Schulz, said once.
+double optimizer_flops(const Job& job, double model_flops) {
+  const double flops = muon_flops_per_step(job.config());
+  if (flops > 0)
+    log_rank0(
+        "[mfu] Muon's Newton-Schulz: {:.4g} GFLOP a step, {:.2f}% of the model's {:.4g}, "
+        "counted in mfu",
+        flops / 1e9, 100.0 * flops / model_flops, model_flops / 1e9);
+  return flops;
+}
+
 /// What the loop needs to turn steps into metrics lines.
 struct Meter {
   Meter(const Job& job, const comm::Group& world)
@@ -48,10 +61,13 @@ struct Meter {
         samples_per_step(static_cast<double>(job.config().global_batch_size)),
         tokens_per_step(samples_per_step * job.model->task().tokens_per_sample()),
         flops_per_sample(job.model->task().flops_per_sample()),
+        optimizer_flops_per_step(optimizer_flops(job, flops_per_sample * samples_per_step)),
         peak(mfu_peak(job)) {}
 
   comm::CommStats& stats;
-  double world_size, samples_per_step, tokens_per_step, flops_per_sample, peak;
+  double world_size, samples_per_step, tokens_per_step, flops_per_sample;
+  double optimizer_flops_per_step;  ///< Muon's Newton-Schulz (NOTE [Muon exchange])
+  double peak;
   Clock::time_point start = Clock::now();
 };
 
@@ -114,8 +130,8 @@ StepMetrics step_metrics(const Meter& meter, int64_t step, int64_t start_step, i
   const double elapsed = seconds_since(meter.start);
   const double done = static_cast<double>(step + 1 - start_step);
   m.tokens_per_s = meter.tokens_per_step * done / elapsed;
-  m.mfu = meter.flops_per_sample * meter.samples_per_step * done / elapsed /
-          (meter.peak * meter.world_size);
+  m.mfu = (meter.flops_per_sample * meter.samples_per_step + meter.optimizer_flops_per_step) *
+          done / elapsed / (meter.peak * meter.world_size);
   m.mem_bytes = resident_bytes();
   if (device.is_cuda()) m.gpu_mem = gpu_memory(device);
   m.state_bytes = std::move(state_bytes);
