@@ -9,7 +9,7 @@
 #   DEBIAN_MIRROR=http://... scripts/fetch-cuda-deps.sh   # where Debian 13's packages come from
 #
 # NOTE [Wheel-only deps]: where a package ships a static archive the build links that one
-# (HDF5, szip, zlib, GoogleTest), so the other machine needs none of their runtime packages; fmt,
+# (HDF5, szip, zlib, zstd, GoogleTest), so the other machine needs none of their runtime packages; fmt,
 # spdlog and toml++ have no archive in Debian and come with their shared runtime package, which
 # needs only libc and libstdc++. HDF5 is linked statically on purpose: Debian's libhdf5.so pulls in
 # libcurl and OpenSSL (its S3 driver) and their dozen dependencies, while libhdf5.a needs only
@@ -37,7 +37,8 @@ PACKAGES=(
   libgtest-dev                        # static libgtest.a, libgtest_main.a
   libhdf5-dev                         # static hdf5/serial/libhdf5.a and its headers
   libaec-dev                          # static libsz.a, libaec.a: HDF5's szip filter
-  zlib1g-dev                          # static libz.a: HDF5's deflate filter
+  zlib1g-dev                          # static libz.a: HDF5's deflate filter, .jsonl.gz corpora
+  libzstd-dev                         # static libzstd.a: .jsonl.zst corpora
   libsentencepiece-dev libsentencepiece0  # the SentencePiece plugin's (NOTE [SentencePiece
                                       # plugin]): needs only libc and libstdc++
 )                                     # and Gloo's headers: GLOO_PACKAGE below

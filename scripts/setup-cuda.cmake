@@ -31,6 +31,11 @@ set(HDF5_C_COMPILER_EXECUTABLE "" CACHE FILEPATH "none: setup-cuda.cmake searche
 # libraries come last on every link line, after libhdf5.a.
 string(APPEND CMAKE_CXX_STANDARD_LIBRARIES
   " ${_deps_lib}/libsz.a ${_deps_lib}/libaec.a ${_deps_lib}/libz.a -ldl -lm")
+# zlib and zstd from their static archives in the prefix (NOTE [Wheel-only deps]).
+set(ZLIB_INCLUDE_DIR "${_deps_usr}/include" CACHE PATH "the prefix's zlib" FORCE)
+set(ZLIB_LIBRARY "${_deps_lib}/libz.a" CACHE FILEPATH "the prefix's zlib" FORCE)
+set(ZSTD_INCLUDE_DIR "${_deps_usr}/include" CACHE PATH "the prefix's zstd" FORCE)
+set(ZSTD_LIBRARY "${_deps_lib}/libzstd.a" CACHE FILEPATH "the prefix's zstd" FORCE)
 foreach(lib IN LISTS VESCALE_EXTRA_LINK_LIBS)
   string(APPEND CMAKE_CXX_STANDARD_LIBRARIES " ${lib}")
 endforeach()

@@ -224,7 +224,7 @@ configure() {
 report_found() {
   local name value outside=0
   for name in Torch_DIR CLI11_DIR tomlplusplus_DIR spdlog_DIR fmt_DIR nlohmann_json_DIR GTest_DIR \
-    HDF5_C_INCLUDE_DIR HDF5_hdf5_LIBRARY_RELEASE SENTENCEPIECE_LIBRARY; do
+    HDF5_C_INCLUDE_DIR HDF5_hdf5_LIBRARY_RELEASE SENTENCEPIECE_LIBRARY ZLIB_LIBRARY ZSTD_LIBRARY; do
     value=$(sed -n "s/^$name:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt")
     [ -n "$value" ] || continue  # GTest_DIR only with tests
     printf '[setup-cuda]   %-26s %s\n' "$name" "$value"

@@ -15,6 +15,8 @@ RUN_PACKAGES=(
   libopenblas0-pthread
   # libraries
   libcli11-dev libtomlplusplus-dev libhdf5-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  # compressed JSON-lines corpora (data prepare)
+  zlib1g-dev libzstd-dev
   # SentencePiece tokenizers (a plugin: NOTE [SentencePiece plugin])
   libsentencepiece-dev
   # the demo corpus
@@ -26,6 +28,8 @@ TEST_PACKAGES=(
   python3 python3-torch python3-h5py python3-numpy python3-sentencepiece python3-regex
   # scripts/plot_metrics.py
   python3-matplotlib
+  # .jsonl.zst corpora in the tests and benchmarks
+  zstd
 )
 case "${1:-all}" in
   run) PACKAGES=("${RUN_PACKAGES[@]}") ;;

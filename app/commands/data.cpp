@@ -20,11 +20,16 @@ void add_data_command(CLI::App& app, const Invocation& /*invocation*/) {
   data->require_subcommand(1);
   CLI::App* prepare = data->add_subcommand(
       "prepare",
-      "Tokenize text files into train.bin, val.bin and meta.json for data.source = \"tokens\": "
-      "each file one document (its tokens, then the end-of-text token where the tokenizer has "
-      "one), in the order given; the last --val-fraction of the tokens is val.bin. Files stream "
-      "in 1 MB chunks cut where the tokenizer can");
-  prepare->add_option("files", o->files, "Text files")->required();
+      "Tokenize text files and JSON-lines corpora (.jsonl, .jsonl.gz, .jsonl.zst: one document a "
+      "line, --field of each JSON object) into train.bin, val.bin and meta.json for data.source "
+      "= \"tokens\": each text file or line one document (its tokens, then the end-of-text token "
+      "where the tokenizer has one), in the order given; the last --val-fraction of the tokens "
+      "is val.bin. With --sft the lines are fine-tuning examples ({\"prompt\", \"response\"} or "
+      "{\"messages\": [...]}) rendered by --template, and a loss mask is written beside the "
+      "tokens. Files stream in 1 MB chunks; a bad line stops it with its file:line and nothing "
+      "written");
+  prepare->add_option("files", o->files, "Text or JSON-lines files (.gz and .zst decompressed)")
+      ->required();
   prepare
       ->add_option("--tokenizer", o->tokenizer,
                    "\"bytes\", a SentencePiece model file (tokenizer train), a Hugging Face "
@@ -35,22 +40,47 @@ void add_data_command(CLI::App& app, const Invocation& /*invocation*/) {
       ->default_val(0.05);
   prepare->add_option("--threads", o->threads, "Encoding threads (default: the cores)")
       ->check(whole_in(1, 1024));
+  prepare
+      ->add_option("--format", o->format,
+                   "auto (JSON lines for names ending .jsonl, .jsonl.gz or .jsonl.zst, else "
+                   "text), text or jsonl, for every file")
+      ->check(CLI::IsMember({"auto", "text", "jsonl"}))
+      ->default_val("auto");
+  prepare->add_option("--field", o->field, "JSON lines: the field holding each document's text")
+      ->default_val("text");
+  prepare->add_flag("--skip-bad-lines", o->skip_bad_lines,
+                    "Count JSON lines that are not JSON, lack the field or hold no string there "
+                    "(and a truncated compressed file's cut line), report them and go on");
+  prepare->add_flag("--sft", o->sft,
+                    "The JSON lines are supervised fine-tuning examples: also write "
+                    "train.mask.bin and val.mask.bin (1 on the assistant's tokens) and where each "
+                    "example starts");
+  prepare->add_option("--template", o->chat_template,
+                      "--sft: the chat template (TOML: the strings before and after each role's "
+                      "content; configs/templates/)");
   prepare->callback([o] {
     if (o->threads <= 0)
       o->threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const PrepareSummary s =
         prepare_tokens(*o, [](const std::string& line) { spdlog::info("{}", line); });
     const int64_t tokens = s.train_tokens + s.val_tokens;
+    std::string extra;
+    if (o->sft) extra += fmt::format("; {} of the tokens trained on (the mask)", s.trained_tokens);
+    if (s.bad_lines > 0)
+      extra += fmt::format("; skipped {} bad line{} (the first: {})", s.bad_lines,
+                           s.bad_lines == 1 ? "" : "s", s.first_bad_line);
     std::printf(
         "%s\n",
-        fmt::format("wrote {}: {} documents in {} chunks, {} -> {} tokens ({:.2f} bytes a "
-                    "token; {} train, {} val, {}, vocab {}) in {:.1f}s, {:.1f} MB/s on {} "
-                    "thread{}; tokenizer {}",
-                    o->output, s.documents, s.chunks, format_bytes(static_cast<double>(s.bytes)),
-                    tokens, static_cast<double>(s.bytes) / static_cast<double>(tokens),
-                    s.train_tokens, s.val_tokens, s.dtype, s.vocab_size, s.seconds,
-                    static_cast<double>(s.bytes) / 1e6 / s.seconds, o->threads,
-                    o->threads == 1 ? "" : "s", s.tokenizer)
+        fmt::format("wrote {}: {} {} in {} chunks, {} read ({} in the files) -> {} tokens "
+                    "({:.2f} bytes a token; {} train, {} val, {}, vocab {}) in {:.1f}s, {:.1f} "
+                    "MB/s on {} thread{}; tokenizer {}{}",
+                    o->output, s.documents, o->sft ? "examples" : "documents", s.chunks,
+                    format_bytes(static_cast<double>(s.text_bytes)),
+                    format_bytes(static_cast<double>(s.bytes)), tokens,
+                    static_cast<double>(s.text_bytes) / static_cast<double>(tokens), s.train_tokens,
+                    s.val_tokens, s.dtype, s.vocab_size, s.seconds,
+                    static_cast<double>(s.text_bytes) / 1e6 / s.seconds, o->threads,
+                    o->threads == 1 ? "" : "s", s.tokenizer, extra)
             .c_str());
   });
 }

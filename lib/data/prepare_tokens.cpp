@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "config/memory_estimate.h"
@@ -20,6 +22,9 @@
 #include "core/input_file.h"
 #include "core/safe_files.h"
 #include "core/units.h"
+#include "data/byte_source.h"
+#include "data/chat_template.h"
+#include "data/json_lines.h"
 #include "tokenize/tokenizer.h"
 #include "tokenize/unicode.h"
 
@@ -34,18 +39,36 @@ using Clock = std::chrono::steady_clock;
 /// it (Tokenizer::stable_prefix), so a file of any size streams through.
 constexpr size_t kReadBlock = size_t{1} << 20;
 
-/// A piece of one file, encoded on its own.
+/// A piece of one file, encoded on its own: a text file's stretch, or JSON lines.
 struct Chunk {
   size_t seq = 0;
   std::string text;
   bool first = false;  ///< the file's start: the document start precedes (NOTE [Document start])
   bool last = false;   ///< the file's end: the end-of-text token follows
+  bool json_lines = false;  ///< whole lines of a JSON-lines file, each a document
+  size_t file = 0;
+  int64_t first_line = 0;  ///< the number of its first line
 };
 
-/// Appends `tokens` to `out` in the file's width.
-template <typename T>
-void write_tokens(std::ofstream& out, const std::vector<int64_t>& tokens) {
-  std::vector<T> narrow(tokens.begin(), tokens.end());
+/// A chunk's tokens, with (under --sft) their mask and where its examples start.
+struct Encoded {
+  std::vector<int64_t> tokens;
+  std::vector<uint8_t> mask;
+  std::vector<int64_t> starts;  ///< offsets in `tokens`
+  int64_t documents = 0, bad_lines = 0, trained = 0;
+  std::string first_bad;
+  size_t bytes = 0;
+};
+
+/// The files a prepare writes a split into: its tokens and, under --sft, mask and starts.
+struct SplitFiles {
+  std::ofstream tokens, mask, starts;
+};
+
+/// Appends `values` to `out` as T.
+template <typename T, typename V>
+void write_values(std::ofstream& out, const std::vector<V>& values) {
+  std::vector<T> narrow(values.begin(), values.end());
   out.write(reinterpret_cast<const char*>(narrow.data()),
             static_cast<std::streamsize>(narrow.size() * sizeof(T)));
 }
@@ -88,14 +111,15 @@ void check_stretch_fits(const Tokenizer& tokenizer, const PrepareOptions& o, siz
 }
 
 /// The streaming encode of NOTE [Token files]: a reader thread cuts the files into chunks where
-/// the tokenizer can cut, `threads` workers encode them, and the calling thread writes them in
-/// order, at most 2 x threads chunks in memory at once.
+/// the tokenizer can cut (JSON lines: between lines), `threads` workers encode them, and the
+/// calling thread writes them in order, at most 2 x threads chunks in memory at once.
 class StreamingEncoder {
  public:
-  StreamingEncoder(const PrepareOptions& o, const Tokenizer& tokenizer, int64_t corpus,
-                   const std::function<void(const std::string&)>& progress)
+  StreamingEncoder(const PrepareOptions& o, const Tokenizer& tokenizer, const ChatTemplate* chat,
+                   int64_t corpus, const std::function<void(const std::string&)>& progress)
       : o_(o),
         tokenizer_(tokenizer),
+        reading_{o.field, chat},
         document_start_(tokenizer.document_start()),
         utf8_(!tokenizer.lossless()),  // else it reads any bytes
         corpus_(corpus),
@@ -104,7 +128,7 @@ class StreamingEncoder {
 
   /// Encodes every file into `out`, each token `wide` (uint32) or not (uint16); rethrows the
   /// first failure of any thread after stopping and joining them all.
-  void run(std::ofstream& out, bool wide) {
+  void run(SplitFiles& out, bool wide) {
     std::vector<std::thread> pool;
     try {  // whatever this thread meets, the others are stopped and joined below
       pool.emplace_back([this] { read(); });
@@ -121,6 +145,8 @@ class StreamingEncoder {
 
   int64_t tokens_written() const { return tokens_written_; }
   size_t chunks_read() const { return chunks_read_; }
+  /// Totals of what was written: documents, bad lines, trained tokens, text bytes.
+  const Encoded& totals() const { return totals_; }
 
  private:
   void fail(std::exception_ptr e) {
@@ -140,11 +166,13 @@ class StreamingEncoder {
     return true;
   }
 
-  /// The reader: each file in order, cut where the tokenizer can cut.
+  /// The reader: each file in order, cut where the tokenizer can cut or between lines.
   void read() {
     try {
       for (size_t f = 0; f < o_.files.size(); ++f) {
-        if (!read_file(f)) return;
+        const bool ok =
+            reads_json_lines(o_.files[f], o_.format) ? read_json_lines(f) : read_file(f);
+        if (!ok) return;
       }
       std::lock_guard<std::mutex> lock(mu_);
       read_all_ = true;
@@ -154,20 +182,23 @@ class StreamingEncoder {
     }
   }
 
-  /// File `f` handed over in chunks; false when another thread failed.
+  /// Up to kReadBlock more bytes of `source` onto `text`; true at the end.
+  static bool read_more(ByteSource& source, std::string& text) {
+    const size_t had = text.size();
+    text.resize(had + kReadBlock);
+    const size_t got = source.read(text.data() + had, kReadBlock);
+    text.resize(had + got);
+    return got < kReadBlock;  // a source reads short only at its end
+  }
+
+  /// Text file `f` handed over in chunks; false when another thread failed.
   bool read_file(size_t f) {
-    std::ifstream in(o_.files[f], std::ios::binary);
-    VS_USER_CHECK(in.good(), "data prepare: cannot read {}", o_.files[f]);
+    const std::unique_ptr<ByteSource> in = open_byte_source(o_.files[f], "data prepare");
     std::string text;
     int64_t offset = 0;   // of text's start in the file (0: the chunk is the file's first)
     size_t next_ask = 0;  // the size of `text` at which to look for a cut again
     for (bool end = false; !end;) {
-      const size_t had = text.size();
-      text.resize(had + kReadBlock);
-      in.read(text.data() + had, static_cast<std::streamsize>(kReadBlock));
-      text.resize(had + static_cast<size_t>(in.gcount()));
-      end = in.eof();
-      VS_USER_CHECK(end || in.good(), "data prepare: reading {} failed", o_.files[f]);
+      end = read_more(*in, text);
       const size_t cut = end                       ? text.size()
                          : text.size() >= next_ask ? tokenizer_.stable_prefix(text)
                                                    : 0;
@@ -196,8 +227,97 @@ class StreamingEncoder {
     return true;
   }
 
-  /// A worker: chunks to tokens (the document start before a file's first, its end-of-text
-  /// after its last).
+  /// JSON-lines file `f` handed over in chunks of whole lines; false when another thread failed.
+  /// Under --skip-bad-lines a truncated compressed stream ends the file: its lines read whole
+  /// are kept, the cut one counts as bad.
+  bool read_json_lines(size_t f) {
+    const std::unique_ptr<ByteSource> in = open_byte_source(o_.files[f], "data prepare");
+    std::string text;
+    int64_t line = 1;  // the number of text's first line
+    for (bool end = false; !end;) {
+      try {
+        end = read_more(*in, text);
+      } catch (const TruncatedStream&) {
+        if (!o_.skip_bad_lines) throw;
+        const size_t whole = text.rfind('\n');
+        text.erase(whole == std::string::npos ? 0 : whole + 1);
+        note_bad_lines(1,
+                       fmt::format("{}:{}: truncated compressed stream (the lines before it "
+                                   "are kept)",
+                                   o_.files[f], line + std::count(text.begin(), text.end(), '\n')));
+        end = true;
+      }
+      const size_t newline = text.rfind('\n');
+      const size_t cut = end ? text.size() : newline == std::string::npos ? 0 : newline + 1;
+      if (cut == 0) {  // one line longer than a block: it is encoded at once
+        if (!end) check_stretch_fits(tokenizer_, o_, f, in->consumed(), text.size());
+        continue;
+      }
+      Chunk chunk;
+      chunk.json_lines = true;
+      chunk.file = f;
+      chunk.first_line = line;
+      chunk.text = text.substr(0, cut);
+      line += std::count(chunk.text.begin(), chunk.text.end(), '\n');
+      text.erase(0, cut);
+      if (!hand_over(std::move(chunk))) return false;
+    }
+    return true;
+  }
+
+  /// Counts lines the reader skipped (a truncated stream's last).
+  void note_bad_lines(int64_t count, const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    reader_bad_.bad_lines += count;
+    if (reader_bad_.first_bad.empty()) reader_bad_.first_bad = what;
+  }
+
+  /// A document's tokens onto `e`: the document start, each segment's, the end-of-text; under
+  /// --sft their mask (NOTE [Chat template]).
+  void add_document(Encoded& e, const std::vector<ChatSegment>& segments) const {
+    e.starts.push_back(static_cast<int64_t>(e.tokens.size()));
+    const auto add = [&](const std::vector<int64_t>& tokens, bool trained) {
+      e.tokens.insert(e.tokens.end(), tokens.begin(), tokens.end());
+      if (!o_.sft) return;
+      e.mask.insert(e.mask.end(), tokens.size(), trained ? 1 : 0);
+      if (trained) e.trained += static_cast<int64_t>(tokens.size());
+    };
+    add(document_start_, false);
+    for (const ChatSegment& s : segments)
+      add(tokenizer_.encode(s.text), s.trained);
+    if (const auto eot = tokenizer_.end_of_text()) add({*eot}, segments.back().trained);
+    ++e.documents;
+  }
+
+  /// A chunk of JSON lines: each a document, or a bad line (a UserError naming file:line, or
+  /// under --skip-bad-lines counted).
+  Encoded encode_json_lines(const Chunk& chunk) const {
+    Encoded e;
+    std::vector<ChatSegment> segments;
+    std::string why;
+    size_t begin = 0;
+    for (int64_t line = chunk.first_line; begin < chunk.text.size(); ++line) {
+      size_t end = chunk.text.find('\n', begin);
+      if (end == std::string::npos) end = chunk.text.size();
+      const std::string_view text = std::string_view(chunk.text).substr(begin, end - begin);
+      begin = end + 1;
+      if (blank_line(text)) continue;
+      if (read_json_line(text, reading_, segments, why)) {
+        add_document(e, segments);
+        continue;
+      }
+      const std::string what = fmt::format("{}:{}: {}", o_.files[chunk.file], line, why);
+      VS_USER_CHECK(o_.skip_bad_lines,
+                    "data prepare: {} (nothing written; --skip-bad-lines counts such lines and "
+                    "goes on)",
+                    what);
+      if (e.bad_lines++ == 0) e.first_bad = what;
+    }
+    return e;
+  }
+
+  /// A worker: chunks to tokens (a text file's document start before its first chunk, its
+  /// end-of-text after its last).
   void encode() {
     for (;;) {
       Chunk chunk;
@@ -209,13 +329,20 @@ class StreamingEncoder {
         ready_.pop_front();
       }
       try {
-        std::vector<int64_t> tokens = chunk.first ? document_start_ : std::vector<int64_t>();
-        const std::vector<int64_t> text = tokenizer_.encode(chunk.text);
-        tokens.insert(tokens.end(), text.begin(), text.end());
-        if (chunk.last)
-          if (const auto eot = tokenizer_.end_of_text()) tokens.push_back(*eot);
+        Encoded e;
+        if (chunk.json_lines) {
+          e = encode_json_lines(chunk);
+        } else {
+          e.tokens = chunk.first ? document_start_ : std::vector<int64_t>();
+          const std::vector<int64_t> text = tokenizer_.encode(chunk.text);
+          e.tokens.insert(e.tokens.end(), text.begin(), text.end());
+          if (chunk.last)
+            if (const auto eot = tokenizer_.end_of_text()) e.tokens.push_back(*eot);
+          e.documents = chunk.last ? 1 : 0;
+        }
+        e.bytes = chunk.text.size();
         std::lock_guard<std::mutex> lock(mu_);
-        done_.emplace(chunk.seq, std::make_pair(std::move(tokens), chunk.text.size()));
+        done_.emplace(chunk.seq, std::move(e));
       } catch (...) {
         fail(std::current_exception());
         return;
@@ -224,23 +351,39 @@ class StreamingEncoder {
     }
   }
 
+  /// One encoded chunk into the files, its counts into the totals.
+  void write(SplitFiles& out, bool wide, const Encoded& e) {
+    wide ? write_values<uint32_t>(out.tokens, e.tokens)
+         : write_values<uint16_t>(out.tokens, e.tokens);
+    if (o_.sft) {
+      write_values<uint8_t>(out.mask, e.mask);
+      std::vector<uint64_t> starts;
+      for (int64_t s : e.starts)
+        starts.push_back(static_cast<uint64_t>(tokens_written_ + s));
+      write_values<uint64_t>(out.starts, starts);
+    }
+    tokens_written_ += static_cast<int64_t>(e.tokens.size());
+    totals_.documents += e.documents;
+    totals_.trained += e.trained;
+    totals_.bytes += e.bytes;
+    totals_.bad_lines += e.bad_lines;
+    if (totals_.first_bad.empty()) totals_.first_bad = e.first_bad;
+  }
+
   /// This thread: the encoded chunks into `out` in order, with a progress line every 2 s.
-  void write_in_order(std::ofstream& out, bool wide) {
+  void write_in_order(SplitFiles& out, bool wide) {
     const auto start = Clock::now();
     auto last_report = start;
-    int64_t bytes_done = 0;
     std::unique_lock<std::mutex> lock(mu_);
     while (!failure_ && !(read_all_ && written_ == chunks_read_)) {
       changed_.wait_for(lock, std::chrono::seconds(1), [&] {
         return failure_ || done_.count(written_) > 0 || (read_all_ && written_ == chunks_read_);
       });
       while (!failure_ && done_.count(written_) > 0) {
-        auto [tokens, bytes] = std::move(done_.at(written_));
+        const Encoded e = std::move(done_.at(written_));
         done_.erase(written_);
         lock.unlock();
-        wide ? write_tokens<uint32_t>(out, tokens) : write_tokens<uint16_t>(out, tokens);
-        tokens_written_ += static_cast<int64_t>(tokens.size());
-        bytes_done += static_cast<int64_t>(bytes);
+        write(out, wide, e);
         lock.lock();
         ++written_;
         changed_.notify_all();
@@ -249,16 +392,23 @@ class StreamingEncoder {
       if (now - last_report >= std::chrono::seconds(2)) {
         last_report = now;
         const double s = std::chrono::duration<double>(now - start).count();
-        progress_(fmt::format("[prepare] {} of {} read, {} tokens, {:.1f} MB/s",
-                              format_bytes(static_cast<double>(bytes_done)),
-                              format_bytes(static_cast<double>(corpus_)), tokens_written_,
-                              static_cast<double>(bytes_done) / 1e6 / s));
+        progress_(
+            fmt::format("[prepare] {} of text read (the files hold {}), {} tokens, "
+                        "{:.1f} MB/s",
+                        format_bytes(static_cast<double>(totals_.bytes)),
+                        format_bytes(static_cast<double>(corpus_)), tokens_written_,
+                        static_cast<double>(totals_.bytes) / 1e6 / s));
       }
+    }
+    if (!failure_) {
+      totals_.bad_lines += reader_bad_.bad_lines;
+      if (totals_.first_bad.empty()) totals_.first_bad = reader_bad_.first_bad;
     }
   }
 
   const PrepareOptions& o_;
   const Tokenizer& tokenizer_;
+  const LineReading reading_;
   const std::vector<int64_t> document_start_;
   const bool utf8_;
   const int64_t corpus_;
@@ -266,23 +416,38 @@ class StreamingEncoder {
   const size_t in_flight_;
   std::mutex mu_;
   std::condition_variable changed_;
-  std::deque<Chunk> ready_;                                         // read, not yet encoded
-  std::map<size_t, std::pair<std::vector<int64_t>, size_t>> done_;  // encoded: tokens, bytes
+  std::deque<Chunk> ready_;         // read, not yet encoded
+  std::map<size_t, Encoded> done_;  // encoded, not yet written
   size_t chunks_read_ = 0, written_ = 0;
   bool read_all_ = false;
   std::exception_ptr failure_;
   int64_t tokens_written_ = 0;
+  Encoded totals_;      // the writer's
+  Encoded reader_bad_;  // the lines the reader skipped
 };
 
 /// The corpus's bytes, after checking the options and the files.
 int64_t check_prepare_inputs(const PrepareOptions& o) {
-  VS_USER_CHECK(!o.files.empty(), "data prepare: name at least one text file");
+  VS_USER_CHECK(!o.files.empty(), "data prepare: name at least one text or JSON-lines file");
   VS_USER_CHECK(o.val_fraction > 0 && o.val_fraction < 1,
                 "data prepare: --val-fraction {} must be in (0, 1)", o.val_fraction);
   VS_USER_CHECK(!o.output.empty(), "data prepare: -o DIR names the folder to write");
+  VS_USER_CHECK(o.format == "auto" || o.format == "text" || o.format == "jsonl",
+                "data prepare: --format {} is not auto, text or jsonl", o.format);
+  VS_USER_CHECK(!o.field.empty(), "data prepare: --field is empty; name the documents' field");
+  VS_USER_CHECK(!o.sft || !o.chat_template.empty(),
+                "data prepare: --sft renders examples with a chat template: give --template FILE "
+                "(configs/templates/ has Llama 3's and ChatML)");
+  VS_USER_CHECK(o.sft || o.chat_template.empty(),
+                "data prepare: --template {} renders fine-tuning examples: add --sft",
+                o.chat_template);
   int64_t corpus = 0;
   for (const auto& f : o.files) {
-    require_regular_file(f, "data prepare: text file");
+    require_regular_file(f, "data prepare: input file");
+    VS_USER_CHECK(!o.sft || reads_json_lines(f, o.format),
+                  "data prepare: --sft reads JSON lines, and {} is read as text (name it .jsonl, "
+                  ".jsonl.gz or .jsonl.zst, or give --format jsonl)",
+                  f);
     corpus += static_cast<int64_t>(fs::file_size(f));
   }
   VS_USER_CHECK(corpus > 0, "data prepare: {} hold{} no text", fmt::join(o.files, ", "),
@@ -290,12 +455,25 @@ int64_t check_prepare_inputs(const PrepareOptions& o) {
   return corpus;
 }
 
+/// The files a prepare writes: the splits' tokens and meta.json; under --sft each split's mask
+/// and example starts.
+std::vector<std::string> output_names(bool sft) {
+  std::vector<std::string> out{"train.bin", "val.bin"};
+  if (sft)
+    for (const char* name : {"train.mask.bin", "val.mask.bin", "train.docs.bin", "val.docs.bin"})
+      out.emplace_back(name);
+  return out;
+}
+
 /// The output folder, made; none of its outputs is an input.
 fs::path make_output_folder(const PrepareOptions& o) {
   const fs::path folder(o.output);
   std::vector<std::string> inputs = o.files;
   inputs.push_back(o.tokenizer);
-  for (const char* name : {"train.bin", "val.bin", "meta.json"})
+  if (!o.chat_template.empty()) inputs.push_back(o.chat_template);
+  std::vector<std::string> names = output_names(true);
+  names.emplace_back("meta.json");
+  for (const std::string& name : names)
     refuse_writing_over_inputs(folder / name, inputs, "data prepare");
   std::error_code ec;
   VS_USER_CHECK(!fs::exists(folder, ec) || fs::is_directory(folder, ec),
@@ -326,6 +504,11 @@ nlohmann::json token_meta(const PrepareSummary& sum, const PrepareOptions& o,
   const auto eot = tokenizer.end_of_text();
   meta["end_of_text"] = eot ? nlohmann::json(*eot) : nlohmann::json(nullptr);
   meta["document_start"] = tokenizer.document_start();
+  if (o.sft) {
+    meta["mask"] = true;
+    meta["chat_template"] = o.chat_template;
+    meta["trained_tokens"] = sum.trained_tokens;
+  }
   return meta;
 }
 
@@ -333,7 +516,8 @@ nlohmann::json token_meta(const PrepareSummary& sum, const PrepareOptions& o,
 /// the old meta.json goes next and the new one comes last; from the removal on, the partial
 /// stays if this stops (a failed rename, a SIGKILL), and train refuses a folder that holds it.
 /// So no folder stopped between the renames is read as one run's tokens at another run's width.
-void commit_token_files(const fs::path& folder, const nlohmann::json& meta,
+/// An earlier prepare's mask and starts go too when this one writes none.
+void commit_token_files(const fs::path& folder, const nlohmann::json& meta, bool sft,
                         RemovePartials& partials) {
   const fs::path meta_tmp = folder / "meta.json.partial";
   {
@@ -341,49 +525,119 @@ void commit_token_files(const fs::path& folder, const nlohmann::json& meta,
     m << meta.dump(2) << "\n";
     VS_USER_CHECK(m.good(), "data prepare: writing {} failed", meta_tmp.string());
   }
-  partials.paths = {folder / "train.bin.partial", folder / "val.bin.partial"};
+  partials.paths.clear();
+  for (const std::string& name : output_names(sft))
+    partials.paths.push_back(folder / (name + ".partial"));
   std::error_code ec;
   fs::remove(folder / "meta.json", ec);
   VS_USER_CHECK(!ec, "data prepare: cannot replace {}: {}", (folder / "meta.json").string(),
                 ec.message());
-  fs::rename(folder / "train.bin.partial", folder / "train.bin");
-  fs::rename(folder / "val.bin.partial", folder / "val.bin");
+  for (const std::string& name : output_names(true))
+    if (!sft) fs::remove(folder / name, ec);
+  for (const std::string& name : output_names(sft))
+    fs::rename(folder / (name + ".partial"), folder / name);
   fs::rename(meta_tmp, folder / "meta.json");
 }
 
-}  // namespace
+/// The example starts at or past `train_tokens` of `train` moved into `val`, as offsets there.
+void split_starts(const fs::path& train, const fs::path& val, int64_t train_tokens) {
+  std::vector<uint64_t> starts(fs::file_size(train) / sizeof(uint64_t));
+  {
+    std::ifstream in(train, std::ios::binary);
+    in.read(reinterpret_cast<char*>(starts.data()),
+            static_cast<std::streamsize>(starts.size() * sizeof(uint64_t)));
+    VS_USER_CHECK(in.good(), "data prepare: reading {} failed", train.string());
+  }
+  const auto first_val =
+      std::lower_bound(starts.begin(), starts.end(), static_cast<uint64_t>(train_tokens));
+  std::vector<uint64_t> in_val(first_val, starts.end());
+  for (uint64_t& s : in_val)
+    s -= static_cast<uint64_t>(train_tokens);
+  starts.erase(first_val, starts.end());
+  std::ofstream t(train, std::ios::binary | std::ios::trunc), v(val, std::ios::binary);
+  write_values<uint64_t>(t, starts);
+  write_values<uint64_t>(v, in_val);
+  VS_USER_CHECK(t.good() && v.good(), "data prepare: writing {} failed", val.string());
+}
 
-PrepareSummary prepare_tokens(const PrepareOptions& o,
-                              const std::function<void(const std::string&)>& progress) {
-  const int64_t corpus = check_prepare_inputs(o);
-  const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(o.tokenizer);
-  const bool wide = tokenizer->vocab_size() > 65536;
-  const fs::path folder = make_output_folder(o);
-  const fs::path train = folder / "train.bin.partial", val = folder / "val.bin.partial";
-  RemovePartials partials{{train, val, folder / "meta.json.partial"}};
-  std::ofstream out(train, std::ios::binary | std::ios::trunc);
-  VS_USER_CHECK(out.good(), "data prepare: cannot write {}", train.string());
-  const auto start = Clock::now();
-  StreamingEncoder encoder(o, *tokenizer, corpus, progress);
-  encoder.run(out, wide);
-  out.close();
-  VS_USER_CHECK(out.good(), "data prepare: writing {} failed", train.string());
-
-  PrepareSummary sum;
-  const int64_t tokens = encoder.tokens_written();
-  sum.documents = static_cast<int64_t>(o.files.size());
-  sum.chunks = static_cast<int64_t>(encoder.chunks_read());
-  sum.bytes = corpus;
+/// The encoder's totals and the stream's split into `sum`; the tail of each file moved into
+/// the val split's.
+void split_outputs(const fs::path& folder, const PrepareOptions& o, const StreamingEncoder& e,
+                   bool wide, PrepareSummary& sum) {
+  const int64_t tokens = e.tokens_written();
+  sum.documents = e.totals().documents;
+  sum.chunks = static_cast<int64_t>(e.chunks_read());
+  sum.text_bytes = static_cast<int64_t>(e.totals().bytes);
+  sum.bad_lines = e.totals().bad_lines;
+  sum.first_bad_line = e.totals().first_bad;
+  sum.trained_tokens = e.totals().trained;
+  VS_USER_CHECK(sum.documents > 0, "data prepare: {} hold{} no document", fmt::join(o.files, ", "),
+                o.files.size() == 1 ? "s" : "");
   sum.val_tokens = static_cast<int64_t>(static_cast<double>(tokens) * o.val_fraction);
   sum.train_tokens = tokens - sum.val_tokens;
   VS_USER_CHECK(sum.val_tokens >= 2 && sum.train_tokens >= 2,
                 "data prepare: {} tokens are too few to split {:g} of them off as val.bin", tokens,
                 o.val_fraction);
-  split_tail(train, val, sum.val_tokens, wide ? 4 : 2);
+  const auto partial = [&folder](const char* name) {
+    return folder / (std::string(name) + ".partial");
+  };
+  split_tail(partial("train.bin"), partial("val.bin"), sum.val_tokens, wide ? 4 : 2);
+  if (!o.sft) return;
+  split_tail(partial("train.mask.bin"), partial("val.mask.bin"), sum.val_tokens, 1);
+  split_starts(partial("train.docs.bin"), partial("val.docs.bin"), sum.train_tokens);
+}
+
+}  // namespace
+
+bool reads_json_lines(const std::string& path, const std::string& format) {
+  if (format != "auto") return format == "jsonl";
+  for (const char* ending : {".jsonl", ".jsonl.gz", ".jsonl.zst"}) {
+    const std::string e = ending;
+    if (path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0)
+      return true;
+  }
+  return false;
+}
+
+PrepareSummary prepare_tokens(const PrepareOptions& o,
+                              const std::function<void(const std::string&)>& progress) {
+  const int64_t corpus = check_prepare_inputs(o);
+  const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(o.tokenizer);
+  const std::optional<ChatTemplate> chat =
+      o.sft ? std::optional(ChatTemplate::load(o.chat_template)) : std::nullopt;
+  const bool wide = tokenizer->vocab_size() > 65536;
+  const fs::path folder = make_output_folder(o);
+  RemovePartials partials;
+  for (const std::string& name : output_names(true))
+    partials.paths.push_back(folder / (name + ".partial"));
+  partials.paths.push_back(folder / "meta.json.partial");
+  SplitFiles out;
+  const auto open = [&](std::ofstream& f, const char* name) {
+    const fs::path path = folder / (std::string(name) + ".partial");
+    f.open(path, std::ios::binary | std::ios::trunc);
+    VS_USER_CHECK(f.good(), "data prepare: cannot write {}", path.string());
+  };
+  open(out.tokens, "train.bin");
+  if (o.sft) {
+    open(out.mask, "train.mask.bin");
+    open(out.starts, "train.docs.bin");
+  }
+  const auto start = Clock::now();
+  StreamingEncoder encoder(o, *tokenizer, chat ? &*chat : nullptr, corpus, progress);
+  encoder.run(out, wide);
+  for (std::ofstream* f : {&out.tokens, &out.mask, &out.starts}) {
+    if (!f->is_open()) continue;
+    f->close();
+    VS_USER_CHECK(f->good(), "data prepare: writing {} failed", folder.string());
+  }
+
+  PrepareSummary sum;
+  sum.bytes = corpus;
+  split_outputs(folder, o, encoder, wide, sum);
   sum.vocab_size = tokenizer->vocab_size();
   sum.dtype = wide ? "uint32" : "uint16";
   sum.tokenizer = tokenizer->identity();
-  commit_token_files(folder, token_meta(sum, o, *tokenizer), partials);
+  commit_token_files(folder, token_meta(sum, o, *tokenizer), o.sft, partials);
   sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return sum;
 }

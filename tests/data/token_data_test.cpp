@@ -10,19 +10,13 @@
 #include <functional>
 
 #include "core/error.h"
+#include "support/temp_folder.h"
 
 namespace vescale {
 namespace {
 
 namespace fs = std::filesystem;
-
-/// A fresh folder under the test temp dir.
-std::string temp_folder(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
+using testing::temp_folder;
 
 /// A sparse file of `tokens` zero tokens (no disk, no page cache until read).
 void write_sparse_tokens(const std::string& path, int64_t tokens) {

@@ -1,0 +1,202 @@
+#include "data/byte_source.h"
+
+#include <zlib.h>
+#include <zstd.h>
+
+#include <array>
+#include <fstream>
+#include <vector>
+
+#include "core/error.h"
+
+namespace vescale {
+namespace {
+
+bool has_suffix(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// Compressed bytes read from the file at a time.
+constexpr size_t kInputBlock = size_t{1} << 18;
+
+/// The file's bytes as they are.
+class PlainSource : public ByteSource {
+ public:
+  PlainSource(const std::string& path, const std::string& what) : path_(path), what_(what) {
+    in_.open(path, std::ios::binary);
+    VS_USER_CHECK(in_.good(), "{}: cannot read {}", what, path);
+  }
+  size_t read(char* out, size_t n) override {
+    in_.read(out, static_cast<std::streamsize>(n));
+    const auto got = static_cast<size_t>(in_.gcount());
+    VS_USER_CHECK(got == n || in_.eof(), "{}: reading {} failed", what_, path_);
+    consumed_ += static_cast<int64_t>(got);
+    return got;
+  }
+  int64_t consumed() const override { return consumed_; }
+
+ protected:
+  std::string path_, what_;
+  std::ifstream in_;
+  int64_t consumed_ = 0;
+};
+
+/// A compressed file: its input buffer, refilled from the file, and the magic number checked.
+class CompressedSource : public PlainSource {
+ public:
+  CompressedSource(const std::string& path, const std::string& what, Compression kind)
+      : PlainSource(path, what), kind_(kind), input_(kInputBlock) {}
+
+ protected:
+  /// Refills the input once it is used up; false at the file's end.
+  bool refill() {
+    if (at_ < filled_) return true;
+    filled_ = PlainSource::read(input_.data(), input_.size());
+    at_ = 0;
+    if (first_) check_magic();
+    first_ = false;
+    return filled_ > 0;
+  }
+  [[noreturn]] void fail(const std::string& why) const {
+    throw UserError(fmt::format("{}: {} is not a valid {} file: {}", what_, path_,
+                                compression_name(kind_), why));
+  }
+  [[noreturn]] void truncated() const {
+    throw TruncatedStream(
+        fmt::format("{}: {}: truncated compressed stream: the file ends inside a "
+                    "{} frame (an interrupted download or copy?)",
+                    what_, path_, compression_name(kind_)));
+  }
+
+  Compression kind_;
+  std::vector<char> input_;
+  size_t filled_ = 0, at_ = 0;
+
+ private:
+  void check_magic() const {
+    static constexpr std::array<unsigned char, 2> kGzip{0x1f, 0x8b};
+    static constexpr std::array<unsigned char, 4> kZstd{0x28, 0xb5, 0x2f, 0xfd};
+    const auto matches = [&](const auto& magic) {
+      if (filled_ < magic.size()) return false;
+      for (size_t i = 0; i < magic.size(); ++i)
+        if (static_cast<unsigned char>(input_[i]) != magic[i]) return false;
+      return true;
+    };
+    const bool ok = kind_ == Compression::kGzip ? matches(kGzip) : matches(kZstd);
+    if (!ok)
+      throw UserError(fmt::format(
+          "{}: {} does not start as a {} file does (its name ends in "
+          "{}); rename it to what it holds",
+          what_, path_, compression_name(kind_), kind_ == Compression::kGzip ? ".gz" : ".zst"));
+  }
+
+  bool first_ = true;
+};
+
+/// gzip through zlib: every member of a multi-member file, one after another.
+class GzipSource : public CompressedSource {
+ public:
+  GzipSource(const std::string& path, const std::string& what)
+      : CompressedSource(path, what, Compression::kGzip) {
+    // 16 + MAX_WBITS: a gzip header and trailer, not a bare zlib stream.
+    if (inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) fail("zlib could not start");
+  }
+  ~GzipSource() override { inflateEnd(&z_); }
+  size_t read(char* out, size_t n) override {
+    size_t got = 0;
+    while (got < n) {
+      // At the file's end inflate still runs once with no input: it may hold output back.
+      const bool more = refill();
+      if (!more && !in_member_) break;
+      z_.next_in = reinterpret_cast<Bytef*>(input_.data() + at_);
+      z_.avail_in = static_cast<uInt>(filled_ - at_);
+      z_.next_out = reinterpret_cast<Bytef*>(out + got);
+      z_.avail_out = static_cast<uInt>(n - got);
+      in_member_ = true;
+      const size_t before = got;
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      got = n - z_.avail_out;
+      at_ = filled_ - z_.avail_in;
+      if (rc == Z_STREAM_END) {
+        in_member_ = false;
+        if (inflateReset(&z_) != Z_OK) fail("zlib could not go on to the next member");
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        fail(z_.msg != nullptr ? z_.msg : "inflate failed");
+      } else if (!more && got == before) {
+        truncated();
+      }
+    }
+    return got;
+  }
+  int64_t consumed() const override { return consumed_ - static_cast<int64_t>(filled_ - at_); }
+
+ private:
+  z_stream z_{};
+  bool in_member_ = false;  ///< inside a member that has not ended
+};
+
+/// zstd through libzstd's streaming decompression: every frame, one after another.
+class ZstdSource : public CompressedSource {
+ public:
+  ZstdSource(const std::string& path, const std::string& what)
+      : CompressedSource(path, what, Compression::kZstd), z_(ZSTD_createDStream()) {
+    if (z_ == nullptr) fail("libzstd could not start");
+  }
+  ~ZstdSource() override { ZSTD_freeDStream(z_); }
+  size_t read(char* out, size_t n) override {
+    ZSTD_outBuffer o{out, n, 0};
+    while (o.pos < n) {
+      // At the file's end the stream still runs once with no input: it may hold output back.
+      const bool more = refill();
+      if (!more && !in_frame_) break;
+      ZSTD_inBuffer in{input_.data() + at_, filled_ - at_, 0};
+      const size_t before = o.pos;
+      const size_t left = ZSTD_decompressStream(z_, &o, &in);
+      at_ += in.pos;
+      if (ZSTD_isError(left)) fail(ZSTD_getErrorName(left));
+      in_frame_ = left != 0;  // 0: a frame ended here, all of it written out
+      if (!more && o.pos == before && in_frame_) truncated();
+    }
+    return o.pos;
+  }
+  int64_t consumed() const override { return consumed_ - static_cast<int64_t>(filled_ - at_); }
+
+ private:
+  ZSTD_DStream* z_;
+  bool in_frame_ = false;
+};
+
+}  // namespace
+
+Compression compression_of(const std::string& path) {
+  if (has_suffix(path, ".gz")) return Compression::kGzip;
+  if (has_suffix(path, ".zst")) return Compression::kZstd;
+  return Compression::kNone;
+}
+
+const char* compression_name(Compression c) {
+  switch (c) {
+    case Compression::kGzip:
+      return "gzip";
+    case Compression::kZstd:
+      return "zstd";
+    case Compression::kNone:
+      break;
+  }
+  return "plain";
+}
+
+std::unique_ptr<ByteSource> open_byte_source(const std::string& path, const std::string& what) {
+  switch (compression_of(path)) {
+    case Compression::kGzip:
+      return std::make_unique<GzipSource>(path, what);
+    case Compression::kZstd:
+      return std::make_unique<ZstdSource>(path, what);
+    case Compression::kNone:
+      break;
+  }
+  return std::make_unique<PlainSource>(path, what);
+}
+
+}  // namespace vescale
