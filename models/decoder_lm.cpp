@@ -25,10 +25,11 @@ Tensors DecoderLM::forward(const Tensors& inputs) {
 
 Tensors DecoderLM::run_layers(int64_t first, int64_t end, const Tensors& inputs,
                               const ForwardContext& context) {
-  return {run_range(first, end, inputs.at(0), context.targets)};
+  return {run_range(first, end, inputs.at(0), context.targets, context.loss_normalizer)};
 }
 
-DTensor DecoderLM::run_range(int64_t first, int64_t end, DTensor x, const at::Tensor& targets) {
+DTensor DecoderLM::run_range(int64_t first, int64_t end, DTensor x, const at::Tensor& targets,
+                             double loss_normalizer) {
   VS_CHECK(0 <= first && first < end && end <= layer_count(), "[model] {} layers [{}, {}) of {}",
            type(), first, end, layer_count());
   for (int64_t layer = first; layer < end; ++layer) {
@@ -41,13 +42,13 @@ DTensor DecoderLM::run_range(int64_t first, int64_t end, DTensor x, const at::Te
     } else if (layer <= n_layer_) {
       x = (*blocks_[static_cast<size_t>(layer - 1)])(x);
     } else {
-      x = head(x, targets);
+      x = head(x, targets, loss_normalizer);
     }
   }
   return x;
 }
 
-DTensor DecoderLM::head(const DTensor& x, const at::Tensor& targets) {
+DTensor DecoderLM::head(const DTensor& x, const at::Tensor& targets, double loss_normalizer) {
   const DTensor hidden = (*final_norm_)(x);
   const DTensor& w = lm_head_->param("weight");
   std::optional<DTensor> next;
@@ -56,12 +57,12 @@ DTensor DecoderLM::head(const DTensor& x, const at::Tensor& targets) {
     next = distribute_tensor(targets.to(mesh.device()), mesh,
                              Placements(mesh.ndim(), Placement::replicate()));
     // A plan's hooks or patch on the head see its logits: those take the unfused path.
-    if (!lm_head_->hooked()) return lm_head_loss(hidden, w, *next, vocab_size_);
+    if (!lm_head_->hooked()) return lm_head_loss(hidden, w, *next, vocab_size_, loss_normalizer);
   }
   DTensor logits = (*lm_head_)(hidden);
   if (padded_vocab_ > vocab_size_)
     logits = ops::add(logits, vocab_mask(w.spec(), vocab_size_, w.dtype()));
-  return next ? lm_loss(logits, *next) : logits;
+  return next ? lm_loss(logits, *next, loss_normalizer) : logits;
 }
 
 }  // namespace vescale::models

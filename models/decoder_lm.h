@@ -40,9 +40,10 @@ class DecoderLM : public Module, public LayeredModel {
   std::shared_ptr<Module> final_norm_, lm_head_;
 
  private:
-  DTensor run_range(int64_t first, int64_t end, DTensor x, const at::Tensor& targets);
+  DTensor run_range(int64_t first, int64_t end, DTensor x, const at::Tensor& targets,
+                    double loss_normalizer = 0);
   /// The final norm and the head: logits, or with `targets` (Replicate [B, T]) the mean loss.
-  DTensor head(const DTensor& x, const at::Tensor& targets);
+  DTensor head(const DTensor& x, const at::Tensor& targets, double loss_normalizer);
 
   int64_t vocab_size_, block_size_, n_layer_, padded_vocab_;
 };

@@ -206,9 +206,11 @@ void add_plan_lint(CLI::App& plan, const std::shared_ptr<PlanOptions>& options) 
     std::string data_line;
     if (checked.tokens) {
       const TokenData& data = *checked.tokens;
-      data_line = fmt::format("data: {}: {} validation windows of {} tokens (eval.windows = {})\n",
-                              data.description, val_windows_available(*data.val, config.seq_len),
-                              config.seq_len, config.eval_windows);
+      data_line = fmt::format(
+          "data: {}: {} validation windows of {} tokens (eval.windows = {})\n", data.description,
+          val_rows_available(*data.val, data.val_starts,
+                             !config.sft_pack && data.val_mask != nullptr, config.seq_len),
+          config.seq_len, config.eval_windows);
     }
     const std::vector<std::string>& warnings = checked.plan.warnings;
     print(describe_plan(checked.plan, JobMesh::layout(config.mesh_dims()).param_mesh(),

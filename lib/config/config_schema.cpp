@@ -102,6 +102,11 @@ std::vector<ConfigKey> data_and_training_keys() {
           "\"bytes\" for data.source = \"text\", and have no more ids than the model"),
       key("data.val_fraction", &C::val_fraction, 0.1,
           "text: the last fraction of the file is the validation split", open_unit()),
+      key("data.sft_pack", &C::sft_pack, true,
+          "Fine-tuning data (tokens with a loss mask, data prepare --sft): pack the examples "
+          "into the windows as documents are; false: each row is one example from its start, "
+          "padded past its end (never trained on) and cut at training.seq_len, and validation "
+          "takes the val split's examples"),
       key("training.steps", &C::steps, 100, "Optimizer steps", within(1, 1e12)),
       key("training.global_batch_size", &C::global_batch_size, 8,
           "Sequences (or MLP samples) per step, over all dp ranks", at_least(1)),

@@ -39,6 +39,7 @@ struct JobConfig {
   std::string data_path;
   std::string data_tokenizer;  ///< tokenize/tokenizer.h path; "" for the source's own
   double val_fraction;
+  bool sft_pack;  ///< fine-tuning data: examples packed into windows (NOTE [Loss masks])
   // [training]
   int64_t steps, global_batch_size, seq_len, seed;
   DeviceSetting device;   ///< kAuto, kCpu or kCuda (rank r: cuda:LOCAL_RANK)

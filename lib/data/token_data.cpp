@@ -12,6 +12,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/ignore_target.h"
 #include "core/input_file.h"
 #include "data/file_map.h"
 #include "dtensor/random.h"
@@ -130,6 +131,11 @@ TokenMeta read_token_meta(const std::filesystem::path& folder) {
        {std::pair{"tokenizer", &m.tokenizer}, {"tokenizer_path", &m.tokenizer_path}}) {
     if (meta.contains(key) && meta[key].is_string()) *field = meta[key].get<std::string>();
   }
+  if (meta.contains("mask")) {
+    VS_USER_CHECK(meta["mask"].is_boolean(), "data {}: \"mask\" is {}, not true or false",
+                  path.string(), meta["mask"].dump());
+    m.mask = meta["mask"].get<bool>();
+  }
   return m;
 }
 
@@ -149,7 +155,70 @@ std::shared_ptr<TokenArray> map_bin_tokens(const std::filesystem::path& path, in
   return tokens;
 }
 
+/// A split's example starts (uint64 offsets, data prepare --sft), checked to be increasing and
+/// inside its `tokens`.
+std::vector<int64_t> read_starts(const std::filesystem::path& path, int64_t tokens) {
+  const FileMap map(path.string());
+  VS_USER_CHECK(map.bytes() % sizeof(uint64_t) == 0,
+                "data {}: {} bytes is not a file of uint64 example starts", path.string(),
+                map.bytes());
+  std::vector<int64_t> out(map.bytes() / sizeof(uint64_t));
+  map.read([&] {
+    const auto* src = reinterpret_cast<const uint64_t*>(map.data());
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = static_cast<int64_t>(src[i]);
+  });
+  for (size_t i = 0; i < out.size(); ++i)
+    VS_USER_CHECK(out[i] >= 0 && out[i] < tokens && (i == 0 || out[i] > out[i - 1]),
+                  "data {}: example start {} ({}) is not inside the split's {} tokens after the "
+                  "one before; run data prepare again",
+                  path.string(), i, out[i], tokens);
+  return out;
+}
+
+/// The masks and example starts of a fine-tuning folder (NOTE [Loss masks]).
+void load_masks(const std::filesystem::path& folder, TokenData& d) {
+  for (const auto& [name, tokens, mask, starts] :
+       {std::tuple{"train", d.train, &d.train_mask, &d.train_starts},
+        std::tuple{"val", d.val, &d.val_mask, &d.val_starts}}) {
+    const std::filesystem::path mask_path = folder / (std::string(name) + ".mask.bin");
+    const std::filesystem::path starts_path = folder / (std::string(name) + ".docs.bin");
+    for (const auto& p : {mask_path, starts_path})
+      VS_USER_CHECK(std::filesystem::exists(p),
+                    "data.path {}: meta.json says \"mask\": true, but {} is missing; run data "
+                    "prepare --sft again",
+                    folder.string(), p.filename().string());
+    *mask = std::make_shared<const TokenMask>(mask_path.string());
+    VS_USER_CHECK((*mask)->size() == tokens->size(),
+                  "data {}: {} mask bytes for {} tokens: the files are not of one data prepare "
+                  "run; run data prepare again",
+                  mask_path.string(), (*mask)->size(), tokens->size());
+    *starts = read_starts(starts_path, tokens->size());
+  }
+  d.description += fmt::format(", a loss mask, {} train / {} val examples", d.train_starts.size(),
+                               d.val_starts.size());
+}
+
 }  // namespace
+
+TokenMask::TokenMask(const std::string& path)
+    : map_(std::make_shared<const FileMap>(path)), size_(static_cast<int64_t>(map_->bytes())) {}
+
+void TokenMask::copy_to(int64_t begin, int64_t count, uint8_t* out) const {
+  VS_CHECK(begin >= 0 && count >= 0 && begin + count <= size_,
+           "[data] mask [{}, {}) out of range of {}", begin, begin + count, size_);
+  map_->read([&] {
+    const auto* src = reinterpret_cast<const uint8_t*>(map_->data()) + begin;
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = src[i] != 0 ? 1 : 0;
+  });
+}
+
+int64_t TokenMask::trained(int64_t begin, int64_t count) const {
+  std::vector<uint8_t> bytes(static_cast<size_t>(count));
+  copy_to(begin, count, bytes.data());
+  return std::count(bytes.begin(), bytes.end(), uint8_t{1});
+}
 
 at::Tensor TokenArray::slice(int64_t begin, int64_t count) const {
   at::Tensor out = at::empty({count}, host_long());
@@ -210,6 +279,7 @@ TokenData load_bin_tokens(const std::string& folder, int64_t vocab_size) {
   d.description = fmt::format("tokens {} ({} train / {} val {} tokens, vocab {} checked by {})",
                               folder, d.train->size(), d.val->size(), meta.dtype, vocab_size,
                               scan ? "a scan" : "meta.json");
+  if (meta.mask) load_masks(fs::path(folder), d);
   return d;
 }
 
@@ -276,6 +346,71 @@ std::pair<at::Tensor, at::Tensor> token_batch(const TokenArray& train, uint64_t 
   for (int64_t r = 0; r < slice.rows; ++r)
     train.copy_to(starts[static_cast<size_t>(r)], seq_len + 1, dst + r * (seq_len + 1));
   return {windows.narrow(1, 0, seq_len).contiguous(), windows.narrow(1, 1, seq_len).contiguous()};
+}
+
+std::vector<RowWindow> batch_windows(int64_t tokens, const std::vector<int64_t>& starts,
+                                     bool examples, uint64_t seed, int64_t step, int64_t seq_len,
+                                     const BatchSlice& slice) {
+  std::vector<RowWindow> out;
+  if (!examples) {
+    const int64_t span = tokens - seq_len - 1;
+    VS_USER_CHECK(span > 0, "[data] the train split ({} tokens) is shorter than seq_len + 1 = {}",
+                  tokens, seq_len + 1);
+    for (int64_t start : row_starts(seed, step, span, slice))
+      out.push_back({start, seq_len + 1});
+    return out;
+  }
+  const auto n = static_cast<int64_t>(starts.size());
+  VS_USER_CHECK(n > 0, "[data] the train split holds no example start");
+  for (int64_t e : row_starts(seed, step, n, slice)) {
+    const int64_t end = e + 1 < n ? starts[static_cast<size_t>(e + 1)] : tokens;
+    out.push_back({starts[static_cast<size_t>(e)],
+                   std::min(end - starts[static_cast<size_t>(e)], seq_len + 1)});
+  }
+  return out;
+}
+
+std::pair<at::Tensor, at::Tensor> window_batch(const TokenArray& data, const TokenMask* mask,
+                                               const std::vector<RowWindow>& rows,
+                                               int64_t seq_len) {
+  const auto n = static_cast<int64_t>(rows.size());
+  at::Tensor windows = at::zeros({n, seq_len + 1}, host_long());
+  at::Tensor targets = at::full({n, seq_len}, kIgnoreTarget, host_long());
+  int64_t* w = windows.data_ptr<int64_t>();
+  int64_t* t = targets.data_ptr<int64_t>();
+  std::vector<uint8_t> trained(static_cast<size_t>(seq_len + 1), 1);
+  for (int64_t r = 0; r < n; ++r) {
+    const RowWindow& row = rows[static_cast<size_t>(r)];
+    data.copy_to(row.start, row.tokens, w + r * (seq_len + 1));
+    if (mask != nullptr) mask->copy_to(row.start, row.tokens, trained.data());
+    // Target j is token j + 1 of the window.
+    for (int64_t j = 0; j + 1 < row.tokens; ++j)
+      if (trained[static_cast<size_t>(j + 1)] != 0)
+        t[r * seq_len + j] = w[r * (seq_len + 1) + j + 1];
+  }
+  return {windows.narrow(1, 0, seq_len).contiguous(), targets};
+}
+
+int64_t trained_targets(const TokenMask& mask, const std::vector<RowWindow>& rows) {
+  int64_t out = 0;
+  for (const RowWindow& row : rows)
+    out += row.tokens > 1 ? mask.trained(row.start + 1, row.tokens - 1) : 0;
+  return out;
+}
+
+RowWindow val_row(const TokenArray& val, const std::vector<int64_t>& starts, bool examples,
+                  int64_t window, int64_t seq_len) {
+  VS_CHECK(window < val_rows_available(val, starts, examples, seq_len),
+           "[data] validation window {} is past the val split", window);
+  if (!examples) return {window * seq_len, seq_len + 1};
+  const auto w = static_cast<size_t>(window);
+  const int64_t end = w + 1 < starts.size() ? starts[w + 1] : val.size();
+  return {starts[w], std::min(end - starts[w], seq_len + 1)};
+}
+
+int64_t val_rows_available(const TokenArray& val, const std::vector<int64_t>& starts, bool examples,
+                           int64_t seq_len) {
+  return examples ? static_cast<int64_t>(starts.size()) : val_windows_available(val, seq_len);
 }
 
 int64_t val_windows_available(const TokenArray& val, int64_t seq_len) {

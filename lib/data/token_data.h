@@ -15,8 +15,11 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace vescale {
+
+class FileMap;  // data/file_map.h
 
 /// A read-only array of token ids.
 class TokenArray {
@@ -30,10 +33,50 @@ class TokenArray {
   at::Tensor slice(int64_t begin, int64_t count) const;
 };
 
+// NOTE [Loss masks]
+// Fine-tuning data (`data prepare --sft`, NOTE [Chat template]) has beside each split's tokens a
+// byte a token, 1 where the loss trains on the token, and where each example starts. A batch's
+// targets are kIgnoreTarget where the mask is 0 (the prompts), and the loss averages over the
+// trained targets of the whole global batch: each micro-batch's loss is the sum over its trained
+// targets divided by N / (R M), N the global batch's trained targets, R the data ranks the
+// gradients are averaged over (dp x cp) and M the micro-batches, so the average over the ranks
+// and micro-batches is the sum over the global batch over N, whatever the layout or the number
+// of micro-batches. N comes from the masks of every row of the batch, read on each rank (a byte
+// a token: no collective). Evaluation divides the same way by the trained targets of all its
+// windows. Rows are windows at seeded positions of the packed stream, as for any tokens
+// (data.sft_pack = true), or each one example from its start, padded with untrained tokens past
+// its end and cut at seq_len + 1 (data.sft_pack = false); validation then takes the val split's
+// examples in order. A global batch without a trained target has loss 0.
+/// A split's loss mask: a byte a token (data prepare --sft), memory-mapped.
+class TokenMask {
+ public:
+  explicit TokenMask(const std::string& path);
+  int64_t size() const { return size_; }
+  /// The mask of tokens [begin, begin + count) into `out`, 1 where trained.
+  void copy_to(int64_t begin, int64_t count, uint8_t* out) const;
+  /// How many of tokens [begin, begin + count) are trained.
+  int64_t trained(int64_t begin, int64_t count) const;
+
+ private:
+  std::shared_ptr<const FileMap> map_;
+  int64_t size_ = 0;
+};
+
 struct TokenData {
   std::shared_ptr<TokenArray> train, val;
   int64_t vocab_size = 256;  ///< the vocabulary the model needs for this data
   std::string description;
+  /// Fine-tuning data (NOTE [Loss masks]): each split's mask and where its examples start; null
+  /// and empty for data every token of which is trained on.
+  std::shared_ptr<const TokenMask> train_mask, val_mask;
+  std::vector<int64_t> train_starts, val_starts;
+};
+
+/// One row of a batch: the seq_len + 1 tokens from `start`, of which the first `tokens` are
+/// data (an example's, when fewer) and the rest padding.
+struct RowWindow {
+  int64_t start = 0;
+  int64_t tokens = 0;
 };
 
 /// data.source = "text": UTF-8 bytes are tokens (vocab 256); the last `val_fraction` is val.
@@ -62,6 +105,7 @@ struct TokenMeta {
   int64_t val_tokens = -1;
   std::string tokenizer;       ///< the tokenizer's identity (tokenize/tokenizer.h); "": not said
   std::string tokenizer_path;  ///< as data prepare was given it; "": not said
+  bool mask = false;           ///< a loss mask and example starts beside the tokens (--sft)
 };
 /// `folder`/meta.json read and checked (a UserError naming it); the defaults without one.
 TokenMeta read_token_meta(const std::filesystem::path& folder);
@@ -88,9 +132,28 @@ BatchSlice batch_slice(int64_t global_rows, int64_t dp, int64_t dp_rank, int64_t
 std::pair<at::Tensor, at::Tensor> token_batch(const TokenArray& train, uint64_t seed, int64_t step,
                                               int64_t seq_len, const BatchSlice& slice);
 
+/// The rows of a slice of step `step`'s global batch (NOTE [Loss masks]): windows at positions
+/// drawn from (seed, step, i) of `tokens`, or with `starts` (data.sft_pack = false) each the
+/// example drawn so, from its start.
+std::vector<RowWindow> batch_windows(int64_t tokens, const std::vector<int64_t>& starts,
+                                     bool examples, uint64_t seed, int64_t step, int64_t seq_len,
+                                     const BatchSlice& slice);
+/// The inputs and targets of `rows` of `data`: targets kIgnoreTarget where `mask` (if any) is 0
+/// and past a row's tokens, inputs 0 there.
+std::pair<at::Tensor, at::Tensor> window_batch(const TokenArray& data, const TokenMask* mask,
+                                               const std::vector<RowWindow>& rows, int64_t seq_len);
+/// How many targets of `rows` `mask` trains on.
+int64_t trained_targets(const TokenMask& mask, const std::vector<RowWindow>& rows);
+
 /// Validation window w: tokens [w*T, w*T + T] of the val split (inputs and targets); how many fit.
 std::pair<at::Tensor, at::Tensor> val_window(const TokenArray& val, int64_t window,
                                              int64_t seq_len);
 int64_t val_windows_available(const TokenArray& val, int64_t seq_len);
+/// Validation window w's row: tokens [w*T, w*T + T], or with `starts` the w-th example's.
+RowWindow val_row(const TokenArray& val, const std::vector<int64_t>& starts, bool examples,
+                  int64_t window, int64_t seq_len);
+/// How many validation windows there are: windows of the split, or its examples.
+int64_t val_rows_available(const TokenArray& val, const std::vector<int64_t>& starts, bool examples,
+                           int64_t seq_len);
 
 }  // namespace vescale

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/ignore_target.h"
 #include "kernels/cuda_kernels.h"
 
 namespace vescale::local {
@@ -99,8 +100,9 @@ LossChunk log_softmax_chunk(const at::Tensor& logits, const at::Tensor& t, doubl
 
 /// Pass by pass in `acc`: each row's max, then its sum of exponentials and target logit (each
 /// all-reduced over `vocab.groups` when the vocabulary is split), then the gradient in place.
+/// `masked`: rows whose target is kIgnoreTarget count nothing (NOTE [Loss masks]).
 LossChunk passes_chunk(const at::Tensor& logits, const at::Tensor& t, const VocabSlice& vocab,
-                       at::ScalarType acc, double n_global, bool grad) {
+                       at::ScalarType acc, double n_global, bool grad, bool masked) {
   const int64_t r = logits.size(0), v = logits.size(1);
   at::Tensor z = logits.scalar_type() == acc ? logits : logits.to(acc);
   const double inf = std::numeric_limits<double>::infinity();
@@ -118,11 +120,15 @@ LossChunk passes_chunk(const at::Tensor& logits, const at::Tensor& t, const Voca
   for (const comm::Group* g : vocab.groups)
     g->all_reduce(packed, comm::ReduceOp::kSum);
   const at::Tensor sum_exp = packed[0];
-  LossChunk c{(sum_exp.log() - packed[1]).sum(), at::Tensor()};
+  const at::Tensor trained = masked ? (t != kIgnoreTarget).to(acc) : at::Tensor();
+  LossChunk c{
+      masked ? ((sum_exp.log() - packed[1]) * trained).sum() : (sum_exp.log() - packed[1]).sum(),
+      at::Tensor()};
   if (!grad) return c;
-  // z becomes the logits' gradient: softmax, less 1 at the target, over N.
+  // z becomes the logits' gradient: softmax, less 1 at the target, over N (0 on a masked row).
   z.div_(sum_exp.unsqueeze(1));
   if (v > 0) z.scatter_add_(1, column.unsqueeze(1), mine.to(acc).neg().unsqueeze(1));
+  if (masked) z.mul_(trained.unsqueeze(1));
   z.mul_(1.0 / n_global);
   c.grad = z.scalar_type() == logits.scalar_type() ? z : z.to(logits.scalar_type());
   return c;
@@ -131,11 +137,13 @@ LossChunk passes_chunk(const at::Tensor& logits, const at::Tensor& t, const Voca
 }  // namespace
 
 LossChunk loss_chunk(kernels::LossPathId path, const at::Tensor& logits, const at::Tensor& targets,
-                     const VocabSlice& vocab, at::ScalarType acc, double n_global, bool grad) {
+                     const VocabSlice& vocab, at::ScalarType acc, double n_global, bool grad,
+                     bool masked) {
   if (path == kernels::LossPathId::kPasses)
-    return passes_chunk(logits, targets, vocab, acc, n_global, grad);
+    return passes_chunk(logits, targets, vocab, acc, n_global, grad, masked);
   VS_CHECK(vocab.groups.empty(),
            "[loss] the log-softmax rows and the kernel need the whole vocabulary on the rank");
+  VS_CHECK(!masked, "[loss] masked targets go pass by pass (NOTE [Loss masks])");
   if (path == kernels::LossPathId::kKernel) {
     auto [loss, gradient] = cuda_kernels::lm_loss(logits, targets, n_global, grad);
     return {loss, gradient};
@@ -143,9 +151,10 @@ LossChunk loss_chunk(kernels::LossPathId path, const at::Tensor& logits, const a
   return log_softmax_chunk(logits, targets, n_global, grad);
 }
 
-kernels::LossPathId loss_path_for(const at::Tensor& x, const VocabSlice& vocab) {
+kernels::LossPathId loss_path_for(const at::Tensor& x, const VocabSlice& vocab, bool masked) {
   kernels::KernelContext context{x.device(), x.scalar_type()};
   context.vocab_split = !vocab.groups.empty();
+  context.masked_targets = masked;
   return kernels::take(kernels::kLossPaths, context).id;
 }
 
@@ -160,7 +169,7 @@ int64_t chunk_budget(const at::Tensor& x) {
 
 at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& t,
                                 const VocabSlice& vocab, double n_global, int64_t chunk_rows,
-                                std::optional<kernels::LossPathId> path) {
+                                std::optional<kernels::LossPathId> path, bool masked) {
   VS_CHECK(x.dim() == 2 && w.dim() == 2 && t.dim() == 1 && x.size(1) == w.size(1) &&
                t.size(0) == x.size(0) && 0 <= vocab.real && vocab.real <= w.size(0),
            "[loss] linear_cross_entropy: x [{}, {}], w [{}, {}], targets [{}], {} real rows",
@@ -171,7 +180,7 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const 
   const at::ScalarType acc = kernels::is_half_or_bf16(compute) ? at::kFloat : compute;
   const int64_t n = x.size(0), v = vocab.real;
   if (chunk_rows <= 0) chunk_rows = chunk_rows_for(n, v, chunk_budget(x));
-  const kernels::LossPathId row = path ? *path : loss_path_for(x, vocab);
+  const kernels::LossPathId row = path ? *path : loss_path_for(x, vocab, masked);
 
   std::shared_ptr<LinearCrossEntropyBackward> node;
   at::Tensor loss = at::zeros({}, x.options().dtype(acc));
@@ -190,7 +199,7 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const 
       const at::Tensor xc = xd.slice(0, s, e);
       const at::Tensor logits = at::mm(xc, w_real.t());
       const LossChunk c =
-          loss_chunk(row, logits, targets.slice(0, s, e), vocab, acc, n_global, track);
+          loss_chunk(row, logits, targets.slice(0, s, e), vocab, acc, n_global, track, masked);
       loss.add_(c.loss);
       if (!track) continue;
       at::Tensor dx_rows = dx.slice(0, s, e);

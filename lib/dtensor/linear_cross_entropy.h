@@ -33,13 +33,16 @@ struct LossChunk {
 /// One chunk's loss and gradient from its logits [rows, columns of this slice] and targets
 /// [rows] by the LM loss table's row `path` (NOTE [Fused LM loss]): the same ATen calls on every
 /// device, so that a CPU test of a row tests what CUDA runs. `acc`: the loss's type (float32 for
-/// bf16 and float16 logits). The log-softmax rows need vocab.groups empty.
+/// bf16 and float16 logits). The log-softmax rows need vocab.groups empty. `masked`: targets may
+/// be kIgnoreTarget, rows with no loss and no gradient (NOTE [Loss masks]; pass by pass only).
 LossChunk loss_chunk(kernels::LossPathId path, const at::Tensor& logits, const at::Tensor& targets,
-                     const VocabSlice& vocab, at::ScalarType acc, double n_global, bool grad);
+                     const VocabSlice& vocab, at::ScalarType acc, double n_global, bool grad,
+                     bool masked = false);
 
-/// The LM loss table's row for logits of `x`'s device and type over `vocab` (NOTE [Kernel
-/// table]).
-kernels::LossPathId loss_path_for(const at::Tensor& x, const VocabSlice& vocab);
+/// The LM loss table's row for logits of `x`'s device and type over `vocab`, for targets that
+/// may be kIgnoreTarget when `masked` (NOTE [Kernel table]).
+kernels::LossPathId loss_path_for(const at::Tensor& x, const VocabSlice& vocab,
+                                  bool masked = false);
 
 /// sum over rows r of cross_entropy(x[r] w^T, t[r]) / n_global, for hidden states x [n, C], head
 /// rows w [v, C] (the slice `vocab` of the padded vocabulary) and targets t [n]: a float32 scalar
@@ -48,10 +51,12 @@ kernels::LossPathId loss_path_for(const at::Tensor& x, const VocabSlice& vocab);
 /// vocab-parallelism the rows' log-sum-exp and target logits are summed over `vocab.groups`, and
 /// x's gradient is this slice's part (summed over the groups by the caller). `chunk_rows`: rows
 /// per chunk (0: chunk_rows_for(n, vocab.real, chunk_budget(x))); `path`: the loss table's row
-/// (default loss_path_for(x, vocab)); the log-softmax rows need vocab.groups empty.
+/// (default loss_path_for(x, vocab, masked)); the log-softmax rows need vocab.groups empty.
+/// `masked`: targets may be kIgnoreTarget, rows that add nothing to the loss or the gradients.
 at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& t,
                                 const VocabSlice& vocab, double n_global, int64_t chunk_rows = 0,
-                                std::optional<kernels::LossPathId> path = std::nullopt);
+                                std::optional<kernels::LossPathId> path = std::nullopt,
+                                bool masked = false);
 
 /// The rows a chunk of linear_cross_entropy takes: its float32 logits [rows, columns] within
 /// `budget` bytes (at least 1 row; all of them when they fit).

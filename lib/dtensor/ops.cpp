@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/ignore_target.h"
 #include "dtensor/context_parallel.h"
 #include "dtensor/kv_cache.h"
 #include "dtensor/linear_cross_entropy.h"
@@ -402,22 +403,24 @@ DTensor embedding(const DTensor& ids, const DTensor& weight) {
                  }});
 }
 
-DTensor cross_entropy(const DTensor& logits, const DTensor& targets) {
+DTensor cross_entropy(const DTensor& logits, const DTensor& targets, double normalizer) {
   VS_CHECK(logits.ndim() == 2 && targets.ndim() == 1 && targets.size(0) == logits.size(0),
            "[dtensor] cross_entropy: logits [N, V] and targets [N], got [{}] and [{}]",
            fmt::join(logits.shape(), ", "), fmt::join(targets.shape(), ", "));
-  const double n_global = static_cast<double>(logits.size(0));
+  const bool masked = normalizer > 0;
+  const double n_global = masked ? normalizer : static_cast<double>(logits.size(0));
   return run_op(
       {"cross_entropy",
        {&logits, &targets},
        fixed(detail::cross_entropy_rule()),
        {},
-       [n_global](const Locals& l, const Specs& s, const DTensorSpec&) {
+       [n_global, masked](const Locals& l, const Specs& s, const DTensorSpec&) {
          const at::Tensor& x = l[0];
          const at::Tensor& t = l[1];
          const std::vector<int> vocab_dims = s[0]->mesh_dims_sharding(1);
          if (vocab_dims.empty()) {
-           return at::cross_entropy_loss(x, t, {}, at::Reduction::Sum) / n_global;
+           // ATen skips kIgnoreTarget, its ignore_index.
+           return at::cross_entropy_loss(x, t, {}, at::Reduction::Sum, kIgnoreTarget) / n_global;
          }
          // NOTE [Vocab-parallel cross entropy]: the max is only for stability (it cancels
          // exactly), so it needs no gradient; the sum of exponentials and the target logit are
@@ -444,30 +447,34 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& targets) {
            sum_exp = detail::reduce_partial(sum_exp, mesh.group(i), comm::ReduceOp::kSum);
            target_logit = detail::reduce_partial(target_logit, mesh.group(i), comm::ReduceOp::kSum);
          }
-         return (sum_exp.log() - target_logit).sum() / n_global;
+         const at::Tensor rows = sum_exp.log() - target_logit;
+         if (masked) return (rows * (t != kIgnoreTarget).to(rows.scalar_type())).sum() / n_global;
+         return rows.sum() / n_global;
        }});
 }
 
 DTensor linear_cross_entropy(const DTensor& x, const DTensor& w, const DTensor& targets,
-                             int64_t classes) {
+                             int64_t classes, double normalizer) {
   VS_CHECK(x.ndim() == 2 && w.ndim() == 2 && targets.ndim() == 1 && x.size(1) == w.size(1) &&
                targets.size(0) == x.size(0) && 0 < classes && classes <= w.size(0),
            "[dtensor] linear_cross_entropy: x [N, C], w [V, C], targets [N] and 0 < classes <= V, "
            "got [{}], [{}], [{}] and {}",
            fmt::join(x.shape(), ", "), fmt::join(w.shape(), ", "), fmt::join(targets.shape(), ", "),
            classes);
-  const double n_global = static_cast<double>(x.size(0));
+  const bool masked = normalizer > 0;
+  const double n_global = masked ? normalizer : static_cast<double>(x.size(0));
   return run_op({"linear_cross_entropy",
                  {&x, &w, &targets},
                  fixed(detail::linear_cross_entropy_rule()),
                  {},
-                 [n_global, classes](const Locals& l, const Specs& s, const DTensorSpec&) {
+                 [n_global, classes, masked](const Locals& l, const Specs& s, const DTensorSpec&) {
                    local::VocabSlice vocab;
                    vocab.offset = s[1]->local_offset()[0];
                    vocab.real = std::clamp<int64_t>(classes - vocab.offset, 0, l[1].size(0));
                    for (int i : s[1]->mesh_dims_sharding(0))
                      vocab.groups.push_back(&s[1]->mesh.group(i));
-                   return local::linear_cross_entropy(l[0], l[1], l[2], vocab, n_global);
+                   return local::linear_cross_entropy(l[0], l[1], l[2], vocab, n_global, 0,
+                                                      std::nullopt, masked);
                  }});
 }
 

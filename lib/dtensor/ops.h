@@ -75,13 +75,16 @@ DTensor embedding(const DTensor& ids, const DTensor& weight);
 /// Mean cross entropy of logits [N, V] against integer targets [N]. With the class dim sharded
 /// (vocab-parallel) the full logits are never gathered: max, sum-exp and target-logit reductions
 /// cross the mesh instead (O(N) bytes). Result: a scalar, Partial over mesh dims that shard rows.
-DTensor cross_entropy(const DTensor& logits, const DTensor& targets);
+/// `normalizer` > 0: a loss mask's (NOTE [Loss masks]): targets may be kIgnoreTarget, rows that
+/// add nothing, and the sum is divided by `normalizer` instead of N.
+DTensor cross_entropy(const DTensor& logits, const DTensor& targets, double normalizer = 0);
 /// cross_entropy(linear(x, w), targets) over the first `classes` rows of w (the rest padding),
 /// for x [N, C], w [V, C], targets [N], without the logits: rows in chunks, the gradients made
 /// with the loss (NOTE [Fused LM loss]). Vocab-parallel when w is sharded on V (x Replicate),
-/// rows when x is sharded on N (-> Partial). float32 for lower-precision x.
+/// rows when x is sharded on N (-> Partial). float32 for lower-precision x. `normalizer` as for
+/// cross_entropy.
 DTensor linear_cross_entropy(const DTensor& x, const DTensor& w, const DTensor& targets,
-                             int64_t classes);
+                             int64_t classes, double normalizer = 0);
 
 DTensor reshape(const DTensor& x, std::vector<int64_t> shape);
 DTensor transpose(const DTensor& x, int64_t d0, int64_t d1);

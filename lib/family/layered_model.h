@@ -30,6 +30,9 @@ struct ForwardContext {
   /// a model whose last layer can take its loss itself (NOTE [Fused LM loss]) returns the mean
   /// loss from it instead of its outputs. Undefined: the outputs.
   at::Tensor targets = at::Tensor();
+  /// A loss mask's normalizer (NOTE [Loss masks]): the targets may be kIgnoreTarget and the
+  /// loss's sum is divided by this; 0: the mean over the rows.
+  double loss_normalizer = 0;
   /// The factor the schedule's backward applies to this forward's loss (1 / micro-batches): what
   /// a loss term a layer attaches to its own backward is scaled by (NOTE [MoE auxiliary loss]).
   double loss_scale = 1.0;
@@ -39,7 +42,7 @@ struct ForwardContext {
   const comm::Group* ep = nullptr;
 
   /// Evaluation: no dropout.
-  static ForwardContext eval() { return {false, 0, 0, -1, nullptr, at::Tensor()}; }
+  static ForwardContext eval() { return {false, 0, 0, -1, nullptr, at::Tensor(), 0}; }
 };
 
 /// What a mixture of experts' routers measured in the training forwards of one step on this rank

@@ -45,6 +45,7 @@ const char* unmet_fast(const KernelContext& c) {
 /// ATen's log-softmax loss: CUDA, the whole vocabulary on the rank.
 const char* unmet_log_softmax(const KernelContext& c) {
   if (const char* cuda = unmet_cuda(c); cuda != nullptr) return cuda;
+  if (c.masked_targets) return "the targets hold a loss mask";
   return c.vocab_split ? "the vocabulary is split over ranks" : nullptr;
 }
 

@@ -86,6 +86,7 @@ struct KernelContext {
   BuildFlags build = kThisBuild;
   bool vocab_split = false;                ///< the LM loss's vocabulary is split over ranks
   bool unverified = unverified_kernels();  ///< take CUDA rows no GPU has run (NOTE [GPU-verified])
+  bool masked_targets = false;  ///< the LM loss's targets hold a loss mask (NOTE [Loss masks])
 };
 
 /// The last gpu-check run that took a CUDA row and passed (NOTE [GPU-verified]).

@@ -1,6 +1,7 @@
 // Language modelling for next-token families: next-token cross entropy on a token stream (text
 // bytes, a nanoGPT .bin, or a synthetic sequence), windows of seq_len tokens at offsets drawn from
-// (seed, step, row).
+// (seed, step, row); on fine-tuning data only the targets its loss mask trains (NOTE [Loss
+// masks]).
 #pragma once
 
 #include "train/task.h"
@@ -36,6 +37,13 @@ class LMTask : public Task {
   }
 
  private:
+  /// Fine-tuning data: rows of examples rather than windows (data.sft_pack = false).
+  bool examples() const { return !pack_ && tokens_.train_mask != nullptr; }
+  /// A loss mask's normalizer of step `step`'s micro-batch `slice` (NOTE [Loss masks]).
+  double train_normalizer(int64_t step, const BatchSlice& slice);
+  /// A loss mask's normalizer of the validation windows.
+  double val_normalizer();
+
   std::shared_ptr<Module> model_;
   LayeredModel& layered_;
   std::vector<Layer> layers_;
@@ -43,6 +51,11 @@ class LMTask : public Task {
   uint64_t seed_;
   int64_t seq_len_;
   bool fused_loss_;  ///< training.fused_loss
+  bool pack_;        ///< data.sft_pack
+  int64_t cp_;       ///< the context-parallel ranks a row's targets are split over
+  int64_t eval_windows_;
+  int64_t counted_step_ = -1, counted_ = 0;  ///< the last step's trained targets
+  int64_t val_counted_ = -1;                 ///< the validation windows' trained targets
 };
 
 }  // namespace vescale

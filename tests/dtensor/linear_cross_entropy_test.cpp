@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ignore_target.h"
 #include "support/expect_close.h"
 
 namespace vescale {
@@ -145,6 +146,44 @@ TEST(LinearCrossEntropy, TheRowsOfAFakedCudaDeviceRunOnTheCpu) {
     EXPECT_LE(loss_error, e.tolerance) << label;
     EXPECT_LE(grad_error, e.tolerance) << label;
   }
+}
+
+// NOTE [Loss masks]: targets of kIgnoreTarget add no loss and no gradient, and the sum is divided
+// by the normalizer given: against ATen's mean over the targets it does not ignore, chunk by
+// chunk; and a CUDA device (faked) takes the pass-by-pass row for masked targets.
+TEST(LinearCrossEntropy, MaskedTargetsCountNothing) {
+  const int64_t n = 11, c = 6, v = 20;
+  at::manual_seed(5);
+  const at::Tensor x = at::randn({n, c}, at::kDouble);
+  const at::Tensor w = at::randn({v, c}, at::kDouble) * 0.5;
+  at::Tensor t = at::randint(17, {n}, at::kLong);
+  for (int64_t i : {0, 3, 4, 10})
+    t[i] = kIgnoreTarget;
+  const double trained = static_cast<double>(n - 4);
+  const std::vector<at::Tensor> ref = loss_and_grads(
+      [&](const at::Tensor& a, const at::Tensor& b) { return unfused(a, b, t, 17); }, x, w, 0.5);
+  for (int64_t chunk : {int64_t{1}, int64_t{4}, n}) {
+    local::VocabSlice vocab;
+    vocab.real = 17;
+    const std::vector<at::Tensor> got = loss_and_grads(
+        [&](const at::Tensor& a, const at::Tensor& b) {
+          return local::linear_cross_entropy(a, b, t, vocab, trained, chunk, std::nullopt,
+                                             /*masked=*/true);
+        },
+        x, w, 0.5);
+    const char* names[] = {"loss", "dx", "dw"};
+    for (size_t i = 0; i < got.size(); ++i) {
+      const std::string label = fmt::format("masked targets, chunks of {}: {}", chunk, names[i]);
+      std::printf("%s: max relative error %.3g\n", label.c_str(),
+                  expect_close(got[i], ref[i], 1e-13, 1e-14, label));
+    }
+    // The ignored rows' hidden states get no gradient.
+    EXPECT_EQ(got[1][3].abs().max().item<double>(), 0.0);
+  }
+  kernels::KernelContext context{Device(c10::kCUDA, 0), at::kFloat};
+  context.masked_targets = true;
+  context.build.cuda_kernels = false;
+  EXPECT_EQ(kernels::choose(kernels::kLossPaths, context).id, kernels::LossPathId::kPasses);
 }
 
 TEST(LinearCrossEntropy, ChunksKeepTheirLogitsWithinTheBudget) {

@@ -41,21 +41,22 @@ std::string describe(const KernelContext& c) {
          (c.build.fused_attention ? ", fused attention built" : "") +
          (c.build.fused_adamw ? ", fused AdamW built" : "") +
          (c.vocab_split ? ", vocabulary split" : "") +
-         (c.unverified ? ", unverified rows taken" : "");
+         (c.unverified ? ", unverified rows taken" : "") +
+         (c.masked_targets ? ", masked targets" : "");
 }
 
 /// Every context a table can be asked about: both devices, four dtypes, a KV cache and a ring
 /// open or not, this build, a build with none of the LibTorch kernels and one with all, the
-/// vocabulary split or not, and the rows no GPU has run taken or not.
+/// vocabulary split or not, the rows no GPU has run taken or not, and a loss mask or not.
 std::vector<KernelContext> every_context() {
   std::vector<KernelContext> out;
   const BuildFlags none{false, false, false, false}, all{true, true, true, true};
   for (const Device& device : {kCpu, kGpu}) {
     for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf}) {
-      for (int open = 0; open < 16; ++open) {
+      for (int open = 0; open < 32; ++open) {
         for (const BuildFlags& build : {kThisBuild, none, all}) {
           out.push_back({device, dtype, (open & 1) != 0, (open & 2) != 0, build, (open & 4) != 0,
-                         (open & 8) != 0});
+                         (open & 8) != 0, (open & 16) != 0});
         }
       }
     }
@@ -112,7 +113,8 @@ TEST(KernelTable, AdamWLinearAndMatmulPrecisionOrders) {
 TEST(KernelTable, LossIsOurKernelThenLogSoftmaxThenWidenedThenPasses) {
   for (const KernelContext& c : every_context()) {
     const bool low = c.dtype == at::kBFloat16 || c.dtype == at::kHalf;
-    const bool whole_on_cuda = c.device.is_cuda() && !c.vocab_split;
+    // A loss mask goes pass by pass (NOTE [Loss masks]).
+    const bool whole_on_cuda = c.device.is_cuda() && !c.vocab_split && !c.masked_targets;
     LossPathId expected = LossPathId::kPasses;
     if (whole_on_cuda && c.build.cuda_kernels && c.dtype != at::kDouble && c.unverified) {
       expected = LossPathId::kKernel;  // our kernel has not run on a GPU yet

@@ -129,6 +129,8 @@ RunOutput train_in(const std::string& folder, const std::string& toml,
     if (world.rank() == 0) {
       out.losses = summary.losses;
       out.aux_losses = summary.aux_losses;
+      out.first_val_loss = summary.first_val_loss;
+      out.final_val_loss = summary.final_val_loss;
     }
   });
   if (config.checkpoint_format == CheckpointFormat::kMerged && config.checkpoint_interval > 0) {

@@ -24,8 +24,9 @@ extern const std::string kMixtralRun;
 
 struct RunOutput {
   std::vector<double> losses;
-  std::vector<double> aux_losses;            ///< a mixture of experts': at each logged step
-  std::map<std::string, at::Tensor> params;  ///< "model/<fqn>": full tensors
+  std::vector<double> aux_losses;                 ///< a mixture of experts': at each logged step
+  std::map<std::string, at::Tensor> params;       ///< "model/<fqn>": full tensors
+  double first_val_loss = 0, final_val_loss = 0;  ///< before the first step and after the last
 };
 
 /// A new folder name under the temp directory (not created).

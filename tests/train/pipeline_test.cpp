@@ -18,34 +18,34 @@ using testing::kGptRun;
 using testing::RunOutput;
 using testing::train;
 using testing::train_in;
-const std::string& kMlp = testing::kMlpRun;
+const std::string& kPipelineMlp = testing::kMlpRun;
 
-const RunOutput& gpt_reference() {
+const RunOutput& pipeline_gpt_reference() {
   static const RunOutput ref = train(kGptRun, {});
   return ref;
 }
 
 TEST(Pipeline, GptEverySchedule) {
   expect_matches(train(kGptRun, {"parallel.pp=2", "parallel.pp_schedule=\"1f1b\""}),
-                 gpt_reference(), "GPT PP2 1f1b");
+                 pipeline_gpt_reference(), "GPT PP2 1f1b");
   expect_matches(train(kGptRun, {"parallel.pp=2", "parallel.pp_schedule=\"gpipe\""}),
-                 gpt_reference(), "GPT PP2 gpipe");
+                 pipeline_gpt_reference(), "GPT PP2 gpipe");
   expect_matches(train(kGptRun, {"parallel.pp=2", "parallel.pp_schedule=\"interleaved-1f1b\"",
                                  "parallel.pp_virtual=2"}),
-                 gpt_reference(), "GPT PP2 x virtual 2 interleaved-1f1b");
+                 pipeline_gpt_reference(), "GPT PP2 x virtual 2 interleaved-1f1b");
   expect_matches(
       train(kGptRun, {"parallel.pp=2", "parallel.pp_schedule=\"zbv\"", "parallel.pp_virtual=2"}),
-      gpt_reference(), "GPT PP2 zbv");
+      pipeline_gpt_reference(), "GPT PP2 zbv");
   expect_matches(train(kGptRun, {"parallel.pp=2", "parallel.pp_split=[\"transformer.h.2\"]"}),
-                 gpt_reference(), "GPT PP2 1f1b split at transformer.h.2");
+                 pipeline_gpt_reference(), "GPT PP2 1f1b split at transformer.h.2");
   expect_matches(train(kGptRun, {"parallel.pp=2", "parallel.pp_schedule=\"zb-h1\""}),
-                 gpt_reference(), "GPT PP2 zb-h1");
+                 pipeline_gpt_reference(), "GPT PP2 zb-h1");
 }
 
 TEST(Pipeline, GptPp4AndUnevenAndEightMicroBatches) {
-  expect_matches(train(kGptRun, {"parallel.pp=4"}), gpt_reference(), "GPT PP4 1f1b");
-  expect_matches(train(kGptRun, {"parallel.pp=2", "parallel.microbatches=8"}), gpt_reference(),
-                 "GPT PP2 1f1b, 8 micro-batches");
+  expect_matches(train(kGptRun, {"parallel.pp=4"}), pipeline_gpt_reference(), "GPT PP4 1f1b");
+  expect_matches(train(kGptRun, {"parallel.pp=2", "parallel.microbatches=8"}),
+                 pipeline_gpt_reference(), "GPT PP2 1f1b, 8 micro-batches");
   const RunOutput three_blocks = train(kGptRun, {"model.n_layer=3"});
   expect_matches(train(kGptRun, {"model.n_layer=3", "parallel.pp=2"}), three_blocks,
                  "GPT PP2, 3 blocks");
@@ -54,20 +54,20 @@ TEST(Pipeline, GptPp4AndUnevenAndEightMicroBatches) {
 TEST(Pipeline, GptWithTensorAndDataParallelInsideStages) {
   expect_matches(
       train(kGptRun, {"parallel.pp=2", "parallel.tp=2", "parallel.plan=\"gpt/megatron-sp\""}),
-      gpt_reference(), "GPT PP2 x TP2 megatron-sp");
-  expect_matches(train(kGptRun, {"parallel.pp=2", "parallel.dp=2"}), gpt_reference(),
+      pipeline_gpt_reference(), "GPT PP2 x TP2 megatron-sp");
+  expect_matches(train(kGptRun, {"parallel.pp=2", "parallel.dp=2"}), pipeline_gpt_reference(),
                  "GPT PP2 x DP2");
   expect_matches(train(kGptRun, {"parallel.pp=2", "parallel.dp=2", "parallel.tp=2",
                                  "parallel.plan=\"gpt/megatron-sp\""}),
-                 gpt_reference(), "GPT PP2 x DP2 x TP2 megatron-sp");
+                 pipeline_gpt_reference(), "GPT PP2 x DP2 x TP2 megatron-sp");
 }
 
 TEST(Pipeline, Mlp) {
-  const RunOutput ref = train(kMlp, {});
-  expect_matches(train(kMlp, {"parallel.pp=2"}), ref, "MLP PP2 1f1b");
-  expect_matches(
-      train(kMlp, {"parallel.pp=2", "parallel.pp_schedule=\"zbv\"", "parallel.pp_virtual=2"}), ref,
-      "MLP PP2 zbv");
+  const RunOutput ref = train(kPipelineMlp, {});
+  expect_matches(train(kPipelineMlp, {"parallel.pp=2"}), ref, "MLP PP2 1f1b");
+  expect_matches(train(kPipelineMlp,
+                       {"parallel.pp=2", "parallel.pp_schedule=\"zbv\"", "parallel.pp_virtual=2"}),
+                 ref, "MLP PP2 zbv");
 }
 
 TEST(Pipeline, CheckpointsMoveBetweenPipelineDegrees) {
