@@ -16,6 +16,7 @@
 #include "core/input_file.h"
 #include "core/logging.h"
 #include "core/units.h"
+#include "data/chat_template.h"
 #include "generate/generator.h"
 #include "hf/import.h"
 #include "runtime.h"
@@ -28,6 +29,7 @@ namespace {
 
 struct GenerateCommandOptions {
   std::string config, checkpoint, prompt, prompt_file, prompt_ids;
+  std::string chat_template;  ///< --template: the prompt asked as a chat's question
   /// Which of --prompt, --prompt-file, --prompt-ids the command line gave (even empty).
   bool prompt_given = false, prompt_file_given = false, prompt_ids_given = false;
   GenerateOptions run;
@@ -89,8 +91,15 @@ std::vector<int64_t> prompt_tokens(const GenerateCommandOptions& o, const JobCon
                 "generate --prompt: the prompt is empty (leave the option out for a newline)");
   VS_USER_CHECK(!o.prompt_ids_given || !o.prompt_ids.empty(),
                 "generate --prompt-ids: no token ids (e.g. 1,2,3)");
+  VS_USER_CHECK(o.chat_template.empty() || !o.prompt_ids_given,
+                "generate --template asks a text question: give it as --prompt or --prompt-file, "
+                "not --prompt-ids");
   const int64_t vocab = c.family().vocab_size(c.model_spec());
   if (o.prompt_ids_given) return parse_ids(o.prompt_ids, vocab);
+  VS_USER_CHECK(o.chat_template.empty() || tokenizer != nullptr,
+                "generate --template: {} names no tokenizer to encode the question with; set "
+                "data.tokenizer (or data.source = \"text\" for bytes)",
+                c.source);
   if (tokenizer == nullptr) {
     VS_USER_CHECK(given == 0,
                   "generate: {} trains on data.source = \"{}\", whose tokens are ids: give the "
@@ -103,10 +112,27 @@ std::vector<int64_t> prompt_tokens(const GenerateCommandOptions& o, const JobCon
                                                : std::string("\n");
   VS_USER_CHECK(!text.empty(), "generate --prompt-file {}: the file is empty", o.prompt_file);
   std::vector<int64_t> ids = tokenizer->document_start();  // NOTE [Document start]
-  const std::vector<int64_t> encoded = tokenizer->encode(text);
-  VS_USER_CHECK(!encoded.empty(), "generate: the prompt encodes to no tokens");
-  ids.insert(ids.end(), encoded.begin(), encoded.end());
+  // NOTE [Chat template]: a question's pieces each encoded, as data prepare --sft encodes them.
+  const std::vector<std::string> pieces = o.chat_template.empty()
+                                              ? std::vector<std::string>{text}
+                                              : ChatTemplate::load(o.chat_template).question(text);
+  const size_t before = ids.size();
+  for (const std::string& piece : pieces) {
+    const std::vector<int64_t> encoded = tokenizer->encode(piece);
+    ids.insert(ids.end(), encoded.begin(), encoded.end());
+  }
+  VS_USER_CHECK(ids.size() > before, "generate: the prompt encodes to no tokens");
   return ids;
+}
+
+/// Where samples end: under --template at the assistant's end and at the end-of-text.
+std::vector<std::vector<int64_t>> stop_sequences(const GenerateCommandOptions& o,
+                                                 const Tokenizer* tokenizer) {
+  if (o.chat_template.empty() || tokenizer == nullptr) return {};
+  std::vector<std::vector<int64_t>> out{
+      tokenizer->encode(ChatTemplate::load(o.chat_template).answer_end())};
+  if (const auto eot = tokenizer->end_of_text()) out.push_back({*eot});
+  return out;
 }
 
 /// Prints a sample's text as its tokens come: the decoding of all of them so far, less what is
@@ -182,13 +208,17 @@ void print_now(const std::string& text) {
 /// "[generate] 4 prompt tokens, 200 new tokens in each of 1 sample(s), 0.16 s: ..." for stderr.
 std::string summary_line(size_t prompt_tokens, const GenerateOptions& run, const Generation& g,
                          double early_s, double late_s) {
-  const double rows = static_cast<double>(run.num_samples);
-  const double after_first = static_cast<double>(run.max_new_tokens - 1) * rows;
+  // Samples that stopped early (--template) made fewer than --max-new-tokens.
+  size_t made = 0;
+  for (const std::vector<int64_t>& sample : g.tokens)
+    made = std::max(made, sample.size());
+  const double after_first =
+      static_cast<double>(g.step_s.size() - 1) * static_cast<double>(run.num_samples);
   return fmt::format(
       "[generate] {} prompt tokens, {} new tokens in each of {} sample(s), {:.2f} s: {:.1f} "
       "tokens/s after the first; time to first token {:.3f} s; {:.2f} ms a step in the first "
       "quarter, {:.2f} ms in the last; KV cache {} ({:.1f} MiB on rank 0), {} context restarts",
-      prompt_tokens, run.max_new_tokens, run.num_samples, g.total_s,
+      prompt_tokens, made, run.num_samples, g.total_s,
       after_first / std::max(1e-9, g.total_s - g.first_token_s), g.first_token_s, early_s * 1e3,
       late_s * 1e3, run.use_cache ? "on" : "off", static_cast<double>(g.cache_bytes) / (1 << 20),
       g.restarts);
@@ -210,6 +240,7 @@ int run_generate(const GenerateCommandOptions& o, const JobConfig& config, const
   if (rank0 && stream) print_now(text.add(prompt));
   GenerateOptions run = o.run;
   run.use_cache = !o.no_cache;
+  run.stops = stop_sequences(o, tokenizer.get());
   if (tokenizer) run.sampling.vocab_limit = tokenizer->vocab_size();
   const Generation g = generate(model, prompt, run, [&](int64_t, const std::vector<int64_t>& t) {
     if (rank0 && stream) print_now(text.add({t[0]}));
@@ -245,6 +276,10 @@ void add_generate_command(CLI::App& app, const Invocation& invocation) {
   cmd->add_option("--prompt-file", o->prompt_file, "Read the prompt text from this file");
   cmd->add_option("--prompt-ids", o->prompt_ids,
                   "Prompt as token ids, e.g. 1,2,3 (models of token files or synthetic data)");
+  cmd->add_option("--template", o->chat_template,
+                  "Ask the prompt as a user's message in this chat template (the one data "
+                  "prepare --sft used; configs/templates/) and stop where the assistant's answer "
+                  "ends");
   cmd->add_option("--max-new-tokens", o->run.max_new_tokens, "Tokens to generate per sample")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--temperature", o->run.sampling.temperature,

@@ -80,9 +80,9 @@ std::vector<ChatSegment> ChatTemplate::render(const std::vector<ChatMessage>& me
   return out;
 }
 
-std::string ChatTemplate::question(const std::string& prompt) const {
+std::vector<std::string> ChatTemplate::question(const std::string& prompt) const {
   const Role& user = roles_.at("user");
-  return user.before + prompt + user.after + roles_.at("assistant").before;
+  return {user.before, prompt, user.after, roles_.at("assistant").before};
 }
 
 const std::string& ChatTemplate::answer_end() const {

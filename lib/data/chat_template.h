@@ -45,8 +45,9 @@ class ChatTemplate {
   /// The segments of `messages` (NOTE [Chat template]); throws UserError for a role the template
   /// has no table for.
   std::vector<ChatSegment> render(const std::vector<ChatMessage>& messages) const;
-  /// A user message of `prompt` and the assistant's `before`: what generate continues.
-  std::string question(const std::string& prompt) const;
+  /// A user message of `prompt` and the assistant's `before`, the pieces encoded one by one as
+  /// data prepare encodes them: what generate continues.
+  std::vector<std::string> question(const std::string& prompt) const;
   /// The assistant's `after`: where generate stops.
   const std::string& answer_end() const;
   /// The file it came from.

@@ -17,6 +17,17 @@ at::Tensor column(const std::vector<int64_t>& tokens) {
   return at::tensor(tokens, at::kLong).view({static_cast<int64_t>(tokens.size()), 1});
 }
 
+/// Whether `tokens` end with one of `stops`.
+bool ends_with_stop(const std::vector<int64_t>& tokens,
+                    const std::vector<std::vector<int64_t>>& stops) {
+  for (const std::vector<int64_t>& stop : stops)
+    if (!stop.empty() && tokens.size() >= stop.size() &&
+        std::equal(stop.begin(), stop.end(),
+                   tokens.end() - static_cast<std::ptrdiff_t>(stop.size())))
+      return true;
+  return false;
+}
+
 }  // namespace
 
 std::optional<at::Tensor> forward_logits(ParallelModel& model, const at::Tensor& tokens) {
@@ -89,16 +100,22 @@ Generation generate(ParallelModel& model, const std::vector<int64_t>& prompt,
   KvCache cache(block_size);
   std::optional<KvCacheScope> scope;
   if (o.use_cache) scope.emplace(&cache);
+  // Every rank sees the same tokens, so every rank stops at the same step.
+  std::vector<bool> ended(static_cast<size_t>(o.num_samples), false);
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
     const auto step_start = Clock::now();
     const std::vector<int64_t> next =
         next_tokens(model, o.use_cache ? fresh : context, o.sampling, step);
     if (o.use_cache) cache.advance(fresh.size(1));
     if (step == 0) out.first_token_s = seconds_since(start);
-    for (size_t row = 0; row < next.size(); ++row)
+    for (size_t row = 0; row < next.size(); ++row) {
+      if (ended[row]) continue;
       out.tokens[row].push_back(next[row]);
+      ended[row] = ends_with_stop(out.tokens[row], o.stops);
+    }
     out.step_s.push_back(seconds_since(step_start));
     if (on_step) on_step(step, next);
+    if (std::all_of(ended.begin(), ended.end(), [](bool e) { return e; })) break;
     fresh = column(next);
     context = at::cat({context, fresh}, 1);
     if (context.size(1) > block_size) {

@@ -27,10 +27,13 @@ struct GenerateOptions {
   int64_t num_samples = 1;  ///< rows generated at once from the same prompt
   bool use_cache = true;
   SamplingOptions sampling;
+  /// A sample ends once its new tokens end with one of these (a chat template's answer end, the
+  /// end-of-text), and generation once every sample has; empty: max_new_tokens each.
+  std::vector<std::vector<int64_t>> stops;
 };
 
 struct Generation {
-  std::vector<std::vector<int64_t>> tokens;  ///< per sample, the new tokens
+  std::vector<std::vector<int64_t>> tokens;  ///< per sample, the new tokens (to its stop)
   double first_token_s = 0;                  ///< the prompt's forward and the first pick
   double total_s = 0;
   int64_t cache_bytes = 0;     ///< this rank's KV cache at the end
