@@ -35,6 +35,34 @@ at::Tensor joined(const std::vector<at::Tensor>& pieces, const at::Tensor& like)
   return pieces.size() == 1 ? pieces.front() : at::cat(pieces);
 }
 
+/// (member, elements) of what a rank receives from each peer.
+using Incoming = std::vector<std::vector<std::pair<size_t, int64_t>>>;
+
+/// One stage's all-to-all over `group`: `to[q]`, joined, to rank q; from rank q the members'
+/// pieces `from[q]` names, each cut out of what came. *Collective.*
+std::vector<std::vector<at::Tensor>> exchange(const comm::Group& group,
+                                              const std::vector<std::vector<at::Tensor>>& to,
+                                              const Incoming& from, const at::Tensor& like,
+                                              size_t members) {
+  std::vector<at::Tensor> inputs;
+  std::vector<std::vector<int64_t>> shapes;
+  for (int q = 0; q < group.size(); ++q) {
+    inputs.push_back(joined(to[q], like));
+    int64_t total = 0;
+    for (const auto& entry : from[q])
+      total += entry.second;
+    shapes.push_back({total});
+  }
+  const std::vector<at::Tensor> received = group.all_to_all(inputs, shapes);
+  std::vector<std::vector<at::Tensor>> out(members);  // per member, its pieces in rank order
+  for (int q = 0; q < group.size(); ++q) {
+    int64_t offset = 0;
+    for (const auto& [m, count] : from[q])
+      out[m].push_back(take(received[q], offset, count));
+  }
+  return out;
+}
+
 }  // namespace
 
 double newton_schulz_flops(int64_t rows, int64_t cols, int64_t steps) {
@@ -153,7 +181,7 @@ void MuonExchange::run_class(const Class& c, const std::vector<at::Tensor>& piec
     VS_CHECK(group.rank() == c.me[d], "[optim] Muon exchange: rank {} of {} at coordinate {}",
              group.rank(), group.label(), c.me[d]);
     std::vector<std::vector<at::Tensor>> to(n);
-    std::vector<std::vector<std::pair<size_t, int64_t>>> from(n);  // (member, elements)
+    Incoming from(n);
     for (size_t m = 0; m < members; ++m) {
       if (!holds(c, m, i)) continue;
       to[c.owner[m][i]].push_back(data[m]);
@@ -164,22 +192,7 @@ void MuonExchange::run_class(const Class& c, const std::vector<at::Tensor>& piec
         from[q].emplace_back(m, elements(c.matrices[m], held(c, i, x)));
       }
     }
-    std::vector<at::Tensor> inputs;
-    std::vector<std::vector<int64_t>> shapes;
-    for (int q = 0; q < n; ++q) {
-      inputs.push_back(joined(to[q], like));
-      int64_t total = 0;
-      for (const auto& entry : from[q])
-        total += entry.second;
-      shapes.push_back({total});
-    }
-    const std::vector<at::Tensor> received = group.all_to_all(inputs, shapes);
-    std::vector<std::vector<at::Tensor>> gathered(members);
-    for (int q = 0; q < n; ++q) {
-      int64_t offset = 0;
-      for (const auto& [m, count] : from[q])
-        gathered[m].push_back(take(received[q], offset, count));
-    }
+    const std::vector<std::vector<at::Tensor>> gathered = exchange(group, to, from, like, members);
     for (size_t m = 0; m < members; ++m)
       data[m] = holds(c, m, i + 1) ? joined(gathered[m], like) : at::Tensor();
   }
@@ -196,7 +209,7 @@ void MuonExchange::run_class(const Class& c, const std::vector<at::Tensor>& piec
     const comm::Group& group = c.mesh.group(d);
     const int n = group.size();
     std::vector<std::vector<at::Tensor>> to(n);
-    std::vector<std::vector<std::pair<size_t, int64_t>>> from(n);
+    Incoming from(n);
     for (size_t m = 0; m < members; ++m) {
       if (holds(c, m, i + 1)) {
         int64_t offset = 0;
@@ -209,23 +222,9 @@ void MuonExchange::run_class(const Class& c, const std::vector<at::Tensor>& piec
       if (holds(c, m, i))
         from[c.owner[m][i]].emplace_back(m, elements(c.matrices[m], held(c, i, c.me)));
     }
-    std::vector<at::Tensor> inputs;
-    std::vector<std::vector<int64_t>> shapes;
-    for (int q = 0; q < n; ++q) {
-      inputs.push_back(joined(to[q], like));
-      int64_t total = 0;
-      for (const auto& entry : from[q])
-        total += entry.second;
-      shapes.push_back({total});
-    }
-    const std::vector<at::Tensor> received = group.all_to_all(inputs, shapes);
-    std::vector<at::Tensor> next(members);
-    for (int q = 0; q < n; ++q) {
-      int64_t offset = 0;
-      for (const auto& [m, count] : from[q])
-        next[m] = take(received[q], offset, count);
-    }
-    data = std::move(next);
+    const std::vector<std::vector<at::Tensor>> back = exchange(group, to, from, like, members);
+    for (size_t m = 0; m < members; ++m)
+      data[m] = back[m].empty() ? at::Tensor() : back[m].front();
   }
   for (size_t m = 0; m < members; ++m)
     out[c.matrices[m]] = data[m];

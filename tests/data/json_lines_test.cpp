@@ -18,6 +18,7 @@
 #include "core/ignore_target.h"
 #include "data/prepare_tokens.h"
 #include "data/token_data.h"
+#include "support/fuzz.h"
 #include "support/temp_folder.h"
 
 namespace vescale {
@@ -25,17 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::temp_folder;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+const auto& read_file = testing::read_bytes;
+const auto& write_file = testing::write_bytes;
 
 /// `text` as a JSON string literal.
 std::string json_string(const std::string& text) {
