@@ -136,6 +136,11 @@ std::string muon_line(const JobConfig& config) {
       autoplan::muon_cost_by_rank(config, autoplan::layout_model(config));
   const autoplan::MuonCost& rank0 = costs.front();
   const double job_flops = muon_flops_per_step(config);
+  if (job_flops == 0)
+    return fmt::format(
+        "muon: model.name = \"{}\" has no 2-D weights outside optimizer.adamw_params = [{}]: "
+        "AdamW updates every parameter\n",
+        config.model, fmt::join(config.adamw_params, ", "));
   std::string out = fmt::format(
       "muon: {:.4g} GFLOP of Newton-Schulz a step over the model's matrices (counted in mfu; "
       "optimizer.adamw_params = [{}] take AdamW); rank 0 holds pieces of {} and orthogonalizes "
