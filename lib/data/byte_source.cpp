@@ -54,9 +54,18 @@ class CompressedSource : public PlainSource {
     if (at_ < filled_) return true;
     filled_ = PlainSource::read(input_.data(), input_.size());
     at_ = 0;
-    if (first_) check_magic();
+    if (first_ && filled_ > 0) check_magic();  // an empty file is an empty stream
     first_ = false;
     return filled_ > 0;
+  }
+  /// Whether the rest of the file is zeros (the padding some tools write after the last gzip
+  /// member); reads it to its end.
+  bool rest_is_zeros() {
+    for (;;) {
+      for (; at_ < filled_; ++at_)
+        if (input_[at_] != 0) return false;
+      if (!refill()) return true;
+    }
   }
   [[noreturn]] void fail(const std::string& why) const {
     throw UserError(fmt::format("{}: {} is not a valid {} file: {}", what_, path_,
@@ -121,9 +130,15 @@ class GzipSource : public CompressedSource {
       if (rc == Z_STREAM_END) {
         in_member_ = false;
         if (inflateReset(&z_) != Z_OK) fail("zlib could not go on to the next member");
+        // What follows a member is another member, or zero padding to the end.
+        if (refill() && input_[at_] == 0) {
+          if (!rest_is_zeros()) fail("bytes after the zero padding that follows its last member");
+          break;
+        }
       } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
         fail(z_.msg != nullptr ? z_.msg : "inflate failed");
       } else if (!more && got == before) {
+        if (got > 0) break;  // what came is good: the next read says the stream is cut
         truncated();
       }
     }
@@ -156,7 +171,10 @@ class ZstdSource : public CompressedSource {
       at_ += in.pos;
       if (ZSTD_isError(left)) fail(ZSTD_getErrorName(left));
       in_frame_ = left != 0;  // 0: a frame ended here, all of it written out
-      if (!more && o.pos == before && in_frame_) truncated();
+      if (!more && o.pos == before && in_frame_) {
+        if (o.pos > 0) break;  // what came is good: the next read says the stream is cut
+        truncated();
+      }
     }
     return o.pos;
   }

@@ -115,8 +115,8 @@ bool read_json_line(std::string_view line, const LineReading& how, std::vector<C
     // Parsed again for the reason (only a bad line pays for it).
     try {
       const json again = json::parse(line);
-      why = "not JSON";  // (not reached: the first parse failed)
-    } catch (const json::parse_error& e) {
+      why = "not JSON";                   // (not reached: the first parse failed)
+    } catch (const json::exception& e) {  // a parse error, or a number past a double's range
       const std::string what = e.what();
       const size_t colon = what.find("parse error");
       why = "not JSON: " + (colon == std::string::npos ? what : what.substr(colon));

@@ -48,6 +48,7 @@ struct Chunk {
   bool json_lines = false;  ///< whole lines of a JSON-lines file, each a document
   size_t file = 0;
   int64_t first_line = 0;  ///< the number of its first line
+  std::string bad_line;    ///< a line the reader skipped after the text (a truncated stream's)
 };
 
 /// A chunk's tokens, with (under --sft) their mask and where its examples start.
@@ -58,6 +59,9 @@ struct Encoded {
   int64_t documents = 0, bad_lines = 0, trained = 0;
   std::string first_bad;
   size_t bytes = 0;
+  /// A bad line's error (no --skip-bad-lines): the writer throws it when it reaches this chunk,
+  /// so the error named is the first bad line in the files' order whatever the threads did.
+  std::exception_ptr error;
 };
 
 /// The files a prepare writes a split into: its tokens and, under --sft, mask and starts.
@@ -94,19 +98,19 @@ void split_tail(const fs::path& from, const fs::path& to, int64_t count, size_t 
   fs::resize_file(from, static_cast<uintmax_t>(keep));
 }
 
-/// A stretch of `bytes` from `offset` of file `f` that the tokenizer cannot cut is encoded at
-/// once: refused when that would take more than half of this machine's memory.
+/// A stretch of `bytes` from `where` in file `f` ("offset 12", "line 3") that the tokenizer cannot
+/// cut is encoded at once: refused when that would take more than half of this machine's memory.
 void check_stretch_fits(const Tokenizer& tokenizer, const PrepareOptions& o, size_t f,
-                        int64_t offset, size_t bytes) {
+                        const std::string& where, size_t bytes) {
   const double need = tokenizer.encode_memory_per_byte() * static_cast<double>(bytes);
   const double memory = physical_memory_bytes();
   VS_USER_CHECK(
       memory <= 0 || need <= memory / 2,
-      "data prepare: {} has {} from offset {} with no place where tokenizer {} can cut (no space "
+      "data prepare: {} has {} from {} with no place where tokenizer {} can cut (no space "
       "between words, or a model that encodes a file whole), which it would encode at once in "
       "about {} ({:.0f} bytes a byte) of this machine's {}; break the text up, e.g. into lines "
       "of words",
-      o.files[f], format_bytes(static_cast<double>(bytes)), offset, o.tokenizer, format_bytes(need),
+      o.files[f], format_bytes(static_cast<double>(bytes)), where, o.tokenizer, format_bytes(need),
       tokenizer.encode_memory_per_byte(), format_bytes(memory));
 }
 
@@ -182,13 +186,21 @@ class StreamingEncoder {
     }
   }
 
-  /// Up to kReadBlock more bytes of `source` onto `text`; true at the end.
+  /// Up to kReadBlock more bytes of `source` onto `text`; true at the end. A read that throws
+  /// (a truncated stream) leaves `text` holding what came before it.
   static bool read_more(ByteSource& source, std::string& text) {
     const size_t had = text.size();
     text.resize(had + kReadBlock);
-    const size_t got = source.read(text.data() + had, kReadBlock);
+    size_t got = 0;
+    try {
+      for (size_t n = 1; got < kReadBlock && n > 0; got += n)
+        n = source.read(text.data() + had + got, kReadBlock - got);
+    } catch (...) {
+      text.resize(had + got);
+      throw;
+    }
     text.resize(had + got);
-    return got < kReadBlock;  // a source reads short only at its end
+    return got < kReadBlock;  // a read of nothing: the end
   }
 
   /// Text file `f` handed over in chunks; false when another thread failed.
@@ -204,7 +216,7 @@ class StreamingEncoder {
                                                    : 0;
       if (cut == 0 && !end) {        // no place to cut yet: read on, and look again at twice the
         next_ask = 2 * text.size();  // size (each byte is looked at twice on average)
-        check_stretch_fits(tokenizer_, o_, f, offset, text.size());
+        check_stretch_fits(tokenizer_, o_, f, fmt::format("offset {}", offset), text.size());
         continue;
       }
       next_ask = 0;
@@ -235,41 +247,42 @@ class StreamingEncoder {
     std::string text;
     int64_t line = 1;  // the number of text's first line
     for (bool end = false; !end;) {
+      std::string bad_line;
       try {
         end = read_more(*in, text);
       } catch (const TruncatedStream&) {
         if (!o_.skip_bad_lines) throw;
+        // The lines read whole are kept; a line cut short counts as bad.
         const size_t whole = text.rfind('\n');
-        text.erase(whole == std::string::npos ? 0 : whole + 1);
-        note_bad_lines(1,
-                       fmt::format("{}:{}: truncated compressed stream (the lines before it "
-                                   "are kept)",
-                                   o_.files[f], line + std::count(text.begin(), text.end(), '\n')));
+        const size_t kept = whole == std::string::npos ? 0 : whole + 1;
+        const int64_t at = line + std::count(text.begin(), text.begin() + kept, '\n');
+        if (!blank_line(std::string_view(text).substr(kept)))
+          bad_line =
+              fmt::format("{}:{}: cut short by a truncated compressed stream", o_.files[f], at);
+        progress_(
+            fmt::format("[prepare] {}: truncated compressed stream after line {}; the lines "
+                        "before it are kept",
+                        o_.files[f], at - 1));
+        text.erase(kept);
         end = true;
       }
       const size_t newline = text.rfind('\n');
       const size_t cut = end ? text.size() : newline == std::string::npos ? 0 : newline + 1;
-      if (cut == 0) {  // one line longer than a block: it is encoded at once
-        if (!end) check_stretch_fits(tokenizer_, o_, f, in->consumed(), text.size());
+      if (cut == 0 && !end) {  // one line longer than a block: it is encoded at once
+        check_stretch_fits(tokenizer_, o_, f, fmt::format("line {}", line), text.size());
         continue;
       }
       Chunk chunk;
       chunk.json_lines = true;
       chunk.file = f;
       chunk.first_line = line;
+      chunk.bad_line = std::move(bad_line);
       chunk.text = text.substr(0, cut);
       line += std::count(chunk.text.begin(), chunk.text.end(), '\n');
       text.erase(0, cut);
       if (!hand_over(std::move(chunk))) return false;
     }
     return true;
-  }
-
-  /// Counts lines the reader skipped (a truncated stream's last).
-  void note_bad_lines(int64_t count, const std::string& what) {
-    std::lock_guard<std::mutex> lock(mu_);
-    reader_bad_.bad_lines += count;
-    if (reader_bad_.first_bad.empty()) reader_bad_.first_bad = what;
   }
 
   /// A document's tokens onto `e`: the document start, each segment's, the end-of-text; under
@@ -307,12 +320,15 @@ class StreamingEncoder {
         continue;
       }
       const std::string what = fmt::format("{}:{}: {}", o_.files[chunk.file], line, why);
-      VS_USER_CHECK(o_.skip_bad_lines,
-                    "data prepare: {} (nothing written; --skip-bad-lines counts such lines and "
-                    "goes on)",
-                    what);
+      if (!o_.skip_bad_lines) {
+        e.error = std::make_exception_ptr(UserError(fmt::format(
+            "data prepare: {} (nothing written; --skip-bad-lines counts such lines and goes on)",
+            what)));
+        return e;
+      }
       if (e.bad_lines++ == 0) e.first_bad = what;
     }
+    if (!chunk.bad_line.empty() && e.bad_lines++ == 0) e.first_bad = chunk.bad_line;
     return e;
   }
 
@@ -353,6 +369,7 @@ class StreamingEncoder {
 
   /// One encoded chunk into the files, its counts into the totals.
   void write(SplitFiles& out, bool wide, const Encoded& e) {
+    if (e.error) std::rethrow_exception(e.error);
     wide ? write_values<uint32_t>(out.tokens, e.tokens)
          : write_values<uint16_t>(out.tokens, e.tokens);
     if (o_.sft) {
@@ -399,10 +416,6 @@ class StreamingEncoder {
                         format_bytes(static_cast<double>(corpus_)), tokens_written_,
                         static_cast<double>(totals_.bytes) / 1e6 / s));
       }
-    }
-    if (!failure_) {
-      totals_.bad_lines += reader_bad_.bad_lines;
-      if (totals_.first_bad.empty()) totals_.first_bad = reader_bad_.first_bad;
     }
   }
 
@@ -625,10 +638,13 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
   const auto start = Clock::now();
   StreamingEncoder encoder(o, *tokenizer, chat ? &*chat : nullptr, corpus, progress);
   encoder.run(out, wide);
-  for (std::ofstream* f : {&out.tokens, &out.mask, &out.starts}) {
+  for (const auto& [f, name] : {std::pair{&out.tokens, "train.bin"},
+                                {&out.mask, "train.mask.bin"},
+                                {&out.starts, "train.docs.bin"}}) {
     if (!f->is_open()) continue;
     f->close();
-    VS_USER_CHECK(f->good(), "data prepare: writing {} failed", folder.string());
+    VS_USER_CHECK(f->good(), "data prepare: writing {} failed",
+                  (folder / (std::string(name) + ".partial")).string());
   }
 
   PrepareSummary sum;

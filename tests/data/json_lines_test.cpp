@@ -107,7 +107,7 @@ TEST(JsonLines, CompressedAndPlainGiveTheTextFilesTokens) {
     if (i % 9 == 0) lines += "  \n";  // blank lines are skipped
   }
   write_file(dir + "/c.jsonl", lines);
-  write_file(dir + "/c.jsonl.gz", gzip(lines, 3));
+  write_file(dir + "/c.jsonl.gz", gzip(lines, 3) + std::string(512, '\0'));  // zero padding
   write_file(dir + "/c.jsonl.zst", zstd(lines, 3));
   const PrepareSummary plain = prepare(texts, dir + "/plain");
   for (const std::string name : {"c.jsonl", "c.jsonl.gz", "c.jsonl.zst"}) {
@@ -232,6 +232,7 @@ TEST(JsonLines, BadLinesNameFileAndLineAndWriteNothing) {
       {"e.jsonl.gz", gzip(ok + ok + ok, 1).substr(0, 20)},
       {"f.jsonl.zst", zstd(ok + ok + ok, 1).substr(0, 12)},
       {"g.jsonl.gz", ok},
+      {"h.jsonl", ok + "{\"text\": 1e999}\n"},
   };
   const std::vector<std::string> expected{
       "a.jsonl:2: not JSON: parse error",
@@ -241,6 +242,7 @@ TEST(JsonLines, BadLinesNameFileAndLineAndWriteNothing) {
       "e.jsonl.gz: truncated compressed stream",
       "f.jsonl.zst: truncated compressed stream",
       "g.jsonl.gz does not start as a gzip file does",
+      "h.jsonl:2: not JSON",
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string error = bad_input_error(dir, cases[i].first, cases[i].second);
@@ -258,6 +260,27 @@ TEST(JsonLines, BadLinesNameFileAndLineAndWriteNothing) {
   EXPECT_EQ(s.bad_lines, 2);
   EXPECT_NE(s.first_bad_line.find("mixed.jsonl:2: not JSON"), std::string::npos)
       << s.first_bad_line;
+  // A stream cut inside its last line loses that line; cut after it (only the gzip trailer
+  // gone), none.
+  const std::string whole = gzip(ok + ok + ok + ok, 1);
+  std::string last = "{\"text\": \"";
+  uint32_t random = 12345;  // letters that do not compress away
+  for (int i = 0; i < 300; ++i) {
+    random = random * 1103515245u + 12345u;
+    last += static_cast<char>('a' + (random >> 16) % 26);
+  }
+  const std::string with_last = gzip(ok + ok + ok + last + "\"}\n", 1);
+  write_file(dir + "/cut-line.jsonl.gz", with_last.substr(0, with_last.size() - 100));
+  write_file(dir + "/cut-trailer.jsonl.gz", whole.substr(0, whole.size() - 8));
+  for (const auto& [name, documents, bad] :
+       {std::tuple{"cut-line.jsonl.gz", 3, 1}, std::tuple{"cut-trailer.jsonl.gz", 4, 0}}) {
+    const PrepareSummary cut = prepare({dir + "/" + name}, dir + "/cut", skip);
+    std::printf("[json lines] %s: %lld documents, %lld bad lines (%s)\n", name,
+                static_cast<long long>(cut.documents), static_cast<long long>(cut.bad_lines),
+                cut.first_bad_line.c_str());
+    EXPECT_EQ(cut.documents, documents) << name;
+    EXPECT_EQ(cut.bad_lines, bad) << name;
+  }
 }
 
 }  // namespace
