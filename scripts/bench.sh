@@ -52,15 +52,22 @@
 #      step, so that the phase is a large part of the step) in float32 and bf16 on 1 process: the
 #      median of steps 3-6 of its `opt` time (NOTE [Step anatomy]), of the step, and the state
 #      bytes; OLD_TRAIN=<binary> adds that binary's rows, alternating with this one's, twice each.
-#  14. muon: Muon against AdamW (NOTE [Muon]) on configs/gpt-tiny.toml's model and fortunes, 1
-#      process, float32, MUON_STEPS (500) steps of 16 x 64 tokens: each at lr 1e-3, 3e-3, 1e-2
-#      with seed 1, then seeds 2 and 3 at each one's best lr; the final val_loss, the tokens each
-#      seed needs to reach AdamW's mean final val_loss, and a plot (docs/muon.png with matplotlib).
+#  14. muon: Muon against AdamW (NOTE [Muon]) on configs/gpt-tiny.toml's model at n_embd =
+#      MUON_WIDTHS (128 256) and fortunes, 1 process, float32, MUON_STEPS (500) steps of 16 x 64
+#      tokens: each at lr 1e-3, 3e-3, 1e-2 with seed 1 (and the next rate past the sweep's edge
+#      while the best is there), then seeds 2 and 3 at each one's best lr; the final val_loss,
+#      the tokens each seed needs to reach AdamW's mean final val_loss, and a plot (docs/muon.png
+#      with matplotlib).
+#  15. muon-cost: the step of Muon against AdamW's on the same models, 60 steps, 3 alternating
+#      rounds: the median `opt` phase and step time, tokens/s.
+#  16. jsonl: data prepare of ~550 MB of JSON lines, plain, gzip and zstd, on 1 and 2 threads,
+#      with a 2,000-token byte-level BPE (and bytes once): seconds, MB/s of JSON, peak RSS; the
+#      outputs compared byte for byte.
 # Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or peers, comm, train, pipeline,
 # checkpoint, export, recompute, cp, generate, flight, fused, moe, peer-threads, prepare,
-# optimizer, muon; a comma list) runs only those tables. BENCH=prepare (data prepare of a 537 MB
-# corpus, ~16 minutes here), BENCH=optimizer (~4 minutes) and BENCH=muon (~10 runs of a minute)
-# are not in the default set.
+# optimizer, muon, muon-cost, jsonl; a comma list) runs only those tables. BENCH=prepare (data prepare of
+# a 537 MB corpus, ~16 minutes here), BENCH=optimizer (~4 minutes), BENCH=muon (~22 runs of 1 to 3
+# minutes), BENCH=muon-cost (~3 minutes) and BENCH=jsonl (~7 minutes) are not in the default set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -690,24 +697,102 @@ done
 rm -rf "$corpus"
 fi
 
+if wanted jsonl; then
+echo
+echo "data prepare of JSON lines: ~550 MB of {\"id\", \"text\"} lines (the fortunes corpus's paragraphs"
+echo "200 times over), plain, gzip (-6) and zstd (-3), with a GPT-2 style byte-level BPE tokenizer.json"
+echo "of 2,000 tokens (as the data prepare table's), and raw bytes (whose 2 bytes a byte of output make"
+echo "it the disk's speed); wall time and peak RSS by /usr/bin/time; MB/s of JSON read; every BPE"
+echo "output compared byte for byte with the plain file's at 1 thread"
+printf '| tokenizer | format | file | threads | seconds | MB/s of JSON | peak RSS |\n| --- | --- | --- | --- | --- | --- | --- |\n'
+corpus="$OUT/jsonl"
+mkdir -p "$corpus"
+/usr/bin/python3 - "$corpus/c.jsonl" <<'PY'
+import json, sys
+paras = [p.strip() for p in open("data/fortunes.txt", encoding="utf-8").read().split("\n\n") if p.strip()]
+with open(sys.argv[1], "w", encoding="utf-8") as f:
+    n = 0
+    for r in range(200):
+        for p in paras:
+            f.write(json.dumps({"id": n, "text": p}, ensure_ascii=False) + "\n")
+            n += 1
+PY
+gzip -6 -k "$corpus/c.jsonl"
+zstd -q -3 -k "$corpus/c.jsonl"
+/usr/bin/python3 tests/e2e/bytelevel_bpe_reference.py train data/fortunes.txt --vocab-size 2000 \
+  --style gpt2 -o "$OUT/jsonl-tokenizer.json" >/dev/null 2>&1
+jsonl_row() {  # tokenizer label, tokenizer, format label, file, threads
+  local dir="$OUT/jsonl-$1-$3-$5" line peak size
+  line=$( { /usr/bin/time -f 'PEAK %M' "$BIN" data prepare "$4" --tokenizer "$2" -o "$dir" \
+    --threads "$5" 2>&1 >&3 | grep PEAK; } 3>&1)
+  peak=$(echo "$line" | awk '/PEAK/ {printf "%.0f MiB", $2 / 1024}')
+  size=$(du -m "$4" | cut -f1)
+  echo "$line" | python3 -c '
+import re, sys
+text = sys.stdin.read()
+m = re.search(r" in ([\d.]+)s, ([\d.]+) MB/s", text)
+print(f"| {sys.argv[1]} | {sys.argv[2]} | {sys.argv[3]} MB | {sys.argv[4]} | {m.group(1)} | {m.group(2)} | {sys.argv[5]} |")
+' "$1" "$3" "$size" "$5" "$peak"
+}
+for threads in 1 2; do
+  jsonl_row hf-bpe "$OUT/jsonl-tokenizer.json" plain "$corpus/c.jsonl" "$threads"
+  jsonl_row hf-bpe "$OUT/jsonl-tokenizer.json" gzip "$corpus/c.jsonl.gz" "$threads"
+  jsonl_row hf-bpe "$OUT/jsonl-tokenizer.json" zstd "$corpus/c.jsonl.zst" "$threads"
+done
+jsonl_row bytes bytes plain "$corpus/c.jsonl" 2
+for run in plain-2 gzip-1 gzip-2 zstd-1 zstd-2; do
+  cmp -s "$OUT/jsonl-hf-bpe-plain-1/train.bin" "$OUT/jsonl-hf-bpe-$run/train.bin" &&
+    cmp -s "$OUT/jsonl-hf-bpe-plain-1/val.bin" "$OUT/jsonl-hf-bpe-$run/val.bin" ||
+    echo "jsonl $run: token files DIFFER from plain at 1 thread"
+done
+echo "every format and thread count: the same train.bin and val.bin"
+rm -rf "$corpus" "$OUT"/jsonl-*
+fi
+
 if wanted muon; then
 MUON_STEPS=${MUON_STEPS:-500}
-echo "muon vs adamw: configs/gpt-tiny.toml's model on fortunes, 1 process, float32, $MUON_STEPS steps of"
-echo "16 x 64 tokens, cosine to 0.1 of the lr, validation every 50 steps (8 windows)"
-muon_run() {  # optimizer lr seed
-  local dir="$OUT/muon-$1_$2_$3"
+MUON_WIDTHS=${MUON_WIDTHS:-128 256}
+echo "muon vs adamw: configs/gpt-tiny.toml's model at n_embd = $MUON_WIDTHS on fortunes, 1 process,"
+echo "float32, $MUON_STEPS steps of 16 x 64 tokens, cosine to 0.1 of the lr, validation every 50 steps"
+echo "(8 windows)"
+muon_run() {  # width optimizer lr seed
+  local dir="$OUT/muon-w$1-$2_$3_$4"
   "$BIN" train configs/gpt-tiny.toml --parallel.dp=1 --parallel.tp=1 --parallel.plan= \
-    --optimizer.name="$1" --optimizer.lr="$2" --training.seed="$3" --training.steps="$MUON_STEPS" \
-    --eval.interval=50 --eval.windows=8 --metrics.log_interval=50 --checkpoint.interval=0 \
-    --job.dump_folder="$dir" >"$dir.log" 2>&1
+    --model.n_embd="$1" --optimizer.name="$2" --optimizer.lr="$3" --training.seed="$4" \
+    --training.steps="$MUON_STEPS" --eval.interval=50 --eval.windows=8 --metrics.log_interval=50 \
+    --checkpoint.interval=0 --job.dump_folder="$dir" >"$dir.log" 2>&1
 }
-for opt in adamw muon; do
-  for lr in 1e-3 3e-3 1e-2; do muon_run "$opt" "$lr" 1; done
-  best=$(python3 scripts/lib/muon_table.py best "$OUT" "$opt")
-  for seed in 2 3; do muon_run "$opt" "$best" "$seed"; done
+for width in $MUON_WIDTHS; do
+  for opt in adamw muon; do
+    for lr in 1e-3 3e-3 1e-2; do muon_run "$width" "$opt" "$lr" 1; done
+    # A best rate at the sweep's edge: the next rate past it, until the best is inside.
+    while edge=$(python3 scripts/lib/muon_table.py edge "$OUT" "$width" "$opt") && [ -n "$edge" ]; do
+      muon_run "$width" "$opt" "$edge" 1
+    done
+    best=$(python3 scripts/lib/muon_table.py best "$OUT" "$width" "$opt")
+    for seed in 2 3; do muon_run "$width" "$opt" "$best" "$seed"; done
+  done
 done
 # Debian's python3 has matplotlib (scripts/setup.sh); another first on PATH may not.
 plot_py=$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 "$plot_py" scripts/lib/muon_table.py table "$OUT" 1024 "${MUON_PNG:-docs/muon.png}"
+echo
+fi
+
+if wanted muon-cost; then
+echo "muon's step against adamw's: the same models, 1 process, float32, 60 steps of 16 x 64 tokens,"
+echo "3 alternating rounds; the median over steps 11-60 of each round, then over the rounds"
+for round in 1 2 3; do
+  for width in ${MUON_WIDTHS:-128 256}; do
+    for opt in adamw muon; do
+      dir="$OUT/cost-w$width-${opt}_$round"
+      "$BIN" train configs/gpt-tiny.toml --parallel.dp=1 --parallel.tp=1 --parallel.plan= \
+        --model.n_embd="$width" --optimizer.name="$opt" --training.steps=60 --eval.interval=0 \
+        --eval.windows=1 --metrics.log_interval=1 --checkpoint.interval=0 \
+        --job.dump_folder="$dir" >"$dir.log" 2>&1
+    done
+  done
+done
+python3 scripts/lib/muon_table.py cost "$OUT"
 echo
 fi
