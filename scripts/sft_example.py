@@ -29,8 +29,9 @@ def main():
     qa = list(pairs())
     with open(sys.argv[1], "w") as f:
         for i in range(lines):
+            # Every question in both forms: alone, and after a system message.
             q, a = qa[(i * 7) % len(qa)]
-            if i % 2 == 0:
+            if (i // len(qa)) % 2 == 0:
                 line = {"prompt": q, "response": a}
             else:
                 line = {"messages": [{"role": "system", "content": "Answer in one sentence."},
