@@ -85,7 +85,7 @@ MuonExchange::MuonExchange(std::vector<DTensorSpec> specs, int64_t ns_steps)
     auto key = std::make_pair(s.mesh.dim_names(), split);
     auto it = by_key.find(key);
     if (it == by_key.end())
-      it = by_key.emplace(key, Class{s.mesh, key.second, s.mesh.coordinate(), {}, {}}).first;
+      it = by_key.emplace(key, Class{s.mesh, key.second, s.mesh.coordinate(), {}, {}, {}}).first;
     it->second.matrices.push_back(j);
   }
   for (auto& [key, c] : by_key) {
@@ -111,6 +111,17 @@ MuonExchange::MuonExchange(std::vector<DTensorSpec> specs, int64_t ns_steps)
       for (size_t i = sizes.size(), rest = least; i-- > 0; rest /= sizes[i])
         coordinate[i] = static_cast<int64_t>(rest) % sizes[i];
       c.owner[m] = coordinate;
+    }
+    // What each stage moves, from the specs alone: computed once, read every step.
+    c.share.assign(c.dims.size(), std::vector<std::vector<int64_t>>(c.matrices.size()));
+    for (size_t i = 0; i < c.dims.size(); ++i) {
+      for (size_t m = 0; m < c.matrices.size(); ++m) {
+        for (int64_t q = 0; q < c.mesh.size(c.dims[i]); ++q) {
+          std::vector<int64_t> x = c.me;
+          x[c.dims[i]] = q;
+          c.share[i][m].push_back(elements(c.matrices[m], held(c, i, x)));
+        }
+      }
     }
     classes_.push_back(std::move(c));
   }
@@ -186,11 +197,8 @@ void MuonExchange::run_class(const Class& c, const std::vector<at::Tensor>& piec
       if (!holds(c, m, i)) continue;
       to[c.owner[m][i]].push_back(data[m]);
       if (c.owner[m][i] != c.me[d]) continue;
-      for (int q = 0; q < n; ++q) {
-        std::vector<int64_t> x = c.me;
-        x[d] = q;
-        from[q].emplace_back(m, elements(c.matrices[m], held(c, i, x)));
-      }
+      for (int q = 0; q < n; ++q)
+        from[q].emplace_back(m, c.share[i][m][q]);
     }
     const std::vector<std::vector<at::Tensor>> gathered = exchange(group, to, from, like, members);
     for (size_t m = 0; m < members; ++m)
@@ -213,14 +221,10 @@ void MuonExchange::run_class(const Class& c, const std::vector<at::Tensor>& piec
     for (size_t m = 0; m < members; ++m) {
       if (holds(c, m, i + 1)) {
         int64_t offset = 0;
-        for (int q = 0; q < n; ++q) {
-          std::vector<int64_t> x = c.me;
-          x[d] = q;
-          to[q].push_back(take(data[m], offset, elements(c.matrices[m], held(c, i, x))));
-        }
+        for (int q = 0; q < n; ++q)
+          to[q].push_back(take(data[m], offset, c.share[i][m][q]));
       }
-      if (holds(c, m, i))
-        from[c.owner[m][i]].emplace_back(m, elements(c.matrices[m], held(c, i, c.me)));
+      if (holds(c, m, i)) from[c.owner[m][i]].emplace_back(m, c.share[i][m][c.me[d]]);
     }
     const std::vector<std::vector<at::Tensor>> back = exchange(group, to, from, like, members);
     for (size_t m = 0; m < members; ++m)
@@ -249,18 +253,13 @@ std::map<std::string, int64_t> MuonExchange::sent_bytes(int64_t element_bytes) c
       const int d = c.dims[i];
       int64_t elements_out = 0;
       for (size_t m = 0; m < c.matrices.size(); ++m) {
-        const size_t j = c.matrices[m];
+        const std::vector<int64_t>& share = c.share[i][m];
         // Gather: its boxes to the owner's coordinate, unless it is there.
-        if (holds(c, m, i) && c.owner[m][i] != c.me[d])
-          elements_out += elements(j, held(c, i, c.me));
+        if (holds(c, m, i) && c.owner[m][i] != c.me[d]) elements_out += share[c.me[d]];
         // Scatter: the other ranks' shares of what it holds.
         if (!holds(c, m, i + 1)) continue;
-        for (int64_t q = 0; q < c.mesh.size(d); ++q) {
-          if (q == c.me[d]) continue;
-          std::vector<int64_t> x = c.me;
-          x[d] = q;
-          elements_out += elements(j, held(c, i, x));
-        }
+        for (size_t q = 0; q < share.size(); ++q)
+          if (static_cast<int64_t>(q) != c.me[d]) elements_out += share[q];
       }
       out[names[d]] += elements_out * element_bytes;
     }

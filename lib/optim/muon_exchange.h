@@ -67,6 +67,9 @@ class MuonExchange {
     std::vector<int64_t> me;                  ///< this rank's coordinate in `mesh`
     std::vector<size_t> matrices;             ///< j, in order
     std::vector<std::vector<int64_t>> owner;  ///< per member: its coordinate on each of D
+    /// [stage i][member][q]: the elements of the member's boxes that the rank at q on d_i (and
+    /// this rank's coordinates elsewhere) holds after i gather stages: what stage i moves.
+    std::vector<std::vector<std::vector<int64_t>>> share;
   };
   /// The full mesh coordinates whose boxes a rank at `at` holds after `stages` gather stages.
   static std::vector<std::vector<int64_t>> held(const Class& c, size_t stages,
