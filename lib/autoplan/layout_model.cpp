@@ -37,6 +37,11 @@ LayoutModel layout_model(const JobConfig& c) {
           std::move(experts)};
 }
 
+bool holds_parameter(const LayoutModel& lm, const JobMesh& job, const std::string& fqn) {
+  const auto expert = lm.experts.find(fqn);
+  return expert == lm.experts.end() || expert->second.holder(job.ep()) == job.ep_rank();
+}
+
 std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm) {
   const double param_size = bytes_of(job_dtype(c));
   const double state_size = bytes_of(state_dtype(c));
@@ -60,10 +65,9 @@ std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm
     for (const auto& p : lm.plan.parameters) {
       const bool tied_head = has_head && !has_embedding && p.fqn == lm.vocab_weight;
       if (!under_modules(p.fqn, lm.pipe.modules[s]) && !tied_head) continue;
-      const auto expert = lm.experts.find(p.fqn);
-      const bool is_expert = expert != lm.experts.end();
       // Other ep ranks hold the other experts (NOTE [Expert parallelism]).
-      if (is_expert && expert->second.holder(lm.job.ep()) != lm.job.ep_rank()) continue;
+      if (!holds_parameter(lm, lm.job, p.fqn)) continue;
+      const bool is_expert = lm.experts.count(p.fqn) > 0;
       const Box box = Box::local(DTensorSpec(lm.job.param_mesh(), p.placements, p.shape));
       const std::vector<int64_t> sizes =
           lm.job.param_dims(shard_flags(p.placements), is_expert).averaged_sizes;

@@ -48,6 +48,10 @@ struct LayoutModel {
 
 LayoutModel layout_model(const JobConfig& c);
 
+/// Whether the rank of `job` (an ep coordinate) holds parameter `fqn` of `lm`: any but an
+/// expert's, and its own experts' (NOTE [Expert parallelism]).
+bool holds_parameter(const LayoutModel& lm, const JobMesh& job, const std::string& fqn);
+
 /// The state each pp rank holds (rank 0 of its tp, dp and ep groups): every stage placed on it,
 /// of the experts those of ep rank 0.
 std::vector<StateMemory> state_by_rank(const JobConfig& c, const LayoutModel& lm);

@@ -22,9 +22,8 @@ std::vector<MuonCost> muon_cost_by_rank(const JobConfig& c, const LayoutModel& l
       for (const auto& p : lm.plan.parameters) {
         if (!under_modules(p.fqn, lm.pipe.modules[s]) || !takes_muon(c, p.fqn, p.shape.size()))
           continue;
-        const auto expert = lm.experts.find(p.fqn);
-        const bool is_expert = expert != lm.experts.end();
-        if (is_expert && expert->second.holder(job.ep()) != job.ep_rank()) continue;
+        if (!holds_parameter(lm, job, p.fqn)) continue;
+        const bool is_expert = lm.experts.count(p.fqn) > 0;
         DTensorSpec spec = DTensorSpec(job.param_mesh(), p.placements, p.shape).on_mesh(job.mesh());
         if (c.zero > 0)
           spec = dp_piece_spec(spec, job.param_dims(shard_flags(p.placements), is_expert).averaged);
