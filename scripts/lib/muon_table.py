@@ -21,15 +21,21 @@ import sys
 RATES = ["1e-4", "3e-4", "1e-3", "3e-3", "1e-2", "3e-2", "1e-1", "3e-1"]
 
 
+def run_metrics(out, name):
+    """(the match of `name`, a regex of a dump folder's name, and its metrics.jsonl's lines) of
+    every run under out whose folder it names."""
+    for path in sorted(glob.glob(os.path.join(out, "*", "metrics.jsonl"))):
+        m = re.fullmatch(name, os.path.basename(os.path.dirname(path)))
+        if m:
+            with open(path) as f:
+                yield m, [json.loads(line) for line in f]
+
+
 def runs(out):
     """{(width, optimizer, lr, seed): [(step, val_loss), ...]} of every run under out."""
     found = {}
-    for path in glob.glob(os.path.join(out, "muon-w*-*_*_*", "metrics.jsonl")):
-        m = re.fullmatch(r"muon-w(\d+)-(\w+)_([^_]+)_(\d+)", os.path.basename(os.path.dirname(path)))
-        if not m:
-            continue
-        with open(path) as f:
-            curve = [(r["step"], r["val_loss"]) for r in map(json.loads, f) if "val_loss" in r]
+    for m, lines in run_metrics(out, r"muon-w(\d+)-(\w+)_([^_]+)_(\d+)"):
+        curve = [(r["step"], r["val_loss"]) for r in lines if "val_loss" in r]
         if curve:
             found[(int(m[1]), m[2], m[3], int(m[4]))] = curve
     return found
@@ -126,12 +132,8 @@ def table(out, tokens, png=None):
 def cost(out):
     """Median over steps 11-60 of each round, then over the rounds."""
     rows = {}
-    for path in glob.glob(os.path.join(out, "cost-w*-*_*", "metrics.jsonl")):
-        m = re.fullmatch(r"cost-w(\d+)-(\w+)_(\d+)", os.path.basename(os.path.dirname(path)))
-        if not m:
-            continue
-        with open(path) as f:
-            lines = [r for r in map(json.loads, f) if r["step"] > 10]
+    for m, metrics in run_metrics(out, r"cost-w(\d+)-(\w+)_(\d+)"):
+        lines = [r for r in metrics if r["step"] > 10]
         rows.setdefault((int(m[1]), m[2]), []).append((
             statistics.median(r["time_s"]["optimizer"] for r in lines),
             statistics.median(r["step_time_s"] for r in lines)))
