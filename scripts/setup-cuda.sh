@@ -102,7 +102,7 @@ at_least() { [ "$(printf '%s\n' "$1" "$2" | sort -V | tail -1)" = "$1" ]; }
 
 # Sets torch_prefix; for a wheel also torch_lib, site_dir and torch_cuda (its CUDA version, None
 # for a CPU wheel; None too for TORCH_CMAKE_PREFIX, which only the configure step tells apart).
-torch_lib="" site_dir="" torch_cuda=None
+torch_lib="" site_dir="" torch_cuda=None torch_root=""
 find_torch() {
   if [ -n "${TORCH_CMAKE_PREFIX:-}" ]; then
     torch_prefix=$TORCH_CMAKE_PREFIX
@@ -119,6 +119,10 @@ print(torch.utils.cmake_prefix_path, os.path.dirname(torch.__file__), torch.vers
   [ "$abi" = 1 ] || die "torch $version uses the pre-C++11 std::string ABI; Debian's libraries" \
     "need the C++11 one (wheels since PyTorch 2.7)"
   torch_lib=$torch_dir/lib
+  # TorchConfig.cmake looks for libtorch.so and libc10.so with the wheel's lib/ as a last resort,
+  # after the system's folders: where Debian's libtorch-dev is installed too (CI's machine), it
+  # would link Debian's 1.13 under the wheel's headers. The wheel's folder is searched first.
+  torch_root=$torch_dir
   site_dir=$(dirname "$torch_dir")
   note "LibTorch: torch $version (CUDA $torch_cuda) from $torch_prefix"
 }
@@ -211,7 +215,7 @@ configure() {
   # The prefix first: a LibTorch CMake folder may hold other packages' configs too (Debian's
   # /usr/lib/x86_64-linux-gnu/cmake holds fmt's), and the first folder that has one wins.
   cmake -S . -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" \
-    -DCMAKE_PREFIX_PATH="$PREFIX/usr;$torch_prefix" \
+    -DCMAKE_PREFIX_PATH="$PREFIX/usr;${torch_root:+$torch_root;}$torch_prefix" \
     -DCMAKE_PROJECT_INCLUDE="$PWD/scripts/setup-cuda.cmake" -DVESCALE_DEPS_PREFIX="$PREFIX" \
     "${cmake_args[@]}" "$@" 2>&1 | tee "$BUILD_DIR/configure.log"
   if [ "$torch_cuda" != None ] && grep -q 'NCCL path OFF' "$BUILD_DIR/configure.log"; then
@@ -231,6 +235,13 @@ report_found() {
     if [ "$name" != Torch_DIR ] && [[ $value != "$PREFIX"/* ]]; then outside=1; fi
   done
   [ $outside = 0 ] || die "a dependency above came from outside $PREFIX"
+  [ -n "$torch_root" ] || return 0
+  for name in TORCH_LIBRARY c10_LIBRARY; do
+    value=$(sed -n "s/^$name:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt")
+    printf '[setup-cuda]   %-26s %s\n' "$name" "$value"
+    [[ $value == "$torch_root"/* ]] || die "$name is not the wheel's ($torch_root): delete" \
+      "$BUILD_DIR/CMakeCache.txt and configure again"
+  done
 }
 
 write_env() {

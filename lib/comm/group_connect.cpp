@@ -18,9 +18,29 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& host) 
   return ::c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
+// NOTE [c10d's flight recorder off]: LibTorch 2.x records every Gloo and NCCL collective in a
+// flight recorder of its own (2,000 entries by default), one per process, whose first record for
+// each process group inserts into a std::map before taking its lock
+// (FlightRecorder::recordWithResetEnabled, PyTorch 2.11). Groups whose first collectives start
+// at once on several threads, as our ranks-as-threads tests do, corrupt that map: a crash in
+// std::_Rb_tree_insert_and_rebalance, 1 run in 3 of Collectives.* on the wheel. We keep our own
+// recorder (NOTE [Flight recorder]), so c10d's is off unless the user sets TORCH_FR_BUFFER_SIZE
+// (or TORCH_NCCL_TRACE_BUFFER_SIZE) himself. It reads them once, at its first use: before any
+// process group is made, and once for all threads.
+void default_c10d_flight_recorder_off() {
+  static const bool once = [] {
+    if (std::getenv("TORCH_FR_BUFFER_SIZE") == nullptr &&
+        std::getenv("TORCH_NCCL_TRACE_BUFFER_SIZE") == nullptr)
+      setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0);
+    return true;
+  }();
+  (void)once;
+}
+
 c10::intrusive_ptr<BackendBase> make_backend(const c10::intrusive_ptr<::c10d::Store>& store,
                                              int rank, int size, const GroupOptions& options,
                                              Backend backend) {
+  default_c10d_flight_recorder_off();
   if (backend == Backend::kGloo) {
     auto gloo_options = ::c10d::ProcessGroupGloo::Options::create(options.timeout);
     gloo_options->devices.push_back(gloo_device(options.gloo_host));

@@ -70,7 +70,9 @@ void* aligned_alloc(size_t alignment, size_t size) {
   return __libc_memalign(alignment, size);
 }
 
-int posix_memalign(void** out, size_t alignment, size_t size) {
+// noexcept as glibc's <stdlib.h> and GCC's <mm_malloc.h> declare it (LibTorch 2.11's headers
+// include the latter; a unity batch may see this definition first).
+int posix_memalign(void** out, size_t alignment, size_t size) noexcept {
   note(size);
   if (!valid_alignment(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
   void* p = __libc_memalign(alignment, size);
