@@ -194,6 +194,8 @@ class LlamaFamily : public ModelFamily {
                         {"attention_bias", ""},
                         {"mlp_bias", ""},
                         {"tie_word_embeddings", "model.tie_embeddings"}};
+    // transformers reads a null head_dim as hidden_size / num_attention_heads.
+    out.also_accepted = {{"head_dim", nullptr}};
     out.ignored_suffixes = {".rotary_emb.inv_freq"};
     if (l.tie_embeddings) out.ignored_suffixes.push_back("lm_head.weight");
     out.tensors = llama_hf_tensors(l, [&l, c](std::vector<HFTensor>& t, const std::string& p) {

@@ -88,6 +88,7 @@ nlohmann::ordered_json mixtral_hf_config(const MixtralConfig& m) {
           {"max_position_embeddings", m.block_size},
           {"rms_norm_eps", m.rms_norm_eps},
           {"rope_theta", m.rope_theta},
+          {"rope_scaling", nullptr},
           {"hidden_act", "silu"},
           {"sliding_window", nullptr},
           {"attention_dropout", 0.0},
@@ -204,10 +205,13 @@ class MixtralFamily : public ModelFamily {
                         {"num_experts_per_tok", "model.experts_per_token"},
                         {"rms_norm_eps", "model.rms_norm_eps"},
                         {"rope_theta", "model.rope_theta"},
+                        {"rope_scaling", ""},
                         {"hidden_act", ""},
                         {"head_dim", ""},
                         {"sliding_window", ""},
                         {"tie_word_embeddings", "model.tie_embeddings"}};
+    // transformers' MixtralConfig writes head_dim as null: hidden_size / num_attention_heads.
+    out.also_accepted = {{"head_dim", nullptr}};
     out.ignored_suffixes = {".rotary_emb.inv_freq"};
     out.hf_defaults = {{"num_local_experts", 8}, {"num_experts_per_tok", 2}};
     if (m.tie_embeddings) out.ignored_suffixes.push_back("lm_head.weight");

@@ -26,6 +26,22 @@ bool same_value(const nlohmann::json& a, const nlohmann::json& b) {
   return a == b;
 }
 
+/// transformers 5 writes the rotary base inside "rope_parameters" ({"rope_theta": 500000.0,
+/// "rope_type": "default"}) where 4.x wrote "rope_theta" and "rope_scaling" at the top: the
+/// file's keys in 4.x's form, so that they are checked like any other (a base left unread would
+/// run the model with the job's base, silently wrong). A rope_type other than "default" is a
+/// scaled rotary embedding, which 4.x wrote as a non-null rope_scaling.
+nlohmann::json with_top_level_rope(nlohmann::json file) {
+  if (!file.is_object() || !file.contains("rope_parameters")) return file;
+  const nlohmann::json& rope = file["rope_parameters"];
+  if (!rope.is_object()) return file;
+  if (rope.contains("rope_theta") && !file.contains("rope_theta"))
+    file["rope_theta"] = rope["rope_theta"];
+  const bool plain = !rope.contains("rope_type") || rope["rope_type"] == "default";
+  if (!file.contains("rope_scaling")) file["rope_scaling"] = plain ? nlohmann::json() : rope;
+  return file;
+}
+
 /// config.json against the job's model: every checked key the file has must be what the job's
 /// keys make it.
 void check_config(const std::string& folder, const nlohmann::json& file, const HFLayout& layout,
@@ -109,7 +125,7 @@ HFWeights::HFWeights(const std::string& path, const JobConfig& config) : folder_
   VS_USER_CHECK(layout.has_value(), "[hf] model.name = '{}' has no Hugging Face counterpart",
                 config.model);
   layout_ = std::move(*layout);
-  check_config(folder_, read_json(dir / "config.json"), layout_, config);
+  check_config(folder_, with_top_level_rope(read_json(dir / "config.json")), layout_, config);
 
   // The files: model.safetensors, or those the index names.
   std::map<std::string, std::shared_ptr<SafetensorsFile>> files;
