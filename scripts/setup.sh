@@ -30,6 +30,8 @@ TEST_PACKAGES=(
   python3-matplotlib
   # .jsonl.zst corpora in the tests and benchmarks
   zstd
+  # scripts/python-env.sh, where python3 is Debian's (the pinned environment of the wheel check)
+  python3-venv
 )
 case "${1:-all}" in
   run) PACKAGES=("${RUN_PACKAGES[@]}") ;;

@@ -3,9 +3,9 @@
 # table in docs/testing.md). Prints the date, commit, machine, each stage, the total and how busy
 # the CPUs were; the whole log is kept in /tmp.
 #
-#   scripts/time-ci.sh                     # warm: this machine's ccache and Debian 13 root
-#   CCACHE_DIR=$(mktemp -d) VESCALE_CUDA_ROOT=/var/cache/vescale-train/cold scripts/time-ci.sh
-#                                          # cold: an empty ccache and a root made afresh
+#   scripts/time-ci.sh                     # warm: this machine's ccache, pip cache and environment
+#   CCACHE_DIR=$(mktemp -d) PIP_CACHE_DIR=$(mktemp -d) VESCALE_PYTHON_ENVS=$(mktemp -d) \
+#     scripts/time-ci.sh                   # cold: an empty ccache, pip cache and environment
 #
 # Run it alone on the machine: anything beside it is in its figures. Needs root, as .ci/run does.
 set -euo pipefail
@@ -16,7 +16,8 @@ log=$work.log
 git clone -q . "$work/vescale-train"
 commit=$(git -C "$work/vescale-train" rev-parse --short HEAD)
 echo "[time-ci] $(date -u '+%Y-%m-%d %H:%M') UTC, commit $commit, $(nproc) cores," \
-  "ccache ${CCACHE_DIR:-default}, root ${VESCALE_CUDA_ROOT:-default}; log $log"
+  "ccache ${CCACHE_DIR:-default}, pip cache ${PIP_CACHE_DIR:-default}," \
+  "environments ${VESCALE_PYTHON_ENVS:-default}; log $log"
 
 cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $6 + $7 + $8, $5 }' /proc/stat; }
 read -r busy0 idle0 < <(cpu_ticks)

@@ -1,9 +1,9 @@
 // NOTE [Version guards]
 // The one place that tells library versions apart. vescale-train builds against
 //   - Debian 12: LibTorch 1.13 (CPU), HDF5 1.10, GCC 12 (the build machine, scripts/test.sh);
-//   - Debian 13: LibTorch 2.6 built with CUDA 12.4 and NCCL 2.22, HDF5 1.14, GCC 14 (CI's CUDA
-//     build check, scripts/test-cuda-build.sh);
-//   - official LibTorch 2.x wheels with CUDA and NCCL (users' GPU machines).
+//   - the PyTorch 2.11 wheel from PyPI, with CUDA 13.0 and NCCL 2.28 (the GPU machines', and CI's
+//     wheel check, scripts/test-wheel.sh), HDF5 1.10 from Debian 12's packages, GCC 12 or 13;
+//   - official LibTorch 2.x builds with CUDA and NCCL (users' GPU clusters).
 // Each macro below names one API that differs and the version that changed it. Code tests these
 // macros, never TORCH_VERSION_* or H5_VERS_* directly, and an API that is the same everywhere gets
 // no guard. (Which backend a build has, CUDA and NCCL or CPU only, is CMake's choice of files,
