@@ -1,6 +1,6 @@
 # Mounting a Debian root made by debootstrap for chroot, and unmounting it on every exit path:
-# sourced by scripts/test-cuda-build.sh and scripts/time-quick-start.sh, which set ROOT first (and
-# ROOT_TAG, the prefix of their messages).
+# sourced by scripts/time-quick-start.sh, which sets ROOT first (and
+# ROOT_TAG, the prefix of its messages).
 
 # Whatever is mounted at or below the root, deepest first.
 mounts_below() { awk -v r="$ROOT/" 'index($2 "/", r) == 1 { print $2 }' /proc/mounts | sort -r; }
