@@ -90,7 +90,8 @@ build() {
   # information, which nobody reads here and which costs compile time and disk.
   if ! PYTHON=$PY BUILD_DIR=$BUILD_DIR BUILD_TYPE=Release bash scripts/setup-cuda.sh \
     --configure-only -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DVESCALE_WERROR=ON \
-    -DCMAKE_UNITY_BUILD=ON -DVESCALE_BUILD_BENCH=OFF -DVESCALE_TEST_FILES="$test_files" \
+    -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 -DVESCALE_BUILD_BENCH=OFF \
+    -DVESCALE_TEST_FILES="$test_files" \
     -DVESCALE_CXX_STANDARD=20 -DVESCALE_CUDA_KERNELS=ON -DVESCALE_CLIENTS_PYTHON="$PY" \
     >"$log" 2>&1; then
     tail -30 "$log" >&2
