@@ -29,5 +29,8 @@ read -r busy1 idle1 < <(cpu_ticks)
 grep -E '^\[ci\]|^\[long tier\]|tests passed|tests failed' "$log" || true
 echo "[time-ci] .ci/run exit $rc after $((SECONDS - start)) s; the CPUs were busy" \
   "$(((busy1 - busy0) * 100 / (busy1 - busy0 + idle1 - idle0 + 1)))% of the time"
+# The long-tier stamps the run wrote (tests/long_tier.stamps), for a commit of the same tree.
+cp "$work/vescale-train/tests/long_tier.stamps" "$work.stamps" 2>/dev/null &&
+  echo "[time-ci] the clone's tests/long_tier.stamps: $work.stamps"
 rm -rf "$work"
 exit $rc
