@@ -5,7 +5,7 @@
 
 namespace vescale::testing {
 
-/// `name` under the test temp dir, emptied and created.
+/// `name` (and this process's id) under the test temp dir, emptied and created.
 std::string temp_folder(const std::string& name);
 
 }  // namespace vescale::testing
