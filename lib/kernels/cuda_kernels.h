@@ -2,14 +2,14 @@
 // Kernels of our own, in CUDA C++ under lib/kernels/cuda/*.cu: the element-wise work that ATen
 // runs as several kernels (each a pass over memory) done in one. CMake builds them where LibTorch
 // has CUDA and finds nvcc (VESCALE_CUDA_KERNELS=AUTO; ON fails without nvcc, OFF leaves them
-// out), for sm_80 and sm_90 with PTX for newer GPUs, warnings as errors under VESCALE_WERROR (CI's
-// CUDA build check compiles them with nvcc 12.4). Elsewhere lib/kernels/no_cuda_kernels.cpp stands
-// in: build_text() says why, and each function throws. Each kernel is a row of the kernel table
-// (NOTE [Kernel table]) behind the build flag `cuda_kernels` (VESCALE_HAS_CUDA_KERNELS), and a CUDA
-// row, so NOTE [GPU-verified] applies: none is taken before a GPU has run it against its explicit
-// row, the CPU reference (tests/kernels/kernel_table_test, EveryPathMatchesTheExplicitOneOnCuda).
-// Their math is in float32 whatever the tensors' type (bf16, float16 or float32; float64 stays with
-// ATen, the reference).
+// out), for sm_80, sm_90 and (nvcc 12.8 on) sm_100 with PTX for newer GPUs, warnings as errors
+// under VESCALE_WERROR (CI's wheel check compiles them with nvcc 13.0, as C++20). Elsewhere
+// lib/kernels/no_cuda_kernels.cpp stands in: build_text() says why, and each function throws.
+// Each kernel is a row of the kernel table (NOTE [Kernel table]) behind the build flag
+// `cuda_kernels` (VESCALE_HAS_CUDA_KERNELS), and a CUDA row, so NOTE [GPU-verified] applies: none
+// is taken before a GPU has run it against its explicit row, the CPU reference
+// (tests/kernels/kernel_table_test, EveryPathMatchesTheExplicitOneOnCuda). Their math is in float32
+// whatever the tensors' type (bf16, float16 or float32; float64 stays with ATen, the reference).
 #pragma once
 
 #include <ATen/core/Tensor.h>
