@@ -84,7 +84,7 @@ build() {
   local test_files=$WHEEL_TEST_FILES
   [ $# -eq 0 ] || test_files=""  # other tests asked for (-R, --all): every test file
   note "configuring $BUILD_DIR through scripts/setup-cuda.sh (the wheel's LibTorch, C++20)"
-  local log=$BUILD_DIR.configure.log
+  local log=$BUILD_DIR/test-wheel-configure.log
   mkdir -p "$BUILD_DIR"
   # -O2 as the Debian 12 build's RelWithDebInfo (the same optimiser warnings), without its debug
   # information, which nobody reads here and which costs compile time and disk.
