@@ -12,8 +12,8 @@ cd "$(dirname "$0")/.."
 tools=$(mktemp -d /tmp/vescale-pin-tools.XXXXXX)
 trap 'rm -rf "$tools"' EXIT
 "${BASE_PYTHON:-python3}" -m venv "$tools"
-"$tools/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes \
-  --no-deps -r python/pin-tools.txt
+"$tools/bin/python" -m pip install -r python/pin-tools.txt --require-hashes --no-deps \
+  --quiet --disable-pip-version-check
 "$tools/bin/pip-compile" --quiet --generate-hashes --allow-unsafe --strip-extras --no-header \
   --annotation-style=line --no-emit-find-links --output-file python/requirements.txt \
   python/requirements.in

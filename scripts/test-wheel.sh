@@ -75,7 +75,7 @@ set_up() {
       { apt-get update -q && bash scripts/fetch-cuda-deps.sh; } >"$log" 2>&1 ||
         { tail -20 "$log" >&2; die "scripts/fetch-cuda-deps.sh failed"; }
     fi
-    note "$(tail -n +1 "$log" | grep -m1 'packages,')"
+    note "$(grep -m1 'packages,' "$log")"
     rm -f "$log"
   fi
 }
