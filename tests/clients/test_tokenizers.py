@@ -28,7 +28,8 @@ import tokenizers
 import transformers
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from clients import BINARY, ROOT, first_difference, run, token_stream
+from clients import BINARY, ROOT, first_difference, run, token_stream  # puts tests/e2e on the path
+from bytelevel_bpe_reference import CHAR_TO_BYTE  # GPT-2's byte table, inverted
 
 CORPUS_BYTES = 5_000_000
 # Long runs of whitespace, emoji, CJK, accents, ligatures, the special token, contractions in both
@@ -36,20 +37,6 @@ CORPUS_BYTES = 5_000_000
 HOSTILE = (" " * 300 + "\t\t\n\n\n\r\n" + "😀👩‍👩‍👧‍👦 🇯🇵 中文分词测试 日本語のテキスト 한국어 "
            "café naïve ﬁ Ω" + "\n" * 50 + "end<|endoftext|> it's IT'S 'ſ 12345678 "
            "\u2028\u00a0\u0085 x\u3000 y xyzzy  xyzzy")
-
-
-def byte_decoder():
-    """GPT-2's byte-to-character table, inverted: the bytes of a byte-level token's text."""
-    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) +
-                 list(range(ord("®"), ord("ÿ") + 1)))
-    chars, extra = {}, 0
-    for b in range(256):
-        if b in printable:
-            chars[chr(b)] = b
-        else:
-            chars[chr(256 + extra)] = b
-            extra += 1
-    return chars
 
 
 class Tokenizers(unittest.TestCase):
@@ -111,13 +98,12 @@ class Tokenizers(unittest.TestCase):
         self.assertIsNone(first_difference(ours, theirs))
         self.assertIn(bpe.token_to_id("<|endoftext|>"), ours)
         # Decode: the library's vocabulary, byte for byte, and the corpus's first and last bytes.
-        table = byte_decoder()
         special = {bpe.token_to_id("<|endoftext|>"): b"<|endoftext|>"}
         data = self.text.encode()
         for piece, whole in ((ours[:20000], data.startswith), (ours[-20000:], data.endswith)):
             text = self.decoded(path, piece)
             self.assertEqual(text, b"".join(special.get(i) or bytes(
-                table[c] for c in bpe.id_to_token(i)) for i in piece))
+                CHAR_TO_BYTE[c] for c in bpe.id_to_token(i)) for i in piece))
             self.assertTrue(whole(text))
 
     def test_sentencepiece_models_we_train(self):

@@ -20,21 +20,11 @@ import transformers
 
 from clients import relative, run
 import test_hf_export as hf_export  # the families' job configs
+from hf_reference import validation_windows
 
 FAMILIES = ("gpt", "llama", "mixtral")
 # Where transformers computes in float64 throughout (see above).
 BAR = {"gpt": 1e-10, "llama": 1e-7, "mixtral": 1e-7}
-
-
-def windows(text_path):
-    """The validation windows eval takes (hf_reference.py's): bytes as tokens, the last
-    VAL_FRACTION of the file, window w = bytes [w T, w T + T + 1) of it."""
-    with open(text_path, "rb") as f:
-        data = f.read()
-    n_val = int(len(data) * hf_export.VAL_FRACTION)
-    val = torch.tensor(list(data[len(data) - n_val:]), dtype=torch.long)
-    seq = hf_export.SEQ
-    return [val[w * seq:w * seq + seq + 1] for w in range(hf_export.WINDOWS)]
 
 
 def options(family):
@@ -47,9 +37,12 @@ def options(family):
 def transformers_loss(family, folder, text_path):
     model = transformers.AutoModelForCausalLM.from_pretrained(folder, **options(family))
     model.eval()
+    with open(text_path, "rb") as f:
+        chunks = validation_windows(f.read(), hf_export.SEQ, hf_export.WINDOWS,
+                                    hf_export.VAL_FRACTION)
     losses = []
     with torch.no_grad():
-        for chunk in windows(text_path):
+        for chunk in chunks:
             logits = model(chunk[:-1].unsqueeze(0)).logits[0]
             losses.append(F.cross_entropy(logits, chunk[1:]).item())
     return sum(losses) / len(losses)
@@ -109,7 +102,8 @@ class Transformers(unittest.TestCase):
             result = run("export", checkpoint, "-o", exported, "--format", "hf", "--dtype",
                          "float64", timeout=300)
             self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-            ours, theirs = self.our_eval(family, checkpoint), transformers_loss(family, exported, self.text)
+            ours = self.our_eval(family, checkpoint)
+            theirs = transformers_loss(family, exported, self.text)
             error = relative(theirs, ours)
             print(f"{family}: eval {ours!r}, transformers {transformers.__version__} on our "
                   f"export {theirs!r}: relative error {error:.2e} (bar {BAR[family]:.0e})")

@@ -168,6 +168,14 @@ def mixtral(config, w, idx):
     return llama(config, w, idx, mixtral_moe)
 
 
+def validation_windows(data, seq_len, windows, val_fraction):
+    """The windows eval takes of a text's bytes: the last val_fraction of them, window w bytes
+    [w T, w T + T + 1) of that split (each its inputs and, shifted by one, its targets)."""
+    n_val = int(len(data) * val_fraction)
+    val = torch.tensor(list(data[len(data) - n_val:]), dtype=torch.long)
+    return [val[w * seq_len:w * seq_len + seq_len + 1] for w in range(windows)]
+
+
 def main():
     """hf_reference.py TEXT SEQ_LEN WINDOWS VAL_FRACTION FOLDER DTYPE [FOLDER DTYPE ...]: the mean
     validation loss of each exported FOLDER in DTYPE, one a line (one process for all: torch's
@@ -175,9 +183,7 @@ def main():
     text, seq_len, windows, val_fraction, *pairs = sys.argv[1:]
     seq_len, windows, val_fraction = int(seq_len), int(windows), float(val_fraction)
     with open(text, "rb") as f:
-        data = f.read()
-    n_val = int(len(data) * val_fraction)
-    val = torch.tensor(list(data[len(data) - n_val:]), dtype=torch.long)
+        chunks = validation_windows(f.read(), seq_len, windows, val_fraction)
     for folder, dtype in zip(pairs[0::2], pairs[1::2]):
         dtype = {"float64": torch.float64, "float32": torch.float32}[dtype]
         config, weights = read_model(folder)
@@ -186,8 +192,7 @@ def main():
                  "MixtralForCausalLM": mixtral}[config["architectures"][0]]
         losses = []
         with torch.no_grad():
-            for wnd in range(windows):
-                chunk = val[wnd * seq_len:wnd * seq_len + seq_len + 1]
+            for chunk in chunks:
                 logits = model(config, weights, chunk[:-1].unsqueeze(0))
                 losses.append(F.cross_entropy(logits[0], chunk[1:]).item())
         print(repr(sum(losses) / len(losses)))
