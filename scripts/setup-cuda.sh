@@ -10,7 +10,8 @@
 #
 # Environment: PYTHON (the python3 that imports torch), TORCH_CMAKE_PREFIX (a folder holding
 # Torch/TorchConfig.cmake: skips asking python, e.g. Debian's /usr/lib/x86_64-linux-gnu/cmake),
-# CUDA_HOME, NCCL_INCLUDE_DIR, DEBS_DIR, PREFIX, BUILD_DIR, BUILD_TYPE, JOBS.
+# TORCH_FOLDER (a wheel's torch/ folder unpacked, not installed: its include/, lib/, share/cmake/
+# and version.py, as scripts/check-newest-torch.sh compiles against one), CUDA_HOME, NCCL_INCLUDE_DIR, DEBS_DIR, PREFIX, BUILD_DIR, BUILD_TYPE, JOBS.
 #
 # The packages are Debian 12's: built against glibc 2.36 and GCC 12's libstdc++. They run on a
 # system as new or newer (which OS the GPU machines run is not recorded; their Python 3.12.3 is
@@ -104,6 +105,19 @@ at_least() { [ "$(printf '%s\n' "$1" "$2" | sort -V | tail -1)" = "$1" ]; }
 # for a CPU wheel; None too for TORCH_CMAKE_PREFIX, which only the configure step tells apart).
 torch_lib="" site_dir="" torch_cuda=None torch_root=""
 find_torch() {
+  if [ -n "${TORCH_FOLDER:-}" ]; then
+    local version
+    [ -f "$TORCH_FOLDER/share/cmake/Torch/TorchConfig.cmake" ] && [ -f "$TORCH_FOLDER/version.py" ] ||
+      die "TORCH_FOLDER=$TORCH_FOLDER is no torch/ folder of a wheel (share/cmake/Torch, version.py)"
+    version=$(sed -n "s/^__version__ = '\(.*\)'/\1/p" "$TORCH_FOLDER/version.py")
+    torch_cuda=$(sed -n "s/^cuda: .* = '\(.*\)'/\1/p" "$TORCH_FOLDER/version.py")
+    torch_cuda=${torch_cuda:-None}
+    # Every wheel since PyTorch 2.7 uses the C++11 std::string ABI (find_torch's check below).
+    at_least "${version%%+*}" 2.7 || die "TORCH_FOLDER holds torch $version: 2.7 or later"
+    torch_prefix=$TORCH_FOLDER/share/cmake torch_root=$TORCH_FOLDER torch_lib=$TORCH_FOLDER/lib
+    note "LibTorch: torch $version (CUDA $torch_cuda) unpacked in $TORCH_FOLDER (TORCH_FOLDER)"
+    return
+  fi
   if [ -n "${TORCH_CMAKE_PREFIX:-}" ]; then
     torch_prefix=$TORCH_CMAKE_PREFIX
     note "LibTorch: $torch_prefix (TORCH_CMAKE_PREFIX)"

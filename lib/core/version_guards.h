@@ -3,7 +3,9 @@
 //   - Debian 12: LibTorch 1.13 (CPU), HDF5 1.10, GCC 12 (the build machine, scripts/test.sh);
 //   - the PyTorch 2.11 wheel from PyPI, with CUDA 13.0 and NCCL 2.28 (the GPU machines', and CI's
 //     wheel check, scripts/test-wheel.sh), HDF5 1.10 from Debian 12's packages, GCC 12 or 13;
-//   - official LibTorch 2.x builds with CUDA and NCCL (users' GPU clusters).
+//   - official LibTorch 2.x builds with CUDA and NCCL (users' GPU clusters);
+//   - the newest PyTorch wheel on PyPI (2.15), compiled but not linked
+//   (scripts/check-newest-torch.sh).
 // Each macro below names one API that differs and the version that changed it. Code tests these
 // macros, never TORCH_VERSION_* or H5_VERS_* directly, and an API that is the same everywhere gets
 // no guard. (Which backend a build has, CUDA and NCCL or CPU only, is CMake's choice of files,
@@ -32,6 +34,9 @@
 #define VESCALE_HAS_FUSED_ADAMW VESCALE_TORCH_AT_LEAST(2, 1)
 /// Context::setFloat32MatmulPrecision (1.12; compiled on every build).
 #define VESCALE_HAS_TF32_CONTROL VESCALE_TORCH_AT_LEAST(1, 12)
+/// torch::autograd::Node is a c10::intrusive_ptr_target, made by c10::make_intrusive, with no
+/// deleteNode (2.13); before, a std::shared_ptr with deleteNode (NOTE [Autograd nodes]).
+#define VESCALE_AUTOGRAD_NODES_ARE_INTRUSIVE VESCALE_TORCH_AT_LEAST(2, 13)
 // Our own CUDA kernels (NOTE [CUDA kernels]): CMake defines it on the vescale target, 1 where nvcc
 // built lib/kernels/cuda.
 #ifndef VESCALE_HAS_CUDA_KERNELS

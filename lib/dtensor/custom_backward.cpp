@@ -4,6 +4,8 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "core/autograd_node.h"
+
 namespace vescale::detail {
 namespace {
 
@@ -36,8 +38,7 @@ at::Tensor with_custom_backward(const at::Tensor& input,
     output = forward(input.detach());
   }
   if (!track) return output;
-  auto node = std::shared_ptr<CustomBackward>(new CustomBackward(std::move(backward), name),
-                                              torch::autograd::deleteNode);
+  auto node = make_node<CustomBackward>(std::move(backward), name);
   node->set_next_edges(torch::autograd::collect_next_edges(input));
   torch::autograd::set_history(output, node);
   return output;

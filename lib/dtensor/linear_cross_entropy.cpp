@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/autograd_node.h"
 #include "core/error.h"
 #include "core/ignore_target.h"
 #include "kernels/cuda_kernels.h"
@@ -182,7 +183,7 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const 
   if (chunk_rows <= 0) chunk_rows = chunk_rows_for(n, v, chunk_budget(x));
   const kernels::LossPathId row = path ? *path : loss_path_for(x, vocab, masked);
 
-  std::shared_ptr<LinearCrossEntropyBackward> node;
+  NodePtr<LinearCrossEntropyBackward> node;
   at::Tensor loss = at::zeros({}, x.options().dtype(acc));
   {
     const torch::autograd::AutoGradMode no_grad(false);
@@ -214,8 +215,7 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const 
     }
     loss.div_(n_global);
     if (track) {
-      node = std::shared_ptr<LinearCrossEntropyBackward>(new LinearCrossEntropyBackward(),
-                                                         torch::autograd::deleteNode);
+      node = make_node<LinearCrossEntropyBackward>();
       node->dx = std::move(dx);
       node->dw = dw.scalar_type() == w.scalar_type() ? dw : dw.to(w.scalar_type());
     }

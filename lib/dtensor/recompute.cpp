@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "core/autograd_node.h"
 #include "core/error.h"
 
 namespace vescale {
@@ -106,9 +107,7 @@ std::vector<at::Tensor> recompute_in_backward(LocalFunction forward, std::vector
     differentiable.push_back(j);
   }
   torch::autograd::edge_list edges = torch::autograd::collect_next_edges(inputs);
-  auto node = std::shared_ptr<RecomputeNode>(
-      new RecomputeNode(std::move(forward), std::move(inputs), differentiable, name),
-      torch::autograd::deleteNode);
+  auto node = make_node<RecomputeNode>(std::move(forward), std::move(inputs), differentiable, name);
   node->set_next_edges(std::move(edges));
   for (size_t j : differentiable)
     torch::autograd::set_history(outputs[j], node);

@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/autograd_node.h"
 #include "core/error.h"
 
 namespace vescale {
@@ -193,7 +194,7 @@ class RingAttentionBackward : public torch::autograd::Node {
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     const at::Tensor q = q_.unpack(), k = k_.unpack(), v = v_.unpack();
     VS_CHECK(q.defined(), "[ring attention] backward a second time without retain_graph");
-    const at::Tensor out = out_.unpack(shared_from_this());
+    const at::Tensor out = out_.unpack(self_of(*this));
     // Every rank of the ring runs this backward (the keys go around), so it runs even without
     // a gradient for this rank's output.
     const at::Tensor grad = grads[0].defined() ? grads[0] : at::zeros_like(out);
@@ -249,8 +250,7 @@ at::Tensor ring_causal_attention(const at::Tensor& q, const at::Tensor& k, const
   const bool track = torch::autograd::GradMode::is_enabled() &&
                      (q.requires_grad() || k.requires_grad() || v.requires_grad());
   if (!track) return out;
-  auto node = std::shared_ptr<RingAttentionBackward>(new RingAttentionBackward(ring),
-                                                     torch::autograd::deleteNode);
+  auto node = make_node<RingAttentionBackward>(ring);
   node->set_next_edges(torch::autograd::collect_next_edges(q, k, v));
   torch::autograd::set_history(out, node);
   node->save(q, k, v, out, f);

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/autograd_node.h"
 #include "core/blas.h"
 
 namespace vescale::local {
@@ -206,10 +207,9 @@ at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
     return x.stride(3) == 1 ? x.detach() : x.detach().contiguous();
   };
   const at::Tensor qu = unit_last(q), ku = unit_last(k), vu = unit_last(v);
-  std::shared_ptr<BlockedCausalAttentionBackward> node;
+  NodePtr<BlockedCausalAttentionBackward> node;
   if (track) {
-    node = std::shared_ptr<BlockedCausalAttentionBackward>(new BlockedCausalAttentionBackward(),
-                                                           torch::autograd::deleteNode);
+    node = make_node<BlockedCausalAttentionBackward>();
     node->q_ = torch::autograd::SavedVariable(qu, false);
     node->k_ = torch::autograd::SavedVariable(ku, false);
     node->v_ = torch::autograd::SavedVariable(vu, false);
