@@ -67,7 +67,8 @@ std::pair<at::Tensor, at::Tensor> lm_loss(const at::Tensor& logits, const at::Te
                                           double n_global, bool grad);
 
 /// Grouped GEMM (NOTE [Grouped experts]): rows x [M, K] in groups, group g's rows [ends[g - 1],
-/// ends[g]) (ends int64 [G] on x's device, read there: no host read; ends[G - 1] = M), each times
+/// ends[g]) (ends int64 [G] on x's device, read there: no host read; ends[G - 1] = M; ends that
+/// decrease or miss M are held within the rows: NOTE [Group ends on the device]), each times
 /// its own weight w[g]: y rows = x rows w[g]^T for w[g] [N, K] (`transpose_w`), else x rows w[g]
 /// for w[g] [K, N]. y [M, N]; x and the weights of one type (float32, bf16 or float16) and
 /// device; float32 accumulation, tensor cores for bf16 and float16.

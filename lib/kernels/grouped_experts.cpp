@@ -128,6 +128,12 @@ at::Tensor run_experts(const at::Tensor& h, const at::Tensor& counts_in,
   VS_CHECK(counts.numel() == static_cast<int64_t>(experts.size()),
            "[kernels] run_experts: {} counts for {} experts", counts.numel(), experts.size());
   const int64_t* count = counts.data_ptr<int64_t>();
+  int64_t total = 0;
+  for (size_t e = 0; e < experts.size(); ++e) {
+    VS_CHECK(count[e] >= 0, "[kernels] run_experts: expert {} takes {} rows", e, count[e]);
+    total += count[e];
+  }
+  VS_CHECK(total == h.size(0), "[kernels] run_experts: counts of {} rows for {}", total, h.size(0));
   std::vector<at::Tensor> outputs;
   int64_t first = 0;
   for (size_t e = 0; e < experts.size(); ++e) {
@@ -140,7 +146,6 @@ at::Tensor run_experts(const at::Tensor& h, const at::Tensor& counts_in,
     const at::Tensor inner = at::silu(at::matmul(x, w1.t())) * at::matmul(x, w3.t());
     outputs.push_back(at::matmul(inner, w2.t()));
   }
-  VS_CHECK(first == h.size(0), "[kernels] run_experts: counts of {} rows for {}", first, h.size(0));
   return outputs.size() == 1 ? outputs.front() : at::cat(outputs);
 }
 

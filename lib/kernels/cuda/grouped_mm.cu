@@ -210,28 +210,48 @@ __device__ void run_tile(const Tile<S>& t) {
   }
 }
 
-/// Group g's rows: [ends[g - 1], ends[g]).
-__device__ __forceinline__ int64_t group_start(const int64_t* ends, int g) {
-  return g == 0 ? 0 : ends[g - 1];
+/// NOTE [Group ends on the device]: the groups' ends are read on the device, where no host check
+/// can see them, so the kernels hold them to what a valid list is: group g's rows are
+/// [bound(g - 1), bound(g)), bound(g) the largest of ends[0..g] within [0, rows] (bound(-1) = 0).
+/// Ends that overshoot M, or decrease, give groups that stop at M or hold no rows: no tile reads
+/// or writes past x, y or dy, and no two groups share a row. Rows after the last group's end (ends
+/// that stop short of M) belong to no group: grouped_mm writes them as zeros, and they add
+/// nothing to any weight's gradient. Valid ends (non-decreasing, the last M) are unchanged. The
+/// host's reference GEMMs (kReferenceGemm) refuse such ends instead: they read them anyway.
+__device__ __forceinline__ int64_t clamp_end(int64_t end, int64_t start, int64_t rows) {
+  return end < start ? start : end > rows ? rows : end;
+}
+
+/// bound(g - 1): where group g's rows start.
+__device__ int64_t group_start(const int64_t* ends, int g, int64_t rows) {
+  int64_t start = 0;
+  for (int h = 0; h < g; ++h)
+    start = clamp_end(ends[h], start, rows);
+  return start;
 }
 
 /// y rows of group g = x rows of g times w_g^T (w_g [cols, depth]) or w_g (w_g [depth, cols]).
-/// blockIdx.x walks the row tiles of groups first.. in turn (past the last: nothing to do),
-/// blockIdx.y the column tiles.
+/// blockIdx.x walks the row tiles of groups first.. in turn, then, in the launch that holds the
+/// last group (`tail`), the tiles of the rows after its end, written as zeros (NOTE [Group ends
+/// on the device]); past those, nothing to do. blockIdx.y walks the column tiles.
 template <typename S>
 __global__ void __launch_bounds__(kTileThreads)
     grouped_rows_kernel(const S* __restrict__ x, const int64_t* __restrict__ ends, int first,
-                        int groups, GroupPointers w, S* __restrict__ y, int64_t cols, int64_t depth,
-                        bool transpose_w) {
+                        int groups, GroupPointers w, S* __restrict__ y, int64_t rows, int64_t cols,
+                        int64_t depth, bool transpose_w, bool tail) {
   int64_t tile = blockIdx.x;
+  int64_t start = group_start(ends, first, rows);
+  const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kBN;
+  const int n_cols = static_cast<int>(cols - col0 < kBN ? cols - col0 : kBN);
   for (int g = 0; g < groups; ++g) {
-    const int64_t start = group_start(ends, first + g), end = ends[first + g];
+    const int64_t end = clamp_end(ends[first + g], start, rows);
     const int64_t tiles = (end - start + kBM - 1) / kBM;
     if (tile >= tiles) {
       tile -= tiles;
+      start = end;
       continue;
     }
-    const int64_t row0 = start + tile * kBM, col0 = static_cast<int64_t>(blockIdx.y) * kBN;
+    const int64_t row0 = start + tile * kBM;
     const auto* wg = static_cast<const S*>(w.at[g]);
     Tile<S> t;
     t.a = x + row0 * depth;
@@ -243,10 +263,19 @@ __global__ void __launch_bounds__(kTileThreads)
     t.c = y + row0 * cols + col0;
     t.c_i = cols;
     t.rows = static_cast<int>(end - row0 < kBM ? end - row0 : kBM);
-    t.cols = static_cast<int>(cols - col0 < kBN ? cols - col0 : kBN);
+    t.cols = n_cols;
     t.depth = depth;
     run_tile(t);
     return;
+  }
+  if (!tail) return;
+  const int64_t row0 = start + tile * kBM;  // the rows of no group: zeros
+  if (row0 >= rows) return;
+  const int n_rows = static_cast<int>(rows - row0 < kBM ? rows - row0 : kBM);
+  const S zero = from_float<S>(0.0f);
+  for (int idx = static_cast<int>(threadIdx.x); idx < kBM * kBN; idx += kTileThreads) {
+    const int i = idx / kBN, j = idx % kBN;
+    if (i < n_rows && j < n_cols) y[(row0 + i) * cols + col0 + j] = zero;
   }
 }
 
@@ -256,9 +285,9 @@ template <typename S>
 __global__ void __launch_bounds__(kTileThreads)
     grouped_weight_grad_kernel(const S* __restrict__ dy, const S* __restrict__ x,
                                const int64_t* __restrict__ ends, int first, GroupPointers dw,
-                               int64_t n, int64_t k) {
+                               int64_t rows, int64_t n, int64_t k) {
   const int g = first + static_cast<int>(blockIdx.z);
-  const int64_t start = group_start(ends, g), end = ends[g];
+  const int64_t start = group_start(ends, g, rows), end = clamp_end(ends[g], start, rows);
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kBM;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kBN;
   Tile<S> t;
@@ -331,17 +360,19 @@ at::Tensor grouped_mm(const at::Tensor& x_in, const at::Tensor& ends_in,
   by_dtype(x.scalar_type(), [&](auto zero) {
     using S = typename Storage<decltype(zero)>::type;
     const auto weight = [&](int64_t g) { return weights[static_cast<size_t>(g)].data_ptr(); };
-    in_batches(static_cast<int64_t>(weights.size()), weight,
-               [&](int first, int count, const GroupPointers& p) {
-                 // At most ceil(rows / 64) + groups row tiles: each group's last may be partial.
-                 const dim3 grid(static_cast<unsigned>(tiles_of(x.size(0), kBM) + count),
-                                 static_cast<unsigned>(tiles_of(cols, kBN)));
-                 grouped_rows_kernel<S>
-                     <<<grid, kTileThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-                         reinterpret_cast<const S*>(x.data_ptr()), ends.data_ptr<int64_t>(), first,
-                         count, p, reinterpret_cast<S*>(y.data_ptr()), cols, depth, transpose_w);
-                 C10_CUDA_KERNEL_LAUNCH_CHECK();
-               });
+    in_batches(
+        static_cast<int64_t>(weights.size()), weight,
+        [&](int first, int count, const GroupPointers& p) {
+          // At most ceil(rows / 64) + groups + 1 row tiles: each group's last may be
+          // partial, and so may the rows of no group after the last (the tail).
+          const bool tail = first + count == static_cast<int64_t>(weights.size());
+          const dim3 grid(static_cast<unsigned>(tiles_of(x.size(0), kBM) + count + 1),
+                          static_cast<unsigned>(tiles_of(cols, kBN)));
+          grouped_rows_kernel<S><<<grid, kTileThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+              reinterpret_cast<const S*>(x.data_ptr()), ends.data_ptr<int64_t>(), first, count, p,
+              reinterpret_cast<S*>(y.data_ptr()), x.size(0), cols, depth, transpose_w, tail);
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        });
   });
   return y;
 }
@@ -369,8 +400,8 @@ at::Tensor grouped_weight_grads(const at::Tensor& dy_in, const at::Tensor& x_in,
           grouped_weight_grad_kernel<S>
               <<<grid, kTileThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
                   reinterpret_cast<const S*>(dy.data_ptr()),
-                  reinterpret_cast<const S*>(x.data_ptr()), ends.data_ptr<int64_t>(), first, p, n,
-                  k);
+                  reinterpret_cast<const S*>(x.data_ptr()), ends.data_ptr<int64_t>(), first, p,
+                  x.size(0), n, k);
           C10_CUDA_KERNEL_LAUNCH_CHECK();
         });
   });
