@@ -18,9 +18,11 @@
 #            RANKS_ON_CPU=1 runs it there too, with VESCALE_TEST_STAGE_ON_HOST=1 through the
 #            staging path that CUDA tensors take: 42 s on 2 cores)
 #   kernels  the kernel table's rows on the GPU against the CPU's explicit rows, each kernel
-#            forward and backward in float32 and bf16, those no GPU has run too (our own CUDA
-#            kernels: NOTE [CUDA kernels]): the test binary built from
-#            tests/kernels/kernel_table_test.cpp alone, its EveryPathMatchesTheExplicitOneOnCuda
+#            forward and backward in float32, bf16 and float16, those no GPU has run too (our own
+#            CUDA kernels: NOTE [CUDA kernels]), and our kernels at large and odd shapes, a process
+#            a kernel: the test binary built from tests/kernels/kernel_table_test.cpp and
+#            cuda_kernels_test.cpp alone; then each of our rows timed against its fallback
+#            (vescale-kernel-speed: ms, GB/s or TFLOP/s, and whether it is faster)
 #   bench    GPT-2 124M bf16, batch 16 x 1024 (configs/gpt2-124m.toml) in vescale-train, in
 #            vescale-train without its fused loss and projections (the "before" of [25]), PyTorch
 #            eager and torch.compile (bench/peers/gpt_torch.py): tokens/s, MFU, peak GPU memory;
@@ -819,18 +821,27 @@ PY
   say "mfu: $figure: $verdict"
 }
 
-# kernels_stage: tests/kernels/kernel_table_test.cpp's EveryPathMatchesTheExplicitOneOnCuda, a row
-# a path and dtype with its error against the CPU's explicit row. On the GPU machine the test
-# binary is built in build-cuda from that file alone (VESCALE_TEST_FILES: a minute, not the
-# suite's ten); --cpu runs the build's own binary, where the test skips (no GPU).
+# kernels_stage: the kernel table's rows on CUDA against the CPU's explicit rows
+# (tests/kernels/kernel_table_test.cpp's KernelTableOnCuda) and our CUDA kernels at the shapes and
+# inputs the table's test never gives them (tests/kernels/cuda_kernels_test.cpp), a process a
+# kernel (NOTE [Kernel tests a process each]) under CUDA_LAUNCH_BLOCKING=1: a sticky CUDA error
+# fails its kernel's row and names it, and the next kernel still runs. A row a case with its error;
+# then vescale-kernel-speed (bench/kernel_speed.cpp): each of our rows against its fallback,
+# forward and backward, with a rate and whether it may be verified. On the GPU machine the test
+# binary is built in build-cuda from those two files alone (VESCALE_TEST_FILES: a minute, not the
+# suite's ten); --cpu runs the build's own binaries, where the tests skip (no GPU) and the speed
+# rows time the fallbacks alone, at small shapes.
+KERNEL_GROUPS="Attention AdamW Linear MatmulPrecision LmLoss Swiglu Rotary AddNorm MoeExperts"
 kernels_stage() {
-  local tests=build-cuda/tests/vescale_tests rc started=$SECONDS
+  local build=build-cuda rc started=$SECONDS
   if [ $MODE = cpu ]; then
-    tests=${BUILD_DIR:-build}/tests/vescale_tests
+    build=$(dirname "$BIN")  # the build folder of the binary the other stages ran
   elif [ -d build-cuda ]; then
     timeout "$(limit 240)" bash -c 'cmake -S . -B build-cuda -DVESCALE_BUILD_TESTS=ON \
-      -DVESCALE_TEST_FILES=kernels/kernel_table_test.cpp &&
-      cmake --build build-cuda --target vescale_tests -j "$(nproc)"' >"$LOGS/kernel_test_build.log" 2>&1
+      -DVESCALE_BUILD_BENCH=ON \
+      -DVESCALE_TEST_FILES="kernels/kernel_table_test.cpp;kernels/cuda_kernels_test.cpp" &&
+      cmake --build build-cuda --target vescale_tests vescale-kernel-speed -j "$(nproc)"' \
+      >"$LOGS/kernel_test_build.log" 2>&1
     rc=$?
     say "kernel test build: exit $rc in $((SECONDS - started)) s"
     if [ $rc != 0 ]; then
@@ -839,28 +850,71 @@ kernels_stage() {
       return
     fi
   fi
+  local tests=$build/tests/vescale_tests
   if [ ! -x "$tests" ]; then
     KERNEL_TEST_ROWS+=("kernel test: skipped: no test binary at $tests")
     tally skipped
     return
   fi
-  timeout -k 10 "$(limit 180)" "$tests" --gtest_filter=KernelTable.EveryPathMatchesTheExplicitOneOnCuda \
-    >"$LOGS/kernel_test.log" 2>&1
-  rc=$?
-  local line
-  while IFS= read -r line; do
-    KERNEL_TEST_ROWS+=("kernel test: $line")
-  done < <(grep -E '^\[[^]]+\] .* on cuda' "$LOGS/kernel_test.log")
-  if grep -q '^\[  SKIPPED \]' "$LOGS/kernel_test.log"; then
-    KERNEL_TEST_ROWS+=("kernel test: skipped: $(grep -m1 -o 'no GPU[^"]*' "$LOGS/kernel_test.log" | cut -c1-80)")
+  local group filter log line cases
+  for group in $KERNEL_GROUPS; do
+    may_start "kernel test $group" || {
+      KERNEL_TEST_ROWS+=("kernel test: $group: skipped: past the deadline (${DEADLINE} s)")
+      tally skipped
+      continue
+    }
+    # Our grouped GEMM's tests are the MoE experts table's kernel.
+    filter="Tables/KernelTableOnCuda.EveryPathMatchesTheExplicitOne/$group"
+    filter+=":CudaKernels.$([ "$group" = MoeExperts ] && echo GroupedGemm || echo "$group")*"
+    log=$LOGS/kernel_test_$group.log
+    CUDA_LAUNCH_BLOCKING=1 timeout -k 10 "$(limit 90)" "$tests" --gtest_filter="$filter" >"$log" 2>&1
+    rc=$?
+    cases=0
+    while IFS= read -r line; do
+      KERNEL_TEST_ROWS+=("kernel test: $line")
+      cases=$((cases + 1))
+    done < <(grep -E '^\[[^]]+\] .*(on cuda|max \|difference\||same bits|relative difference)' "$log")
+    if grep -q '^\[  SKIPPED \]' "$log" && ! grep -q '^\[  PASSED  \] [1-9]' "$log"; then
+      KERNEL_TEST_ROWS+=("kernel test: $group: skipped: $(grep -m1 -oE '(no GPU|built without)[^"]*' "$log" | cut -c1-80)")
+      tally skipped
+    elif [ $rc = 0 ]; then
+      KERNEL_TEST_ROWS+=("kernel test: $group: $cases cases, each within its bar: ok")
+      tally ok
+    else
+      KERNEL_TEST_ROWS+=("kernel test: $group: FAIL: exit $rc (logs/kernel_test_$group.log): $(grep -m1 -E 'Failure|CUDA error|illegal|terminate' "$log" | cut -c1-160)")
+      tally FAIL
+    fi
+    say "kernel test $group: exit $rc, $cases cases"
+  done
+  kernel_speed "$build/vescale-kernel-speed"
+}
+
+# kernel_speed BINARY: vescale-kernel-speed's table (on --cpu: the fallbacks at small shapes).
+kernel_speed() {
+  local speed=$1 rc
+  if [ ! -x "$speed" ]; then
+    KERNEL_TEST_ROWS+=("kernel speed: skipped: no binary at $speed")
     tally skipped
-  elif [ $rc = 0 ]; then
-    KERNEL_TEST_ROWS+=("kernel test: every CUDA row within its bar of the CPU's explicit row: ok")
+    return
+  fi
+  may_start "kernel speed" || {
+    KERNEL_TEST_ROWS+=("kernel speed: skipped: past the deadline (${DEADLINE} s)")
+    tally skipped
+    return
+  }
+  local args=(--device cuda)
+  [ $MODE = cpu ] && args=(--device cpu --small)
+  timeout -k 10 "$(limit 120)" "$speed" "${args[@]}" >"$LOGS/kernel_speed.log" 2>&1
+  rc=$?
+  if [ $rc = 0 ]; then
+    KERNEL_TEST_ROWS+=("" "kernel speed ($speed ${args[*]}): our rows against the rows that run in their place" "")
+    mapfile -t -O "${#KERNEL_TEST_ROWS[@]}" KERNEL_TEST_ROWS < <(grep '^|' "$LOGS/kernel_speed.log")
     tally ok
   else
-    KERNEL_TEST_ROWS+=("kernel test: FAIL: exit $rc (logs/kernel_test.log): $(grep -m1 -B1 'Failure' "$LOGS/kernel_test.log" | head -1 | cut -c1-160)")
+    KERNEL_TEST_ROWS+=("kernel speed: FAIL: exit $rc (logs/kernel_speed.log): $(tail -1 "$LOGS/kernel_speed.log" | cut -c1-160)")
     tally FAIL
   fi
+  say "kernel speed: exit $rc"
 }
 
 # bench_vescale RUN WHO CONFIG TOKENS FLOPS PEAK ARGS...: vescale-train's row WHO from run RUN of

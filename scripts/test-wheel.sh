@@ -42,7 +42,8 @@ BUILD_DIR=${BUILD_DIR:-build-wheel}
 JOBS=${JOBS:-2}
 WHEEL_TEST_FILES="comm/group_test.cpp;kernels/fast_paths_test.cpp;config/job_config_test.cpp;\
 train/metrics_test.cpp;core/device_test.cpp;train/peak_flops_test.cpp;kernels/kernel_table_test.cpp;\
-dtensor/linear_cross_entropy_test.cpp;train/fused_loss_test.cpp;dtensor/ops_test.cpp"
+dtensor/linear_cross_entropy_test.cpp;train/fused_loss_test.cpp;dtensor/ops_test.cpp;\
+kernels/cuda_kernels_test.cpp"
 WHEEL_TESTS='^[^e]|^e2e\.test_(fused_loss|llama|flight_recorder)$'
 
 note() { echo "[wheel] [${SECONDS}s] $*"; }

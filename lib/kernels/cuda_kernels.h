@@ -8,7 +8,8 @@
 // Each kernel is a row of the kernel table (NOTE [Kernel table]) behind the build flag
 // `cuda_kernels` (VESCALE_HAS_CUDA_KERNELS), and a CUDA row, so NOTE [GPU-verified] applies: none
 // is taken before a GPU has run it against its explicit row, the CPU reference
-// (tests/kernels/kernel_table_test, EveryPathMatchesTheExplicitOneOnCuda). Their math is in float32
+// (tests/kernels/kernel_table_test's KernelTableOnCuda, and tests/kernels/cuda_kernels_test at
+// large and odd shapes; gpu-check times each against its fallback). Their math is in float32
 // whatever the tensors' type (bf16, float16 or float32; float64 stays with ATen, the reference).
 #pragma once
 

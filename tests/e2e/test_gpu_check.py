@@ -131,9 +131,23 @@ class GpuCheckCpu(unittest.TestCase):
         else:
             self.assertGreater(float(rows["torch-compile"][0].replace(",", "")), 0)
 
-    def test_kernel_test_skips_without_a_gpu(self):
-        # The CUDA kernel test ran (the build's test binary) and skipped: no GPU here
-        self.assertRegex(self.table, r"(?m)^kernel test: skipped: no GPU")
+    def test_kernel_tests_skip_without_a_gpu_a_process_a_kernel(self):
+        # Each kernel's tests ran in a process of their own (the build's test binary) and
+        # skipped: no GPU here, or no CUDA kernels in this build
+        groups = re.findall(r"(?m)^kernel test: (\w+): skipped: (?:no GPU|built without)", self.table)
+        self.assertEqual(groups, ["Attention", "AdamW", "Linear", "MatmulPrecision", "LmLoss",
+                                  "Swiglu", "Rotary", "AddNorm", "MoeExperts"], self.table)
+
+    def test_kernel_speed_times_the_fallbacks_on_the_cpu(self):
+        # vescale-kernel-speed --device cpu --small: each fallback timed, our CUDA rows not
+        rows = re.findall(r"(?m)^\| ([^|]+) \| [^|]+ \| — \| — \| ([^|]+) \| ([0-9.]+) \| "
+                          r"([0-9.]+ (?:GB|[GT]FLOP)/s) \| — \| not timed: ", self.table)
+        self.assertEqual([r[0] for r in rows], ["SwiGLU", "rotary", "add + LayerNorm",
+                                                "add + RMSNorm", "LM loss", "MoE experts"],
+                         self.table)
+        for name, fallback, ms, rate in rows:
+            self.assertGreater(float(ms), 0, name)
+            self.assertNotEqual(fallback, "our CUDA kernel", name)
 
     def test_profile_summary(self):
         # --cpu: a trace without GPU activity says so
@@ -188,10 +202,10 @@ class GpuCheckCpu(unittest.TestCase):
         self.assertIsNotNone(m, self.table)
         passed, failed, skipped = (int(x) for x in m.groups())
         self.assertEqual(failed, 0)
-        # 15 parity rows, 4 or 5 bench rows, the MFU row, the profile; the build, the ranks
-        # stage (--cpu), the kernel test (no GPU) and maybe compile skipped
-        self.assertGreaterEqual(passed, 21)
-        self.assertEqual(passed + skipped, 25)
+        # 15 parity rows, 4 or 5 bench rows, the MFU row, the profile, the kernel speed; the
+        # build, the ranks stage (--cpu), the 9 kernels' tests (no GPU) and maybe compile skipped
+        self.assertGreaterEqual(passed, 22)
+        self.assertEqual(passed + skipped, 34)
         self.assertIn("ranks: skipped: --cpu", self.table)
         self.assertTrue(self.table.rstrip().endswith(m.group(0)))
 

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "dtensor/context_parallel.h"
 #include "dtensor/kv_cache.h"
 #include "dtensor/linear_cross_entropy.h"
@@ -33,7 +34,21 @@ using testing::pattern;
 using Outputs = std::vector<at::Tensor>;
 
 using testing::kGpu;
-const at::ScalarType kDtypes[] = {at::kFloat, at::kDouble, at::kBFloat16};
+
+/// The dtypes each path runs in: float16 on CUDA too, where our kernels' Half branches and the
+/// tensor cores' __half path run (the CPU's explicit rows are its reference: placed()).
+std::vector<at::ScalarType> dtypes_on(Device device) {
+  std::vector<at::ScalarType> out{at::kFloat, at::kDouble, at::kBFloat16};
+  if (device.is_cuda()) out.push_back(at::kHalf);
+  return out;
+}
+
+/// `t` rounded to `dtype`, on `device`; float16 on the CPU is then computed in float32, since the
+/// explicit rows run on the CPU as the reference and LibTorch 1.13's CPU kernels lack float16.
+at::Tensor placed(const at::Tensor& t, Device device, at::ScalarType dtype) {
+  const at::Tensor rounded = t.to(dtype);
+  return !device.is_cuda() && dtype == at::kHalf ? rounded.to(at::kFloat) : rounded.to(device);
+}
 
 std::string describe(const KernelContext& c) {
   return c.device.str() + " " + c10::toString(c.dtype) + (c.kv_cache ? ", KV cache" : "") +
@@ -233,7 +248,7 @@ int check_paths(const char* op, const std::array<Path, N>& table, Device device,
                 const Run& run) {
   int ran = 0;
   for (const Path& path : table) {
-    for (at::ScalarType dtype : kDtypes) {
+    for (at::ScalarType dtype : dtypes_on(device)) {
       KernelContext context{device, dtype};
       open(path, context);
       const std::string where =
@@ -264,7 +279,7 @@ int check_paths(const char* op, const std::array<Path, N>& table, Device device,
 Outputs attention_inputs(Device device, at::ScalarType dtype) {
   Outputs in;
   for (int i = 0; i < 4; ++i)
-    in.push_back(pattern({2, 3, 96, 16}, 0.4 * (i + 1)).to(dtype).to(device));
+    in.push_back(placed(pattern({2, 3, 96, 16}, 0.4 * (i + 1)), device, dtype));
   return in;
 }
 
@@ -347,8 +362,8 @@ Outputs run_adamw(const AdamWPath& path, Device device, at::ScalarType dtype) {
   AdamWLists lists;
   for (int64_t i = 0; i < 3; ++i) {
     const std::vector<int64_t> shape{5 + i, 7};
-    lists.params.push_back(pattern(shape, 0.1 * static_cast<double>(i + 1)).to(dtype).to(device));
-    lists.grads.push_back(pattern(shape, 0.7 * static_cast<double>(i + 1)).to(dtype).to(device));
+    lists.params.push_back(placed(pattern(shape, 0.1 * static_cast<double>(i + 1)), device, dtype));
+    lists.grads.push_back(placed(pattern(shape, 0.7 * static_cast<double>(i + 1)), device, dtype));
     lists.exp_avgs.push_back(at::zeros_like(lists.params.back()));
     lists.exp_avg_sqs.push_back(at::zeros_like(lists.params.back()));
   }
@@ -363,7 +378,7 @@ Outputs run_adamw(const AdamWPath& path, Device device, at::ScalarType dtype) {
 /// x w^T + b with its gradients for a 3-D x, then without a bias, then for a 1-D x.
 Outputs run_linear(const LinearPath& path, Device device, at::ScalarType dtype) {
   auto make = [&](std::vector<int64_t> shape, double phase) {
-    return pattern(shape, phase).to(dtype).to(device);
+    return placed(pattern(shape, phase), device, dtype);
   };
   const at::Tensor x = make({4, 6, 32}, 0.3), w = make({24, 32}, 0.5), b = make({24}, 0.9);
   Outputs out = with_gradients(path.run, {x, w, b, make({4, 6, 24}, 0.2)});
@@ -377,8 +392,8 @@ Outputs run_matmul(const MatmulPrecisionPath& path, Device device, at::ScalarTyp
   at::Context& context = at::globalContext();
   context.setFloat32MatmulPrecision("highest");
   if (path.run != nullptr) path.run();
-  const at::Tensor a = pattern({64, 96}, 0.3).to(dtype).to(device);
-  const at::Tensor b = pattern({96, 48}, 0.6).to(dtype).to(device);
+  const at::Tensor a = placed(pattern({64, 96}, 0.3), device, dtype);
+  const at::Tensor b = placed(pattern({96, 48}, 0.6), device, dtype);
   const at::Tensor out = at::matmul(a, b);
   context.setFloat32MatmulPrecision("highest");
   return {out};
@@ -400,7 +415,7 @@ Outputs run_loss(const LossPath& path, Device device, at::ScalarType dtype) {
       // Masked logits first in a row: each CUDA thread's first elements are -inf.
       logits[1].narrow(0, 100, 600).fill_(-std::numeric_limits<double>::infinity());
     }
-    const local::LossChunk c = local::loss_chunk(path.id, logits.to(dtype).to(device),
+    const local::LossChunk c = local::loss_chunk(path.id, placed(logits, device, dtype),
                                                  targets.to(device), vocab, acc, 24.0, true);
     out.push_back(c.loss);
     out.push_back(c.grad);
@@ -411,20 +426,20 @@ Outputs run_loss(const LossPath& path, Device device, at::ScalarType dtype) {
 /// SwiGLU's product and its gradients for [6, 40] gate and up.
 Outputs run_swiglu(const SwigluPath& path, Device device, at::ScalarType dtype) {
   const auto make = [&](double phase) {
-    return pattern({6, 40}, phase).mul(3).to(dtype).to(device).requires_grad_();
+    return placed(pattern({6, 40}, phase).mul(3), device, dtype).requires_grad_();
   };
   const at::Tensor gate = make(0.3), up = make(0.7);
   const at::Tensor out = path.run(gate, up);
-  out.backward(pattern({6, 40}, 0.2).to(dtype).to(device));
+  out.backward(placed(pattern({6, 40}, 0.2), device, dtype));
   return {out.detach(), gate.grad(), up.grad()};
 }
 
 /// Rotary embedding of [2, 3, 24, 16] at positions 1000.. (angles far from 0) and its gradient.
 Outputs run_rotary(const RotaryPath& path, Device device, at::ScalarType dtype) {
-  const at::Tensor x = pattern({2, 3, 24, 16}, 0.4).to(dtype).to(device).requires_grad_();
+  const at::Tensor x = placed(pattern({2, 3, 24, 16}, 0.4), device, dtype).requires_grad_();
   const at::Tensor positions = at::arange(1000, 1024, at::dtype(at::kLong).device(device));
   const at::Tensor out = path.run(x, 10000.0, positions);
-  out.backward(pattern({2, 3, 24, 16}, 0.9).to(dtype).to(device));
+  out.backward(placed(pattern({2, 3, 24, 16}, 0.9), device, dtype));
   return {out.detach(), x.grad()};
 }
 
@@ -433,7 +448,7 @@ Outputs run_rotary(const RotaryPath& path, Device device, at::ScalarType dtype) 
 /// rows of 320 (more rows than the CUDA backward's 512 blocks, a row longer than a block).
 Outputs run_add_norm(const AddNormPath& path, Device device, at::ScalarType dtype) {
   const auto make = [&](std::vector<int64_t> shape, double phase, double scale) {
-    return pattern(shape, phase).mul(scale).to(dtype).to(device).requires_grad_();
+    return placed(pattern(shape, phase).mul(scale), device, dtype).requires_grad_();
   };
   Outputs out;
   for (const std::vector<int64_t>& shape :
@@ -445,8 +460,8 @@ Outputs run_add_norm(const AddNormPath& path, Device device, at::ScalarType dtyp
       const at::Tensor w = make({c}, 0.5, 1).add(1).detach().requires_grad_();
       const at::Tensor b = layer_norm ? make({c}, 0.9, 0.5) : at::Tensor();
       const auto [sum, normed] = path.run(kind, x, delta, w, b, 1e-5);
-      torch::autograd::backward({sum, normed}, {pattern(shape, 0.2).to(dtype).to(device),
-                                                pattern(shape, 0.6).to(dtype).to(device)});
+      torch::autograd::backward({sum, normed}, {placed(pattern(shape, 0.2), device, dtype),
+                                                placed(pattern(shape, 0.6), device, dtype)});
       for (const at::Tensor& t : {sum.detach(), normed.detach(), x.grad(), delta.grad(), w.grad()})
         out.push_back(t);
       if (layer_norm) out.push_back(b.grad());
@@ -473,7 +488,7 @@ Outputs experts_outputs(const Run& run, Device device, at::ScalarType dtype) {
   for (const Case& c :
        {Case{{10, 0, 20, 7}, 24, 40}, Case{{70, 0, 130, 3}, 96, 80}, Case{many, 16, 8}}) {
     const auto make = [&](std::vector<int64_t> shape, double phase) {
-      return pattern(shape, phase).to(dtype).to(device).requires_grad_();
+      return placed(pattern(shape, phase), device, dtype).requires_grad_();
     };
     int64_t rows = 0;
     for (const int64_t n : c.counts)
@@ -486,7 +501,7 @@ Outputs experts_outputs(const Run& run, Device device, at::ScalarType dtype) {
                          make({c.columns, c.inner}, phase + 0.8)});
     }
     const at::Tensor y = run(h, at::tensor(c.counts, at::kLong).to(device), experts, 0.5);
-    y.backward(pattern({rows, c.columns}, 0.6).to(dtype).to(device));
+    y.backward(placed(pattern({rows, c.columns}, 0.6), device, dtype));
     out.push_back(y.detach());
     out.push_back(h.grad());
     for (const ExpertWeights& e : experts) {
@@ -501,40 +516,66 @@ Outputs run_experts_path(const ExpertsPath& path, Device device, at::ScalarType 
   return experts_outputs(path.run, device, dtype);
 }
 
-void check_every_table(Device device) {
+/// The tables, by the names the CUDA tests take (KernelTableOnCuda).
+const char* const kTables[] = {"Attention", "AdamW",  "Linear",  "MatmulPrecision", "LmLoss",
+                               "Swiglu",    "Rotary", "AddNorm", "MoeExperts"};
+
+/// Runs every path of table `name` (one of kTables) on `device`; returns how many cases ran.
+int check_table(const std::string& name, Device device) {
   auto nothing_open = [](const auto&, KernelContext&) {};
-  // Every loss row runs here, the ones no GPU has run too (NOTE [GPU-verified]).
-  auto loss_open = [](const LossPath&, KernelContext& context) { context.unverified = true; };
+  // Every loss row runs here, the ones no GPU has run too (NOTE [GPU-verified]); so do our own
+  // CUDA kernels (NOTE [CUDA kernels]).
+  auto unverified_open = [](const auto&, KernelContext& context) { context.unverified = true; };
   auto attention_open = [](const AttentionPath& path, KernelContext& context) {
     context.kv_cache = path.id == AttentionPathId::kKvCache;
     context.cp_ring = path.id == AttentionPathId::kCpRing;
   };
-  int ran = check_paths("attention", kAttentionPaths, device, attention_open, run_attention);
-  ran += check_paths("AdamW", kAdamWPaths, device, nothing_open, run_adamw);
-  ran += check_paths("linear", kLinearPaths, device, nothing_open, run_linear);
-  ran += check_paths("matmul", kMatmulPrecisionPaths, device, nothing_open, run_matmul);
-  ran += check_paths("LM loss", kLossPaths, device, loss_open, run_loss);
-  // Our own CUDA kernels run here before any GPU has verified them (NOTE [CUDA kernels]).
-  auto unverified_open = [](const auto&, KernelContext& context) { context.unverified = true; };
-  ran += check_paths("SwiGLU", kSwigluPaths, device, unverified_open, run_swiglu);
-  ran += check_paths("rotary", kRotaryPaths, device, unverified_open, run_rotary);
-  ran += check_paths("residual add + norm", kAddNormPaths, device, unverified_open, run_add_norm);
-  ran += check_paths("MoE experts", kExpertsPaths, device, unverified_open, run_experts_path);
-  EXPECT_GT(ran, 0);
+  if (name == "Attention")
+    return check_paths("attention", kAttentionPaths, device, attention_open, run_attention);
+  if (name == "AdamW") return check_paths("AdamW", kAdamWPaths, device, nothing_open, run_adamw);
+  if (name == "Linear")
+    return check_paths("linear", kLinearPaths, device, nothing_open, run_linear);
+  if (name == "MatmulPrecision")
+    return check_paths("matmul", kMatmulPrecisionPaths, device, nothing_open, run_matmul);
+  if (name == "LmLoss")
+    return check_paths("LM loss", kLossPaths, device, unverified_open, run_loss);
+  if (name == "Swiglu")
+    return check_paths("SwiGLU", kSwigluPaths, device, unverified_open, run_swiglu);
+  if (name == "Rotary")
+    return check_paths("rotary", kRotaryPaths, device, unverified_open, run_rotary);
+  if (name == "AddNorm")
+    return check_paths("residual add + norm", kAddNormPaths, device, unverified_open, run_add_norm);
+  if (name == "MoeExperts")
+    return check_paths("MoE experts", kExpertsPaths, device, unverified_open, run_experts_path);
+  ADD_FAILURE() << "no table " << name;
+  return 0;
 }
 
 TEST(KernelTable, EveryPathMatchesTheExplicitOneOnTheCpu) {
-  check_every_table(kCpu);
+  int ran = 0;
+  for (const char* name : kTables)
+    ran += check_table(name, kCpu);
+  EXPECT_GT(ran, 0);
 }
 
-TEST(KernelTable, EveryPathMatchesTheExplicitOneOnCuda) {
+/// NOTE [Kernel tests a process each]: on CUDA, a test a table, so that scripts/gpu-check.sh runs
+/// each kernel's rows in a process of its own (a sticky CUDA error, an illegal address, ends the
+/// process that met it and no other) and a failure names its kernel.
+class KernelTableOnCuda : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(KernelTableOnCuda, EveryPathMatchesTheExplicitOne) {
   if (!at::hasCUDA())
-    GTEST_SKIP()
-        << "no GPU: the CUDA paths (fused attention and AdamW where LibTorch has them, "
-           "at::linear, TF32 matmuls, the log-softmax losses, our SwiGLU, rotary, LM loss and "
-           "residual add + norm kernels and grouped GEMM where nvcc built them) run where one is";
-  check_every_table(kGpu);
+    GTEST_SKIP() << "no GPU: the CUDA paths (fused attention and AdamW where LibTorch has them, "
+                    "at::linear, TF32 matmuls, the log-softmax losses, our SwiGLU, rotary, LM "
+                    "loss and residual add + norm kernels and grouped GEMM where nvcc built them) "
+                    "run where one is";
+  EXPECT_GT(check_table(GetParam(), kGpu), 0) << GetParam();
 }
+
+INSTANTIATE_TEST_SUITE_P(Tables, KernelTableOnCuda, ::testing::ValuesIn(kTables),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
 
 // NOTE [Grouped experts]: the grouped row's autograd composition with the reference GEMMs, on the
 // CPU: its values and every gradient are the one-by-one row's.
@@ -551,6 +592,60 @@ TEST(KernelTable, GroupedExpertsMatchOneByOneWithTheReferenceGemms) {
         "= %.2e\n",
         c10::toString(dtype), error);
     EXPECT_LE(error, tolerance(dtype)) << c10::toString(dtype);
+  }
+}
+
+/// The message of what `run` throws, or "" when it throws nothing.
+template <typename Run>
+std::string error_of(const Run& run) {
+  try {
+    run();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// NOTE [Group ends on the device]: the host reads the groups' ends where it computes with them
+// (the reference GEMMs, the one-by-one row) and refuses ends that miss the rows, M - 1 or M + 1
+// or decreasing, naming them; the CUDA kernels, which read them on the device, hold them within
+// the rows instead (tests/kernels/cuda_kernels_test.cpp).
+TEST(KernelTable, GroupEndsThatMissTheRowsAreRefusedOnTheHost) {
+  const int64_t rows = 10;
+  const at::Tensor x = pattern({rows, 8}, 0.3), dy = pattern({rows, 4}, 0.6);
+  const std::vector<at::Tensor> w(3, pattern({4, 8}, 0.5));
+  struct Case {
+    std::vector<int64_t> ends;
+    const char* says;
+  };
+  for (const Case& c :
+       {Case{{3, 5, 9}, "groups of 9 rows for 10"}, Case{{3, 5, 11}, "groups of 11 rows for 10"},
+        Case{{3, 2, 10}, "the groups' ends decrease (2 after 3)"}}) {
+    const at::Tensor ends = at::tensor(c.ends, at::kLong);
+    EXPECT_NE(error_of([&] { kReferenceGemm.mm(x, ends, w, true); }).find(c.says),
+              std::string::npos)
+        << c.says;
+    EXPECT_NE(error_of([&] { kReferenceGemm.weight_grads(dy, x, ends); }).find(c.says),
+              std::string::npos)
+        << c.says;
+  }
+  EXPECT_EQ(error_of([&] {
+              kReferenceGemm.mm(x, at::tensor({3, 5, 10}, at::kLong), w, true);
+            }),
+            "");
+
+  std::vector<ExpertWeights> experts;
+  for (int e = 0; e < 3; ++e)
+    experts.push_back({pattern({6, 8}, 0.1 * e), pattern({6, 8}, 0.2 * e), pattern({8, 6}, 0.3)});
+  for (const auto& [counts, says] :
+       {std::pair<std::vector<int64_t>, const char*>{{3, 2, 4}, "counts of 9 rows for 10"},
+        {{3, 2, 6}, "counts of 11 rows for 10"},
+        {{3, -1, 8}, "expert 1 takes -1 rows"}}) {
+    const at::Tensor n = at::tensor(counts, at::kLong);
+    EXPECT_NE(error_of([&] { local::run_experts(x, n, experts, 1.0); }).find(says),
+              std::string::npos)
+        << says;
+    EXPECT_NE(error_of([&] { grouped_experts(x, n, experts, 1.0, kReferenceGemm); }), "") << says;
   }
 }
 
