@@ -54,7 +54,22 @@ at::Tensor rotary(const at::Tensor& x, double theta, const at::Tensor& positions
 }
 
 at::Tensor rotary_inv_freq(int64_t d, double theta, const at::TensorOptions& options) {
-  return at::reciprocal(at::pow(theta, at::arange(0, d, 2, options) / static_cast<double>(d)));
+  // On the host whatever the device: a GPU's powf and the host's pow differ in the last bit, and
+  // one ulp of a frequency moves the angle at position 1,000 by 1e-4 (our CUDA rotary against
+  // the explicit row on the CPU, issue [45]). In the options' type, as Hugging Face computes them
+  // (float32 on the host), so the float32 frequencies are bitwise theirs. Cached, as causal_bias.
+  using Key = std::tuple<int64_t, double, at::ScalarType, std::string>;
+  static std::mutex mutex;
+  static std::map<Key, at::Tensor> cache;
+  const at::ScalarType dtype = options.dtype().toScalarType();
+  const Key key{d, theta, dtype, options.device().str()};
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    const at::Tensor exponents = at::arange(0, d, 2, at::dtype(dtype)) / static_cast<double>(d);
+    it = cache.emplace(key, at::reciprocal(at::pow(theta, exponents)).to(options.device())).first;
+  }
+  return it->second;
 }
 
 at::Tensor causal_bias(int64_t t, const at::TensorOptions& options) {

@@ -74,7 +74,8 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
 /// else float32, and cos and sin cast to x's type (as Hugging Face does).
 at::Tensor rotary(const at::Tensor& x, double theta, const at::Tensor& positions);
 /// Rotary's frequencies 1 / theta^(2i / D), i < D / 2, in `options` (float32, or float64 for
-/// float64 x), as Hugging Face computes them.
+/// float64 x), as Hugging Face computes them: on the host, then moved to the options' device.
+/// Cached; never write into it.
 at::Tensor rotary_inv_freq(int64_t d, double theta, const at::TensorOptions& options);
 
 /// The additive causal mask [T, T]: 0 on and below the diagonal, -inf above. Cached.
