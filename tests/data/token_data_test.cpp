@@ -7,15 +7,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 
 #include "core/error.h"
+#include "support/errors.h"
 #include "support/temp_folder.h"
 
 namespace vescale {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::error_of;
 using testing::temp_folder;
 
 /// A sparse file of `tokens` zero tokens (no disk, no page cache until read).
@@ -42,15 +43,6 @@ int64_t resident_now() {
     }
   }
   return kib * 1024;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(TokenData, BatchesArePureFunctionsOfSeedAndStepAndSlicesAgree) {

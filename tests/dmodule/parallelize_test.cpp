@@ -17,6 +17,7 @@
 #include "models/mlp.h"
 #include "optim/adamw.h"
 #include "parallel/grad_sync.h"
+#include "support/errors.h"
 #include "support/expect_close.h"
 #include "support/run_ranks.h"
 #include "support/tensors.h"
@@ -25,6 +26,7 @@ namespace vescale {
 namespace {
 
 using testing::box_of;
+using testing::error_of;
 using testing::max_relative_error;
 using testing::pattern;
 using testing::run_ranks;
@@ -320,15 +322,6 @@ TEST(Parallelize, PluginModuleTypeAndForwardPatch) {
 // ---------------------------------------------------------------------------------------------
 // Plans: parsing and validation
 // ---------------------------------------------------------------------------------------------
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(Plan, JsonAndTomlReadTheSame) {
   const Plan json = Plan::parse_json(R"J({"model": "mlp", "description": "d",

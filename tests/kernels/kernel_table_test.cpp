@@ -19,17 +19,18 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.h"
 #include "dtensor/context_parallel.h"
 #include "dtensor/kv_cache.h"
 #include "dtensor/linear_cross_entropy.h"
 #include "dtensor/ring_attention.h"
+#include "support/errors.h"
 #include "support/run_ranks.h"
 #include "support/tensors.h"
 
 namespace vescale::kernels {
 namespace {
 
+using testing::error_of;
 using testing::pattern;
 using Outputs = std::vector<at::Tensor>;
 
@@ -593,17 +594,6 @@ TEST(KernelTable, GroupedExpertsMatchOneByOneWithTheReferenceGemms) {
         c10::toString(dtype), error);
     EXPECT_LE(error, tolerance(dtype)) << c10::toString(dtype);
   }
-}
-
-/// The message of what `run` throws, or "" when it throws nothing.
-template <typename Run>
-std::string error_of(const Run& run) {
-  try {
-    run();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // NOTE [Group ends on the device]: the host reads the groups' ends where it computes with them
