@@ -9,11 +9,17 @@
 # A long-tier test (e2e.test_newest_torch) runs it when the build's files change.
 #
 #   scripts/check-newest-torch.sh            # fetch (~540 MB, once), unpack, configure, compile
+#                                            # (8.5 min cold on 2 cores, seconds when nothing changed)
 #
 # Environment: BUILD_DIR (default build-newest-torch), JOBS (default 2), VESCALE_TORCH_CACHE (where
 # the unpacked wheels stay; default ~/.cache/vescale-train/newest-torch), BASE_PYTHON (the python3
 # whose pip downloads; default python3).
 set -euo pipefail
+case ${1:-} in
+  "") ;;
+  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "check-newest-torch: unknown argument $1 (see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 
 BUILD_DIR=${BUILD_DIR:-build-newest-torch}
@@ -39,6 +45,7 @@ unpack() {
   flock 9
   if [ -f "$folder/.ready" ]; then
     note "torch $version is unpacked in $folder"
+    exec 9>&-  # the lock guards the unpacking only
     return
   fi
   rm -rf "$folder"
@@ -52,6 +59,7 @@ unpack() {
     'torch/version.py' -d "$folder" || die "could not unpack $(ls "$folder"/wheel)"
   rm -rf "$folder/wheel"
   touch "$folder/.ready"
+  exec 9>&-
   note "unpacked torch $version into $folder ($(du -sh "$folder" | cut -f1))"
 }
 
