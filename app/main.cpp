@@ -5,6 +5,7 @@
 
 #include "comm/group.h"
 #include "commands/commands.h"
+#include "core/blas_core.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/quick_exit.h"
@@ -74,5 +75,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  vescale::blas::choose_kernels_or_restart(argc, argv);  // NOTE [BLAS kernels]: before anything
   vescale::exit_flushed(run(argc, argv));
 }  // NOTE [Quick exit]

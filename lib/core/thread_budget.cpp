@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/blas_core.h"
 #include "core/host_parallel.h"
 
 namespace vescale {
@@ -63,6 +64,8 @@ std::string apply_thread_budget(const ThreadBudget& budget) {
     set(budget.blas);
     blas = fmt::format("OpenBLAS {} thread{}", budget.blas, budget.blas == 1 ? "" : "s");
     if (config != nullptr) blas += fmt::format(" ({})", config());
+    if (const std::string kernels = blas::kernels_text(); !kernels.empty())
+      blas += ", " + kernels;  // NOTE [BLAS kernels]
   }
   return fmt::format("threads: {} intra-op, {}, {} for init [{}]", budget.intra_op, blas,
                      budget.cores, budget.origin);

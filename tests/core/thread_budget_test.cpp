@@ -3,6 +3,8 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include "core/blas_core.h"
+
 namespace vescale {
 namespace {
 
@@ -37,6 +39,45 @@ TEST(ThreadBudget, ApplySetsTheIntraOpPoolAndSaysWhatItDid) {
   EXPECT_EQ(at::get_num_threads(), 1);
   EXPECT_NE(line.find("1 intra-op"), std::string::npos) << line;
   at::set_num_threads(before);
+}
+
+// NOTE [BLAS kernels]: which OpenBLAS kernels to start again with, for what it picked and what
+// the CPU has.
+TEST(ThreadBudget, BlasKernelsForTheCpusVectorsWhereOpenBlasPickedNarrowerOnes) {
+  using blas::choose_core;
+  using blas::CpuVectors;
+  // Prescott's SSE3 on an AVX-512 CPU (issue [41]'s Xeon): SkylakeX's.
+  EXPECT_EQ(choose_core("Prescott", CpuVectors::kAvx512, false, nullptr, nullptr, nullptr).set,
+            "SkylakeX");
+  EXPECT_EQ(choose_core("Nehalem", CpuVectors::kAvx2, false, nullptr, nullptr, nullptr).set,
+            "Haswell");
+  EXPECT_EQ(choose_core("Prescott", CpuVectors::kAvx2, true, nullptr, nullptr, nullptr).set, "Zen");
+  // A pick as wide as the CPU's vectors, or wider by name (Cooperlake is AVX-512 too): kept.
+  for (const char* picked : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+    EXPECT_EQ(choose_core(picked, CpuVectors::kAvx512, false, nullptr, nullptr, nullptr).set, "")
+        << picked;
+  EXPECT_EQ(choose_core("Zen", CpuVectors::kAvx2, true, nullptr, nullptr, nullptr).set, "");
+  EXPECT_EQ(choose_core("Haswell", CpuVectors::kAvx2, false, nullptr, nullptr, nullptr).reason, "");
+  // Not a DYNAMIC_ARCH OpenBLAS, or no vectors to speak of: nothing.
+  EXPECT_EQ(choose_core("", CpuVectors::kAvx512, false, nullptr, nullptr, nullptr).set, "");
+  EXPECT_EQ(choose_core("Prescott", CpuVectors::kOther, false, nullptr, nullptr, nullptr).set, "");
+  // Off, a user's own OPENBLAS_CORETYPE, and the process started again: kept, and said.
+  const blas::CoreChoice off =
+      choose_core("Prescott", CpuVectors::kAvx512, false, "off", nullptr, nullptr);
+  EXPECT_EQ(off.set, "");
+  EXPECT_EQ(off.reason,
+            "kernels Prescott, OpenBLAS's pick on this AVX-512 CPU, whose SkylakeX kernels run "
+            "faster (VESCALE_BLAS_CORE=off)");
+  const blas::CoreChoice own =
+      choose_core("Haswell", CpuVectors::kAvx512, false, nullptr, "Haswell", nullptr);
+  EXPECT_EQ(own.set, "");
+  EXPECT_EQ(own.reason, "kernels Haswell (OPENBLAS_CORETYPE=Haswell)");
+  const blas::CoreChoice again =
+      choose_core("SkylakeX", CpuVectors::kAvx512, false, nullptr, "SkylakeX", "Prescott");
+  EXPECT_EQ(again.set, "");
+  EXPECT_EQ(again.reason,
+            "kernels SkylakeX (OpenBLAS picked Prescott on this AVX-512 CPU; "
+            "VESCALE_BLAS_CORE=off keeps its own)");
 }
 
 }  // namespace
