@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "config/job_config.h"
 #include "support/run_ranks.h"
@@ -120,6 +123,22 @@ TEST(Metrics, HostMemoryIsLabelledAndGpuPeaksAppearOnlyOnAGpu) {
   EXPECT_EQ(j["gpu_mem"]["allocated_peak"], int64_t{9} << 30);
   EXPECT_EQ(j["gpu_mem"]["reserved_peak"], int64_t{12} << 30);
   EXPECT_EQ(j["mem_bytes"], int64_t{3} << 29);
+}
+
+// The console line's tokens/s with a comma before each group of three digits.
+TEST(Metrics, TokensPerSecondHaveThousandsCommas) {
+  StepMetrics m;
+  for (const auto& [value, text] :
+       std::vector<std::pair<double, std::string>>{{0, "| tok/s 0 |"},
+                                                   {999.4, "| tok/s 999 |"},
+                                                   {1000, "| tok/s 1,000 |"},
+                                                   {5395.2, "| tok/s 5,395 |"},
+                                                   {123456, "| tok/s 123,456 |"},
+                                                   {1234567.8, "| tok/s 1,234,568 |"}}) {
+    m.tokens_per_s = value;
+    const std::string line = format_metrics_line(m);
+    EXPECT_NE(line.find(text), std::string::npos) << line;
+  }
 }
 
 TEST(Metrics, TheLastStepSaysDoneNotAnEta) {
