@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <thread>
 
@@ -22,6 +23,20 @@ int positive(const char* value) {
   return end != value && *end == '\0' && n > 0 && n < 1 << 16 ? static_cast<int>(n) : 0;
 }
 
+int machine_cores() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::atomic<double> g_core_share{0};
+
+// OpenBLAS is found by its symbols, not linked against: the BLAS is whatever Debian's
+// alternatives (or the user's LibTorch) put behind libblas. Null where it is not OpenBLAS.
+using SetThreads = void (*)(int);
+using GetThreads = int (*)();
+SetThreads openblas_set_threads() {
+  return reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+}
+
 }  // namespace
 
 ThreadBudget choose_thread_budget(int cores, int local_ranks, const char* omp,
@@ -31,6 +46,7 @@ ThreadBudget choose_thread_budget(int cores, int local_ranks, const char* omp,
   b.intra_op = 1;
   b.blas = per_rank;
   b.cores = per_rank;
+  b.core_share = static_cast<double>(std::max(1, cores)) / std::max(1, local_ranks);
   b.origin =
       fmt::format("{} cores / {} local rank{}", cores, local_ranks, local_ranks == 1 ? "" : "s");
   if (const int n = positive(omp)) {
@@ -45,19 +61,16 @@ ThreadBudget choose_thread_budget(int cores, int local_ranks, const char* omp,
 }
 
 ThreadBudget thread_budget_from_env(int local_ranks) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return choose_thread_budget(cores, local_ranks, std::getenv("OMP_NUM_THREADS"),
+  return choose_thread_budget(machine_cores(), local_ranks, std::getenv("OMP_NUM_THREADS"),
                               std::getenv("OPENBLAS_NUM_THREADS"));
 }
 
 std::string apply_thread_budget(const ThreadBudget& budget) {
   at::set_num_threads(budget.intra_op);
   set_rank_cores(budget.cores);
-  // OpenBLAS is found by its symbols, not linked against: the BLAS is whatever Debian's
-  // alternatives (or the user's LibTorch) put behind libblas.
-  using SetThreads = void (*)(int);
+  g_core_share.store(budget.core_share);
   using GetConfig = char* (*)();
-  auto set = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  const SetThreads set = openblas_set_threads();
   auto config = reinterpret_cast<GetConfig>(::dlsym(RTLD_DEFAULT, "openblas_get_config"));
   std::string blas = "BLAS threads not set (not OpenBLAS)";
   if (set != nullptr) {
@@ -69,6 +82,25 @@ std::string apply_thread_budget(const ThreadBudget& budget) {
   }
   return fmt::format("threads: {} intra-op, {}, {} for init [{}]", budget.intra_op, blas,
                      budget.cores, budget.origin);
+}
+
+double rank_core_share() {
+  const double set = g_core_share.load();
+  return set > 0 ? set : machine_cores();
+}
+
+OneThread::OneThread() : intra_op_(at::get_num_threads()), blas_(0) {
+  at::set_num_threads(1);
+  if (const SetThreads set = openblas_set_threads()) {
+    if (auto get = reinterpret_cast<GetThreads>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads")))
+      blas_ = get();
+    set(1);
+  }
+}
+
+OneThread::~OneThread() {
+  at::set_num_threads(intra_op_);
+  if (const SetThreads set = openblas_set_threads(); set != nullptr && blas_ > 0) set(blas_);
 }
 
 }  // namespace vescale

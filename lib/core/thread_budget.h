@@ -21,9 +21,12 @@
 namespace vescale {
 
 struct ThreadBudget {
-  int intra_op = 1;    ///< ATen's intra-op threads (at::set_num_threads)
-  int blas = 1;        ///< OpenBLAS threads
-  int cores = 1;       ///< this rank's share of the cores (host work outside both pools)
+  int intra_op = 1;  ///< ATen's intra-op threads (at::set_num_threads)
+  int blas = 1;      ///< OpenBLAS threads
+  int cores = 1;     ///< this rank's share of the cores (host work outside both pools)
+  /// The machine's cores over its local ranks, a fraction where ranks share a core: the cores
+  /// the CPU's MFU peak counts for this rank (NOTE [MFU peak]), whatever the threads.
+  double core_share = 1;
   std::string origin;  ///< where the numbers came from, for the log
 };
 
@@ -39,5 +42,22 @@ ThreadBudget thread_budget_from_env(int local_ranks);
 /// OpenBLAS, its threads (it read its environment when it was loaded, before main). Returns a line
 /// for the log.
 std::string apply_thread_budget(const ThreadBudget& budget);
+
+/// The core_share of the budget apply_thread_budget applied; before any, every core of the
+/// machine (one process).
+double rank_core_share();
+
+/// ATen's intra-op pool and OpenBLAS at one thread while it lives; the counts before it after.
+class OneThread {
+ public:
+  OneThread();
+  ~OneThread();
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int intra_op_;
+  int blas_;  ///< 0 where the BLAS is not OpenBLAS
+};
 
 }  // namespace vescale

@@ -105,8 +105,8 @@ int64_t peak_resident_bytes();
 /// are done).
 double measured_matmul_flops(int64_t n, double seconds, Device device = kCpu,
                              at::ScalarType dtype = at::kFloat);
-/// measured_matmul_flops(512, 0.2): the CPU's MFU peak when metrics.peak_flops is 0 (NOTE [MFU
-/// peak]).
+/// measured_matmul_flops(512, 0.2) on the host CPU: the MFU peak a CUDA job falls back to before
+/// a GPU has run the device table (NOTE [MFU peak]).
 double measured_peak_flops();
 
 }  // namespace vescale

@@ -3,8 +3,13 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
+#include <limits>
 
+#include "core/dtype_names.h"
+#include "core/thread_budget.h"
 #include "kernels/kernel_table.h"
 #include "train/metrics.h"
 
@@ -17,9 +22,18 @@ namespace {
 // cores, TF32 (float32 with TF32 matmuls, the kernel table's TF32 row), or plain float32. The
 // table below knows a GPU by a part of its name and its compute capability (both from the
 // driver: NOTE [GPU facts from the driver]); a GPU it does not know gets a short measured matmul
-// on that device in that dtype, and metrics.peak_flops overrides both. The CPU keeps a measured
-// float32 matmul. It was once measured on the host CPU for every device: an H100 reported
-// "mfu 196378%" (issue [31]).
+// on that device in that dtype, and metrics.peak_flops overrides both. It was once measured on
+// the host CPU for every device: an H100 reported "mfu 196378%" (issue [31]).
+// On the CPU the peak is what its cores reach: one core's best matmul in the job's dtype (1024 x
+// 1024 on one thread, the fastest of ~0.25 s of them, on the BLAS kernels NOTE [BLAS kernels]
+// chose) times the rank's share of the machine's cores (its cores over its local ranks: 0.5 where
+// 4 ranks share 2 cores), whatever threads the rank runs. Rank 0 measures while the others wait
+// in a broadcast, so ranks that share cores do not slow its clock. Before issue [41] each rank
+// timed a 512 x 512 float32 matmul on its own threads, all at once: 4 ranks on 2 cores each
+// measured a quarter of the machine and the MFU counted it 4 times, and on OpenBLAS's Prescott
+// kernels the figure was that slow kernel's (the demo said "mfu 52%", now 16%). On the 2-core
+// Xeon (family 6 model 207 at 2.1 GHz) one core's best float32 matmul is ~134 GFLOP/s: the vector
+// units' bound, 16 lanes x 2 (FMA) x 2 FMA units x 2.1 GHz = 134.4 (docs/metrics.md).
 // The device table, the driver's facts and the measurement on a GPU are CUDA-only code, and no
 // GPU has run them yet: as a kernel table row (NOTE [GPU-verified]) they are taken only once
 // kDevicePeakRun records a gpu-check run (its MFU row) or with training.unverified_kernels =
@@ -107,9 +121,6 @@ std::optional<double> table_peak_flops(const GpuFacts& gpu, MatmulKind kind) {
 
 PeakFlops device_peak_flops(Device device, const GpuFacts& gpu, at::ScalarType dtype, bool tf32,
                             const MeasureMatmul& measure) {
-  if (!device.is_cuda()) {
-    return {measure(kCpu, at::kFloat), "a float32 matmul measured on the CPU"};
-  }
   const std::string name = gpu.name.empty() ? device.str() : gpu.name;
   const std::optional<MatmulKind> kind = matmul_kind(dtype, tf32);
   if (const GpuPeaks* row = find_gpu(gpu); row != nullptr && kind) {
@@ -121,8 +132,36 @@ PeakFlops device_peak_flops(Device device, const GpuFacts& gpu, at::ScalarType d
                       name)};
 }
 
-PeakFlops job_peak_flops(double configured, Device device, at::ScalarType dtype) {
+double measured_core_flops(at::ScalarType dtype, int64_t n, double seconds) {
+  const OneThread one;
+  const auto options = at::TensorOptions().dtype(dtype);
+  const at::Tensor a = at::randn({n, n}, options), b = at::randn({n, n}, options);
+  at::matmul(a, b);  // warm up: the BLAS's buffers, the pages of the result
+  double best = std::numeric_limits<double>::infinity(), spent = 0;
+  for (int i = 0; i < 3 || (spent < seconds && i < 1000); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    at::matmul(a, b);
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::min(best, took);
+    spent += took;
+  }
+  return 2.0 * static_cast<double>(n * n * n) / best;
+}
+
+PeakFlops cpu_peak_flops(at::ScalarType dtype, double core_share, const CoreFlops& core_flops) {
+  const double core = core_flops(dtype);
+  return {
+      core * core_share,
+      fmt::format("{:.4g} GFLOP/s a core (its best one-thread {} matmul) x {:.3g} core{} a "
+                  "rank (the machine's cores over its local ranks)",
+                  core / 1e9, dtype_names().name(dtype), core_share, core_share == 1 ? "" : "s")};
+}
+
+PeakFlops job_peak_flops(double configured, Device device, at::ScalarType dtype,
+                         const CoreFlops& core_flops) {
   if (configured > 0) return {configured, "metrics.peak_flops"};
+  if (!device.is_cuda()) return cpu_peak_flops(dtype, rank_core_share(), core_flops);
   if (device.is_cuda() && !device_peaks_taken()) {
     return {measured_peak_flops(),
             fmt::format("a float32 matmul measured on the host CPU, not {}'s peak: the device "
@@ -137,8 +176,7 @@ PeakFlops job_peak_flops(double configured, Device device, at::ScalarType dtype)
                     kernels::MatmulPrecisionId::kTf32;
   return device_peak_flops(
       device, gpu_facts(device), dtype, tf32, [](Device on, at::ScalarType type) {
-        // The CPU's figure as ever; a GPU's at a size that fills it.
-        return on.is_cuda() ? measured_matmul_flops(4096, 0.2, on, type) : measured_peak_flops();
+        return measured_matmul_flops(4096, 0.2, on, type);  // a size that fills a GPU
       });
 }
 

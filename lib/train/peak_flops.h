@@ -36,19 +36,35 @@ struct PeakFlops {
 /// `measure(device, dtype)`: a matmul rate measured on the device (measured_matmul_flops).
 using MeasureMatmul = std::function<double(Device, at::ScalarType)>;
 
-/// The MFU peak of a job computing `dtype` on `device` (`tf32`: its float32 matmuls run as TF32):
-/// on CUDA the device table's figure for the GPU `gpu`, else `measure` on that device in that
-/// dtype; on the CPU a float32 matmul measured there, as ever.
+/// The MFU peak of a job computing `dtype` on the GPU `device` (`tf32`: its float32 matmuls run
+/// as TF32): the device table's figure for the GPU `gpu`, else `measure` on that device in that
+/// dtype.
 PeakFlops device_peak_flops(Device device, const GpuFacts& gpu, at::ScalarType dtype, bool tf32,
                             const MeasureMatmul& measure);
+
+/// `core_flops(dtype)`: one core's best matmul rate in `dtype` (measured_core_flops).
+using CoreFlops = std::function<double(at::ScalarType)>;
+
+/// The best rate of one thread multiplying two n x n matrices in `dtype` on the CPU: the fastest
+/// of the matmuls timed over about `seconds` (at least 3) after a warm-up one, with ATen and
+/// OpenBLAS at one thread meanwhile (OneThread).
+double measured_core_flops(at::ScalarType dtype, int64_t n = 1024, double seconds = 0.25);
+
+/// The CPU's MFU peak of a rank computing `dtype`: one core's best matmul, `core_flops(dtype)`,
+/// times the rank's share of the machine's cores, `core_share` (its cores over its local ranks).
+PeakFlops cpu_peak_flops(at::ScalarType dtype, double core_share, const CoreFlops& core_flops);
 
 /// Whether a CUDA job takes device_peak_flops: once a GPU has run it, or with
 /// training.unverified_kernels = true (NOTE [GPU-verified]).
 bool device_peaks_taken();
 
-/// The job's MFU peak: metrics.peak_flops when it is set (> 0); else on CUDA, where
-/// device_peaks_taken(), device_peak_flops for this process's GPU (measuring where the table has
-/// none); else a float32 matmul measured on the host CPU.
-PeakFlops job_peak_flops(double configured, Device device, at::ScalarType dtype);
+/// The job's MFU peak: metrics.peak_flops when it is set (> 0); on the CPU cpu_peak_flops with
+/// this rank's rank_core_share() (`core_flops` is called on every rank or on none: the trainer's
+/// measures on rank 0 alone and broadcasts); on CUDA, where device_peaks_taken(),
+/// device_peak_flops for this process's GPU (measuring where the table has none); else a float32
+/// matmul measured on the host CPU.
+PeakFlops job_peak_flops(
+    double configured, Device device, at::ScalarType dtype,
+    const CoreFlops& core_flops = [](at::ScalarType dtype) { return measured_core_flops(dtype); });
 
 }  // namespace vescale

@@ -33,10 +33,17 @@
 namespace vescale {
 namespace {
 
-/// The per-rank peak of the MFU (NOTE [MFU peak]), said once: gpu-check reads it.
-double mfu_peak(const Job& job) {
+/// The per-rank peak of the MFU (NOTE [MFU peak]), said once: gpu-check reads it. On the CPU
+/// rank 0 measures a core while the others wait in the broadcast.
+double mfu_peak(const Job& job, const comm::Group& world) {
+  const auto core_on_rank0 = [&world](at::ScalarType dtype) {
+    at::Tensor rate = at::zeros({1}, at::kDouble);
+    if (world.rank() == 0) rate.fill_(measured_core_flops(dtype));
+    world.broadcast(rate, 0);
+    return rate.item<double>();
+  };
   const PeakFlops peak = job_peak_flops(job.config().peak_flops, job.model->mesh().mesh().device(),
-                                        job_dtype(job.config()));
+                                        job_dtype(job.config()), core_on_rank0);
   log_rank0("[mfu] peak {:.4g} TFLOP/s per rank: {}", peak.flops / 1e12, peak.source);
   return peak.flops;
 }
@@ -62,7 +69,7 @@ struct Meter {
         tokens_per_step(samples_per_step * job.model->task().tokens_per_sample()),
         flops_per_sample(job.model->task().flops_per_sample()),
         optimizer_flops_per_step(optimizer_flops(job, flops_per_sample * samples_per_step)),
-        peak(mfu_peak(job)) {}
+        peak(mfu_peak(job, world)) {}
 
   comm::CommStats& stats;
   double world_size, samples_per_step, tokens_per_step, flops_per_sample;

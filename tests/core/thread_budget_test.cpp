@@ -18,6 +18,23 @@ TEST(ThreadBudget, OneIntraOpThreadAndTheRanksShareOfTheCoresForBlas) {
   ThreadBudget crowded = choose_thread_budget(2, 4, nullptr, nullptr);
   EXPECT_EQ(crowded.blas, 1);  // never 0
   EXPECT_EQ(choose_thread_budget(64, 8, nullptr, nullptr).blas, 8);
+  // The MFU's peak counts the machine's cores over its ranks, a fraction where they share one,
+  // and not the threads a user set (NOTE [MFU peak]).
+  EXPECT_DOUBLE_EQ(one.core_share, 2.0);
+  EXPECT_DOUBLE_EQ(crowded.core_share, 0.5);
+  EXPECT_DOUBLE_EQ(choose_thread_budget(2, 1, "1", "1").core_share, 2.0);
+}
+
+TEST(ThreadBudget, OneThreadHoldsBothPoolsAtOneAndGivesThemBack) {
+  apply_thread_budget(choose_thread_budget(4, 1, "2", "2"));
+  EXPECT_DOUBLE_EQ(rank_core_share(), 4.0);
+  {
+    const OneThread one;
+    EXPECT_EQ(at::get_num_threads(), 1);
+  }
+  EXPECT_EQ(at::get_num_threads(), 2);
+  apply_thread_budget(choose_thread_budget(2, 4, "1", nullptr));
+  EXPECT_DOUBLE_EQ(rank_core_share(), 0.5);
 }
 
 TEST(ThreadBudget, EnvironmentOverridesAndBadValuesAreIgnored) {

@@ -1,13 +1,15 @@
 // NOTE [MFU peak]: the device table by GPU name and compute capability, the measured fallback
-// for a GPU it does not know, and the CPU's measured float32 rate as before.
+// for a GPU it does not know, and the CPU's peak: a core's best matmul times the rank's cores.
 #include "train/peak_flops.h"
 
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <utility>
 #include <vector>
 
+#include "core/thread_budget.h"
 #include "kernels/kernel_table.h"
 #include "support/tensors.h"
 #include "train/metrics.h"
@@ -67,17 +69,44 @@ TEST(PeakFlops, AGpuTheTableDoesNotKnowIsMeasuredOnItInItsDtype) {
   EXPECT_EQ(measure.asked.size(), 3u);
 }
 
-TEST(PeakFlops, TheCpuKeepsItsMeasuredFloat32Rate) {
-  FakeMeasure measure;
-  const PeakFlops cpu = device_peak_flops(kCpu, {}, at::kBFloat16, false, measure.fn());
-  EXPECT_DOUBLE_EQ(cpu.flops, measure.rate);
-  ASSERT_EQ(measure.asked.size(), 1u);
-  EXPECT_EQ(measure.asked[0].first, kCpu);
-  EXPECT_EQ(measure.asked[0].second, at::kFloat);  // whatever the job computes, as before
-  // metrics.peak_flops overrides everything; the driver knows nothing of the CPU.
-  EXPECT_DOUBLE_EQ(job_peak_flops(3e12, kCpu, at::kFloat).flops, 3e12);
-  EXPECT_EQ(job_peak_flops(3e12, kCpu, at::kFloat).source, "metrics.peak_flops");
+TEST(PeakFlops, TheCpusPeakIsACoresBestMatmulInTheJobsDtypeTimesTheRanksCores) {
+  std::vector<at::ScalarType> asked;
+  const CoreFlops core = [&asked](at::ScalarType dtype) {
+    asked.push_back(dtype);
+    return 1.344e11;
+  };
+  // 4 ranks on 2 cores: half a core each, not a core each counted 4 times (issue [41]).
+  const PeakFlops crowded = cpu_peak_flops(at::kBFloat16, 0.5, core);
+  EXPECT_DOUBLE_EQ(crowded.flops, 0.672e11);
+  EXPECT_EQ(crowded.source,
+            "134.4 GFLOP/s a core (its best one-thread bfloat16 matmul) x 0.5 cores a rank (the "
+            "machine's cores over its local ranks)");
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], at::kBFloat16);  // the job's dtype, not float32 whatever it computes
+  // job_peak_flops takes this process's share of the cores.
+  const PeakFlops job = job_peak_flops(0, kCpu, at::kDouble, core);
+  EXPECT_DOUBLE_EQ(job.flops, 1.344e11 * rank_core_share());
+  EXPECT_EQ(asked.back(), at::kDouble);
+  // metrics.peak_flops overrides everything and measures nothing; the driver knows nothing of
+  // the CPU.
+  EXPECT_DOUBLE_EQ(job_peak_flops(3e12, kCpu, at::kFloat, core).flops, 3e12);
+  EXPECT_EQ(job_peak_flops(3e12, kCpu, at::kFloat, core).source, "metrics.peak_flops");
+  EXPECT_EQ(asked.size(), 2u);
   EXPECT_TRUE(gpu_facts(kCpu).name.empty());
+}
+
+TEST(PeakFlops, ACoresBestMatmulIsMeasuredOnOneThreadAndTheThreadsComeBack) {
+  const int before = at::get_num_threads();
+  apply_thread_budget(choose_thread_budget(2, 1, "2", "2"));
+  for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+    const double best = measured_core_flops(dtype, 128, 0.05);
+    const double mean = measured_matmul_flops(128, 0.05, kCpu, dtype);
+    std::printf("128 x 128 %s on the CPU: best one-thread %.3g FLOP/s, mean on %d threads %.3g\n",
+                c10::toString(dtype), best, at::get_num_threads(), mean);
+    EXPECT_GT(best, 1e6) << dtype;
+  }
+  EXPECT_EQ(at::get_num_threads(), 2);  // given back
+  at::set_num_threads(before);
 }
 
 // NOTE [GPU-verified]: the device table is CUDA-only code no GPU has run yet, so a CUDA job
