@@ -39,11 +39,16 @@ SetThreads openblas_set_threads() {
 
 }  // namespace
 
-ThreadBudget choose_thread_budget(int cores, int local_ranks, const char* omp,
-                                  const char* openblas) {
+BlasPool blas_pool() {
+  return openblas_set_threads() != nullptr ? BlasPool::kOwn : BlasPool::kAtens;
+}
+
+ThreadBudget choose_thread_budget(int cores, int local_ranks, const char* omp, const char* openblas,
+                                  BlasPool pool) {
   ThreadBudget b;
   const int per_rank = std::max(1, std::max(1, cores) / std::max(1, local_ranks));
-  b.intra_op = 1;
+  // NOTE [Thread budget]: a BLAS on ATen's threads needs them to use the rank's cores.
+  b.intra_op = pool == BlasPool::kOwn ? 1 : per_rank;
   b.blas = per_rank;
   b.cores = per_rank;
   b.core_share = static_cast<double>(std::max(1, cores)) / std::max(1, local_ranks);
@@ -62,7 +67,7 @@ ThreadBudget choose_thread_budget(int cores, int local_ranks, const char* omp,
 
 ThreadBudget thread_budget_from_env(int local_ranks) {
   return choose_thread_budget(machine_cores(), local_ranks, std::getenv("OMP_NUM_THREADS"),
-                              std::getenv("OPENBLAS_NUM_THREADS"));
+                              std::getenv("OPENBLAS_NUM_THREADS"), blas_pool());
 }
 
 std::string apply_thread_budget(const ThreadBudget& budget) {
@@ -72,7 +77,7 @@ std::string apply_thread_budget(const ThreadBudget& budget) {
   using GetConfig = char* (*)();
   const SetThreads set = openblas_set_threads();
   auto config = reinterpret_cast<GetConfig>(::dlsym(RTLD_DEFAULT, "openblas_get_config"));
-  std::string blas = "BLAS threads not set (not OpenBLAS)";
+  std::string blas = "the BLAS on them (not OpenBLAS)";
   if (set != nullptr) {
     set(budget.blas);
     blas = fmt::format("OpenBLAS {} thread{}", budget.blas, budget.blas == 1 ? "" : "s");

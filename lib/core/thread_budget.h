@@ -15,6 +15,11 @@
 // where the time goes (NOTE [Explicit attention] keeps the elementwise work small), and two
 // ranks each with 2 intra-op threads on 2 cores collapse. OMP_NUM_THREADS (intra-op) and
 // OPENBLAS_NUM_THREADS override either; our launcher passes the choice to its workers in them.
+// A BLAS without a pool of its own (MKL in the PyPI wheel's LibTorch runs its matmuls on ATen's
+// OpenMP threads, and at::set_num_threads sets both) gets cores / local ranks intra-op threads
+// instead: one intra-op thread would hold its matmuls to one core. Measured on the 2-core Xeon
+// (2026-12-02, the same job at 40 steps, two runs): the wheel's LibTorch 2.11 at 1 intra-op
+// thread 16,472 / 12,992 tokens/s, at 2 30,049 / 21,420 (Debian's build at 2 + 2 7,662 / 7,577).
 
 #include <string>
 
@@ -30,10 +35,17 @@ struct ThreadBudget {
   std::string origin;  ///< where the numbers came from, for the log
 };
 
-/// The budget of one of `local_ranks` ranks on `cores` cores. `omp` and `openblas` are the
-/// values of OMP_NUM_THREADS and OPENBLAS_NUM_THREADS (null when unset); a positive one wins.
-ThreadBudget choose_thread_budget(int cores, int local_ranks, const char* omp,
-                                  const char* openblas);
+/// Where the BLAS's matmuls run: a pool of its own (OpenBLAS), or ATen's intra-op threads (MKL).
+enum class BlasPool { kOwn, kAtens };
+
+/// The BLAS's pool in this process: kOwn where it is OpenBLAS.
+BlasPool blas_pool();
+
+/// The budget of one of `local_ranks` ranks on `cores` cores whose BLAS runs on `pool`. `omp` and
+/// `openblas` are the values of OMP_NUM_THREADS and OPENBLAS_NUM_THREADS (null when unset); a
+/// positive one wins.
+ThreadBudget choose_thread_budget(int cores, int local_ranks, const char* omp, const char* openblas,
+                                  BlasPool pool);
 
 /// The budget of this process: its cores and environment, as one of `local_ranks`.
 ThreadBudget thread_budget_from_env(int local_ranks);

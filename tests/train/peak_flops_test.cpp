@@ -97,7 +97,7 @@ TEST(PeakFlops, TheCpusPeakIsACoresBestMatmulInTheJobsDtypeTimesTheRanksCores) {
 
 TEST(PeakFlops, ACoresBestMatmulIsMeasuredOnOneThreadAndTheThreadsComeBack) {
   const int before = at::get_num_threads();
-  apply_thread_budget(choose_thread_budget(2, 1, "2", "2"));
+  apply_thread_budget(choose_thread_budget(2, 1, "2", "2", BlasPool::kOwn));
   for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
     const double best = measured_core_flops(dtype, 128, 0.05);
     const double mean = measured_matmul_flops(128, 0.05, kCpu, dtype);
