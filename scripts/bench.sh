@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Benchmarks, each printing a table:
 #   0. peers: the same GPT (configs/gpt-tiny.toml at seq_len = block_size = 128, global batch 16,
-#      float32, $PEER_STEPS steps) in Python PyTorch (bench/peers/gpt_torch.py: 1 process, and DDP
-#      over Gloo on 2), in a plain LibTorch loop (vescale-bench-plain: no DTensor, no hooks) and in
-#      vescale-train (1 process, dp=2, tp=2, dp=2 x tp=2): tokens/s after the first step, median
-#      (min-max) of $PEER_ROUNDS rounds that run every row once, in turn; vescale's ratio to the
-#      matching peer and its overhead over the plain loop, as the median of the per-round ratios
-#      (rows of one round share the machine's state), and every row's tokens/s by round. Peers
-#      run with their fastest thread settings ($PEER_PY1_ENV, $PEER_DDP_ENV, $PEER_PLAIN_ENV;
-#      BENCH=peer-threads measures the candidates), vescale-train with its own defaults (no
-#      thread variables set);
+#      $PEER_STEPS steps) in today's PyTorch (python/requirements.txt's wheel, 2.11, through
+#      bench/peers/gpt_torch.py): eager and torch.compile on 1 process, DDP, FSDP2 (fully_shard)
+#      and DTensor tensor parallelism (Megatron colwise/rowwise + sequence parallel) on 2; against
+#      vescale-train on Debian's LibTorch 1.13 (OpenBLAS) and on the wheel's LibTorch 2.11 (MKL)
+#      at 1 process, dp=2, dp=2 ZeRO-3 and tp=2; float32, and bf16 (1 process) where the CPU has
+#      AVX512-BF16 or AMX; and a plain LibTorch loop (vescale-bench-plain: no DTensor, no hooks).
+#      Tokens/s after the first step and the peak resident memory of the process tree (the
+#      largest process), median (min-max) of $PEER_ROUNDS rounds that run every row once, in turn;
+#      vescale's ratios to the matching peer as the median of the per-round ratios (rows of one
+#      round share the machine's state), every row's runs listed under the table. Peers run with
+#      their fastest thread settings (the candidates in $PEER_1_ENVS and $PEER_2_ENVS; the peer
+#      rows of 2022's Debian PyTorch 1.13 are BENCH=peer-threads'), vescale-train with its own
+#      defaults (no thread variables set);
 #   1. collectives over every mesh dim (comm bench) on 2 and 4 local processes;
 #   2. training throughput of configs/gpt-tiny.toml (float32, 60 steps) on 1 process and on the
 #      config's dp=2 x tp=2 mesh;
@@ -93,51 +97,76 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
 # --- peers -----------------------------------------------------------------------------------
-PY=/usr/bin/python3  # Debian's, with python3-torch (the python3 on PATH may lack torch)
+PY=/usr/bin/python3  # Debian's, with python3-torch 1.13: BENCH=peer-threads' peers, the tables' sums
 PLAIN="${VESCALE_BENCH_PLAIN:-${BUILD_DIR:-build}/vescale-bench-plain}"
+# vescale-train built on the wheel's LibTorch (scripts/test-wheel.sh builds it there).
+WHEEL_BIN=${VESCALE_TRAIN_WHEEL:-build-wheel/vescale-train}
 PEER_ROUNDS=${PEER_ROUNDS:-3}
 PEER_STEPS=${PEER_STEPS:-40}
 # The peers' candidate thread settings, ';'-separated: every candidate runs in every round and a
 # peer's row is its fastest candidate by median, so the peers are tuned for the machine as it is
 # during the run (BENCH=peer-threads measures a wider grid). vescale-train sets none.
-# On one process: 1 intra-op thread, and OpenBLAS on 1 or both cores (2 intra-op threads lose
-# several-fold here: NOTE [Thread budget]; BENCH=peer-threads).
+# Today's PyTorch on one process: ATen's threads (and MKL's, which follow them) at 1 or 2; on two
+# processes 1 each.
+PEER_1_ENVS=${PEER_1_ENVS-OMP_NUM_THREADS=1;OMP_NUM_THREADS=2}
+PEER_2_ENVS=${PEER_2_ENVS-OMP_NUM_THREADS=1}
+# Debian's PyTorch 1.13 (BENCH=peer-threads): 1 intra-op thread, and OpenBLAS on 1 or both cores
+# (2 intra-op threads lose several-fold here: NOTE [Thread budget]).
 PEER_PY1_ENVS=${PEER_PY1_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=2}
 # The plain loop runs with vescale-train's own budget (NOTE [Thread budget]) only: its row measures
 # vescale's overhead, and the best of two noisy candidates would overstate it.
 PEER_PLAIN_ENVS=${PEER_PLAIN_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=2}
-# The plain loop once more with vescale-train's allocator settings (NOTE [Allocator settings]) as
-# glibc's variables: its gap to vescale is then the machinery alone.
-PEER_PLAIN_ALLOC_ENVS=${PEER_PLAIN_ALLOC_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=2 MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_TOP_PAD_=67108864}
-PEER_DDP_ENVS=${PEER_DDP_ENVS-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1}
 PEER_PY_ARGS=${PEER_PY_ARGS---foreach}  # AdamW's multi-tensor path: ~6% faster here than 1.13's default loop
 PEER_ARGS=(configs/gpt-tiny.toml --training.seq_len=128 --model.block_size=128
   --training.steps="$PEER_STEPS")
 tokens_per_s() { sed -n 's/.*done: .*, \([0-9]*\) tokens\/s.*/\1/p' | tail -1; }
-# One run of a row; prints its tokens/s (empty if it failed). Thread variables are cleared first,
-# so vescale-train runs with its defaults and a peer with exactly the setting it names.
+# Runs a command and then says the peak resident memory of its largest process, workers included
+# (getrusage's RUSAGE_CHILDREN: every launcher here waits for its workers), on standard error.
+WITH_RSS=("$PY" -c 'import resource, subprocess, sys
+code = subprocess.run(sys.argv[1:]).returncode
+print("max RSS KiB", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)
+sys.exit(code)')
+# One run of a row (a trailing "@bf16": in bfloat16); prints "tokens/s/peak RSS MiB", or nothing
+# if it failed. Thread variables are cleared first, so vescale-train runs with its defaults and a
+# peer with exactly the setting it names.
 peer_run() {  # row [VAR=value ...]
-  local row=$1; shift
-  local clean=(env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u MKL_NUM_THREADS -u MALLOC_MMAP_THRESHOLD_
-    -u MALLOC_TRIM_THRESHOLD_ -u MALLOC_TOP_PAD_ "$@")
-  local vs=("$BIN" train "${PEER_ARGS[@]}" --job.dump_folder="$OUT/peer-$row" --eval.interval=0
+  local row=$1 dtype=float32; shift
+  if [[ $row == *@bf16 ]]; then row=${row%@bf16}; dtype=bfloat16; fi
+  local run=(env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u MKL_NUM_THREADS -u MALLOC_MMAP_THRESHOLD_
+    -u MALLOC_TRIM_THRESHOLD_ -u MALLOC_TOP_PAD_ "$@" "${WITH_RSS[@]}")
+  local args=("${PEER_ARGS[@]}" --training.dtype="$dtype")
+  local vs=(train "${args[@]}" --job.dump_folder="$OUT/peer-$row" --eval.interval=0
     --eval.windows=1 --metrics.log_interval="$PEER_STEPS" --checkpoint.interval=0)
+  local dp2=(--parallel.dp=2 --parallel.tp=1 --parallel.plan=gpt/dp-only)
+  local tp2=(--parallel.dp=1 --parallel.tp=2 --parallel.plan=gpt/megatron-sp)
+  local log="$OUT/peer-run.log"
   # shellcheck disable=SC2086  # PEER_PY_ARGS is a list of words
   case $row in
-    py1) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" $PEER_PY_ARGS ;;
-    py1add) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" $PEER_PY_ARGS --attention=additive ;;
-    py1-foreach) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" --foreach ;;
-    ddp) "${clean[@]}" "$PY" bench/peers/gpt_torch.py "${PEER_ARGS[@]}" --nproc 2 $PEER_PY_ARGS ;;
-    plain) "${clean[@]}" "$PLAIN" "${PEER_ARGS[@]}" ;;
-    vs1) "${clean[@]}" "${vs[@]}" --parallel.dp=1 --parallel.tp=1 --parallel.plan= ;;
-    dp2) "${clean[@]}" "${vs[@]}" --parallel.dp=2 --parallel.tp=1 --parallel.plan=gpt/dp-only ;;
-    tp2) "${clean[@]}" "${vs[@]}" --parallel.dp=1 --parallel.tp=2 --parallel.plan=gpt/megatron-sp ;;
-    dp2tp2) "${clean[@]}" "${vs[@]}" --parallel.dp=2 --parallel.tp=2 --parallel.plan=gpt/megatron-sp ;;
-  esac 2>&1 | tokens_per_s
+    py1) "${run[@]}" "$PY" bench/peers/gpt_torch.py "${args[@]}" $PEER_PY_ARGS ;;
+    py1-foreach) "${run[@]}" "$PY" bench/peers/gpt_torch.py "${args[@]}" --foreach ;;
+    ddp) "${run[@]}" "$PY" bench/peers/gpt_torch.py "${args[@]}" --nproc 2 $PEER_PY_ARGS ;;
+    eager) "${run[@]}" "$PY_NOW" bench/peers/gpt_torch.py "${args[@]}" --foreach ;;
+    compile) "${run[@]}" "$PY_NOW" bench/peers/gpt_torch.py "${args[@]}" --foreach --compile ;;
+    ddp-now) "${run[@]}" "$PY_NOW" bench/peers/gpt_torch.py "${args[@]}" --foreach --nproc 2 ;;
+    fsdp) "${run[@]}" "$PY_NOW" bench/peers/gpt_torch.py "${args[@]}" --foreach --nproc 2 --fsdp ;;
+    dtensor-tp) "${run[@]}" "$PY_NOW" bench/peers/gpt_torch.py "${args[@]}" --foreach --nproc 2 --tp ;;
+    plain) "${run[@]}" "$PLAIN" "${args[@]}" ;;
+    vs1) "${run[@]}" "$BIN" "${vs[@]}" --parallel.dp=1 --parallel.tp=1 --parallel.plan= ;;
+    dp2) "${run[@]}" "$BIN" "${vs[@]}" "${dp2[@]}" ;;
+    zero3) "${run[@]}" "$BIN" "${vs[@]}" "${dp2[@]}" --parallel.zero=3 ;;
+    tp2) "${run[@]}" "$BIN" "${vs[@]}" "${tp2[@]}" ;;
+    wheel-vs1) "${run[@]}" "$WHEEL_BIN" "${vs[@]}" --parallel.dp=1 --parallel.tp=1 --parallel.plan= ;;
+    wheel-dp2) "${run[@]}" "$WHEEL_BIN" "${vs[@]}" "${dp2[@]}" ;;
+    wheel-zero3) "${run[@]}" "$WHEEL_BIN" "${vs[@]}" "${dp2[@]}" --parallel.zero=3 ;;
+    wheel-tp2) "${run[@]}" "$WHEEL_BIN" "${vs[@]}" "${tp2[@]}" ;;
+  esac >"$log" 2>&1
+  local tokens rss
+  tokens=$(tokens_per_s <"$log")
+  rss=$(sed -n 's/^max RSS KiB \([0-9]*\)$/\1/p' "$log" | tail -1)
+  if [ -n "$tokens" ]; then echo "$tokens/$((${rss:-0} / 1024))"; else sed 's/^/    /' "$log" | tail -3 >&2; fi
 }
 # Runs rows (name|row|env) round-robin for PEER_ROUNDS rounds; prints "name<TAB>run1 run2 ..." lines.
-# A program and setting named by two rows (e.g. Python at one thread: a candidate of
-# "python 1 process" and the row "python 1 process (1 thread)") runs once a round, for both.
+# A program and setting named by two rows runs once a round, for both.
 peer_rounds() {
   declare -A runs=()
   local r spec name row envs
@@ -148,7 +177,7 @@ peer_rounds() {
       if [ -z "${this_round[$row|$envs]+set}" ]; then
         # shellcheck disable=SC2086  # envs is a list of VAR=value words
         this_round[$row|$envs]=$(peer_run "$row" $envs)
-        echo "  round $r/$PEER_ROUNDS: $name" >&2
+        echo "  round $r/$PEER_ROUNDS: $name: ${this_round[$row|$envs]:-failed}" >&2
       fi
       runs[$name]+="${this_round[$row|$envs]} "
     done
@@ -166,24 +195,25 @@ peer_candidates() {
   IFS=';' read -ra list <<<"$envs"
   for env in "${list[@]}"; do echo "$label [$env]|$row|$env"; done
 }
-# The table of peer_rounds' lines: per label "label|ref|kind", its fastest candidate's median
-# (min-max), its setting, and the ratio to label ref (kind overhead: ref / label - 1).
+# The table of peer_rounds' lines: per label "label|refs|kind", its fastest candidate's median
+# tokens/s (min-max) and peak RSS, its setting, and its ratios to the labels refs (kind overhead:
+# ref / label - 1).
 peer_table() {  # file of peer_rounds' lines, row specs...
   "$PY" - "$@" <<'PY'
 import statistics, sys
-runs = {}
+runs = {}  # name: [(tokens/s, peak RSS MiB)] of the runs that finished
 for line in open(sys.argv[1]):
     name, _, values = line.rstrip("\n").partition("\t")
-    runs[name] = [float(v) for v in values.split()]
+    runs[name] = [tuple(float(x) for x in v.split("/")) for v in values.split()]
 def best(label):
-    """The fastest candidate of label: (median, runs, setting) or None."""
+    """The fastest candidate of label: (median tokens/s, runs, setting) or None."""
     found = []
     for name, v in runs.items():
         if v and (name == label or name.startswith(label + " [")):
-            found.append((statistics.median(v), v, name[len(label):].strip(" []") or "defaults"))
+            found.append((statistics.median(t for t, _ in v), v, name[len(label):].strip(" []") or "defaults"))
     return max(found) if found else None
 w = max(len(spec.split("|")[0]) for spec in sys.argv[2:])
-print(f"{'row':<{w}} {'tokens/s':>9} {'min-max':>15}  {'vs. peer':<46} threads")
+print(f"{'row':<{w}} {'tokens/s':>9} {'min-max':>15} {'peak RSS':>9}  {'vs. peer (tokens/s, peak RSS)':<58} threads")
 notes = []
 for spec in sys.argv[2:]:
     label, refs, kind = spec.split("|")
@@ -192,6 +222,7 @@ for spec in sys.argv[2:]:
         print(f"{label:<{w}} {'failed':>9}")
         continue
     m, v, setting = b
+    rss = statistics.median(r for _, r in v)
     if kind == "grid":  # the label names the setting
         setting = ""
     notes_row = []
@@ -200,17 +231,22 @@ for spec in sys.argv[2:]:
         if not r:
             continue
         # Rows of one round run back to back, so the machine's state is shared within a round and
-        # not across rounds (docs/benchmarks.md: with OpenBLAS on both cores this VM switches between
-        # two speeds): the ratio is the median of the per-round ratios, not a ratio of medians.
-        ratio = statistics.median(a / b for a, b in zip(v, r[1])) if len(v) == len(r[1]) else m / r[0]
+        # not across rounds: the ratio is the median of the per-round ratios, not a ratio of
+        # medians.
+        tokens = [t for t, _ in v]
+        ref_tokens = [t for t, _ in r[1]]
+        ratio = (statistics.median(a / b for a, b in zip(tokens, ref_tokens))
+                 if len(tokens) == len(ref_tokens) else m / r[0])
+        ref_rss = statistics.median(x for _, x in r[1])
         if kind == "overhead":
-            notes_row.append(f"vescale 1 process overhead {(ratio - 1) * 100:+.1f}%")
+            notes_row.append(f"vescale overhead {(ratio - 1) * 100:+.1f}%")
         else:
-            notes_row.append(f"{ratio:.2f}x {ref}")
+            notes_row.append(f"{ratio:.2f}x, {rss / ref_rss:.2f}x {ref}" if ref_rss else f"{ratio:.2f}x {ref}")
     note = "; ".join(notes_row)
-    print(f"{label:<{w}} {m:>9,.0f} {f'{min(v):,.0f}-{max(v):,.0f}':>15}  {note:<46} {setting}")
-    notes.append(f"  {label} by round: " + ", ".join(f"{x:,.0f}" for x in v))
-    others = [(n, statistics.median(x)) for n, x in runs.items() if x and n.startswith(label + " [")]
+    print(f"{label:<{w}} {m:>9,.0f} {f'{min(t for t, _ in v):,.0f}-{max(t for t, _ in v):,.0f}':>15} "
+          f"{f'{rss:,.0f} MiB':>9}  {note:<58} {setting}")
+    notes.append(f"  {label} by round: " + ", ".join(f"{t:,.0f} ({r:,.0f} MiB)" for t, r in v))
+    others = [(n, statistics.median(t for t, _ in x)) for n, x in runs.items() if x and n.startswith(label + " [")]
     if len(others) > 1:
         notes.append(f"  {label} candidates: " + "; ".join(f"{n[len(label):].strip(' []')}: {x:,.0f}" for n, x in others))
 print("\n".join(notes))
@@ -219,36 +255,64 @@ PY
 
 if wanted peers; then
 if [ ! -x "$PLAIN" ]; then echo "[bench] $PLAIN is missing (built with -DVESCALE_BUILD_BENCH=ON)" >&2; exit 1; fi
+PY_NOW=$(bash scripts/python-env.sh | tail -1)  # today's PyTorch: python/requirements.txt
+# The plain loop on the OpenBLAS kernels vescale-train starts again with (NOTE [BLAS kernels]):
+# it has no such choice of its own, and its gap to vescale is to be the machinery alone.
+blas_core=$("$BIN" train "${PEER_ARGS[@]}" --training.steps=1 --parallel.dp=1 --parallel.tp=1 \
+  --parallel.plan= --job.dump_folder="$OUT/blas-core" --eval.interval=0 --checkpoint.interval=0 2>&1 |
+  sed -n 's/.*, kernels \([A-Za-z0-9]*\) (OpenBLAS picked.*/\1/p' | head -1)
+[ -z "$blas_core" ] || PEER_PLAIN_ENVS+=" OPENBLAS_CORETYPE=$blas_core"
+wheel_rows=()
+if [ -x "$WHEEL_BIN" ]; then
+  wheel_rows=(wheel)
+else
+  echo "[bench] $WHEEL_BIN is missing: no rows of vescale-train on the wheel's LibTorch (scripts/test-wheel.sh builds it)" >&2
+fi
+bf16=()
+grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && bf16=(bf16)
+torch_now=$("$PY_NOW" -c 'import torch; print(torch.__version__)')
 echo "peers: the same GPT (configs/gpt-tiny.toml, seq_len = block_size = 128: 4 layers, C = 128, 4 heads,"
-echo "  vocab 256, global batch 16, float32, AdamW, clip 1.0, fortunes), $PEER_STEPS steps; tokens/s after the first step,"
-echo "  median (min-max) of $PEER_ROUNDS interleaved rounds; machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(date -u +%Y-%m-%d)"
-echo "  python torch $("$PY" -c 'import torch; print(torch.__version__)')${PEER_PY_ARGS:+ ($PEER_PY_ARGS)}; peers' threads: the fastest of their"
-echo "  candidates (threads column); vescale-train with its defaults (no thread variables set)"
-# The 1-process rows once more at one ATen and one OpenBLAS thread each: with OpenBLAS on both
-# cores this VM flips between two speeds from run to run, and these rows are the steady ones.
-ONE_THREAD="OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"
-mapfile -t specs < <(peer_candidates "python 1 process" py1 "$PEER_PY1_ENVS"
-  peer_candidates "python 1 process (additive mask)" py1add "$PEER_PY1_ENVS"
-  peer_candidates "vescale 1 process" vs1 ""
+echo "  vocab 256, global batch 16, AdamW, clip 1.0, fortunes), $PEER_STEPS steps; tokens/s after the first step and the"
+echo "  peak RSS of the largest process, median (min-max) of $PEER_ROUNDS interleaved rounds; machine: $(lscpu | sed -n 's/^Model name: *//p'),"
+echo "  $(nproc) cores, $(date -u +%Y-%m-%d); torch $torch_now (PyPI wheel: MKL, oneDNN); vescale-train on Debian's LibTorch"
+echo "  $(dpkg-query -W -f '${Version}' libtorch1.13 2>/dev/null || echo 1.13) (OpenBLAS) and, '(wheel LibTorch)', on the wheel's; peers' threads: the fastest of"
+echo "  their candidates (threads column); vescale-train with its defaults (no thread variables set)"
+vs_rows() {  # label, row, [@bf16]: vescale-train's row, and its twin on the wheel's LibTorch
+  peer_candidates "$1" "$2${3:-}" ""
+  [ ${#wheel_rows[@]} -eq 0 ] || peer_candidates "$1 (wheel LibTorch)" "wheel-$2${3:-}" ""
+}
+mapfile -t specs < <(peer_candidates "torch eager 1 process" eager "$PEER_1_ENVS"
+  peer_candidates "torch.compile 1 process" compile "$PEER_1_ENVS"
+  vs_rows "vescale 1 process" vs1
   peer_candidates "plain libtorch 1 process" plain "$PEER_PLAIN_ENVS"
-  peer_candidates "plain libtorch 1 process (vescale's allocator)" plain "$PEER_PLAIN_ALLOC_ENVS"
-  peer_candidates "python 1 process (1 thread)" py1 "$ONE_THREAD"
-  peer_candidates "plain libtorch 1 process (1 thread)" plain "$ONE_THREAD"
-  peer_candidates "vescale 1 process (1 thread)" vs1 "$ONE_THREAD"
-  peer_candidates "python DDP 2 processes" ddp "$PEER_DDP_ENVS"
-  peer_candidates "vescale dp=2" dp2 ""
-  peer_candidates "vescale tp=2 megatron-sp" tp2 ""
-  peer_candidates "vescale dp=2 x tp=2 megatron-sp" dp2tp2 "")
+  peer_candidates "torch DDP 2 processes" ddp-now "$PEER_2_ENVS"
+  vs_rows "vescale dp=2" dp2
+  peer_candidates "torch FSDP2 2 processes" fsdp "$PEER_2_ENVS"
+  vs_rows "vescale dp=2 ZeRO-3" zero3
+  peer_candidates "torch DTensor TP 2 processes" dtensor-tp "$PEER_2_ENVS"
+  vs_rows "vescale tp=2 megatron-sp" tp2
+  if [ ${#bf16[@]} -gt 0 ]; then
+    peer_candidates "torch eager 1 process bf16" eager@bf16 "$PEER_1_ENVS"
+    peer_candidates "torch.compile 1 process bf16" compile@bf16 "$PEER_1_ENVS"
+    vs_rows "vescale 1 process bf16" vs1 @bf16
+  fi)
 peer_rounds "${specs[@]}" >"$OUT/peers.tsv"
-peer_table "$OUT/peers.tsv" "python 1 process||" "python 1 process (additive mask)||" \
-  "vescale 1 process|python 1 process,python 1 process (additive mask)|" \
-  "plain libtorch 1 process|vescale 1 process|overhead" \
-  "plain libtorch 1 process (vescale's allocator)|vescale 1 process|overhead" \
-  "python 1 process (1 thread)||" "vescale 1 process (1 thread)|python 1 process (1 thread)|" \
-  "plain libtorch 1 process (1 thread)|vescale 1 process (1 thread)|overhead" \
-  "python DDP 2 processes||" \
-  "vescale dp=2|python DDP 2 processes|" "vescale tp=2 megatron-sp|python DDP 2 processes|" \
-  "vescale dp=2 x tp=2 megatron-sp|python DDP 2 processes|"
+one="torch.compile 1 process,torch eager 1 process"
+rows=("torch eager 1 process||" "torch.compile 1 process||" "vescale 1 process|$one|"
+  "vescale 1 process (wheel LibTorch)|$one|" "plain libtorch 1 process|vescale 1 process|overhead"
+  "torch DDP 2 processes||" "vescale dp=2|torch DDP 2 processes|"
+  "vescale dp=2 (wheel LibTorch)|torch DDP 2 processes|"
+  "torch FSDP2 2 processes||" "vescale dp=2 ZeRO-3|torch FSDP2 2 processes|"
+  "vescale dp=2 ZeRO-3 (wheel LibTorch)|torch FSDP2 2 processes|"
+  "torch DTensor TP 2 processes||" "vescale tp=2 megatron-sp|torch DTensor TP 2 processes|"
+  "vescale tp=2 megatron-sp (wheel LibTorch)|torch DTensor TP 2 processes|")
+if [ ${#bf16[@]} -gt 0 ]; then
+  one_bf16="torch.compile 1 process bf16,torch eager 1 process bf16"
+  rows+=("torch eager 1 process bf16||" "torch.compile 1 process bf16||"
+    "vescale 1 process bf16|$one_bf16|" "vescale 1 process bf16 (wheel LibTorch)|$one_bf16|")
+fi
+[ ${#wheel_rows[@]} -gt 0 ] || mapfile -t rows < <(printf '%s\n' "${rows[@]}" | grep -v "(wheel LibTorch)")
+peer_table "$OUT/peers.tsv" "${rows[@]}"
 echo
 fi
 

@@ -27,7 +27,8 @@
 # and kernel tables, whose rows name LibTorch's fused kernels (Device, PeakFlops, KernelTable,
 # LinearCrossEntropy, FusedLoss), every op rule against LibTorch 2.11's single-device op (OpRules),
 # three runs of the real binary (the fused loss, a Llama, the profiler's trace:
-# e2e.test_fused_loss, test_llama, test_flight_recorder), and the client tests (clients.*: NOTE
+# e2e.test_fused_loss, test_llama, test_flight_recorder), the benchmark's peers against the binary
+# (e2e.test_peers: FSDP2 and DTensor TP on the environment's PyTorch), and the client tests (clients.*: NOTE
 # [Client tests] in tests/CMakeLists.txt). A change to what those files do adds its test file to
 # WHEEL_TEST_FILES.
 #
@@ -44,7 +45,7 @@ WHEEL_TEST_FILES="comm/group_test.cpp;kernels/fast_paths_test.cpp;config/job_con
 train/metrics_test.cpp;core/device_test.cpp;train/peak_flops_test.cpp;kernels/kernel_table_test.cpp;\
 dtensor/linear_cross_entropy_test.cpp;train/fused_loss_test.cpp;dtensor/ops_test.cpp;\
 kernels/cuda_kernels_test.cpp"
-WHEEL_TESTS='^[^e]|^e2e\.test_(fused_loss|llama|flight_recorder)$'
+WHEEL_TESTS='^[^e]|^e2e\.test_(fused_loss|llama|flight_recorder|peers)$'
 
 note() { echo "[wheel] [${SECONDS}s] $*"; }
 die() {

@@ -1,9 +1,14 @@
 """scripts/bench.sh's peers compute vescale-train's model: the Python PyTorch GPT (1 process and
-DDP on 2) and the plain LibTorch loop, started from vescale-train's float64 checkpoint after step
-1, train steps 2-4 on the same batch and must give its losses, gradient norms and parameters.
+DDP on 2; with today's PyTorch also FSDP2 and DTensor tensor parallelism on 2) and the plain
+LibTorch loop, started from vescale-train's float64 checkpoint after step 1, train steps 2-4 on the
+same batch and must give its losses, gradient norms and parameters.
 
 The batch is the same because the train split is seq_len + 2 bytes long: every window starts at
-0 whatever generator draws it (vescale-train's batches come from Philox, the peers' from torch)."""
+0 whatever generator draws it (vescale-train's batches come from Philox, the peers' from torch).
+VESCALE_TORCH_PYTHON names the python of today's PyTorch (scripts/python-env.sh; the wheel build's
+ctest sets it): the FSDP2 and DTensor TP peers run there, and skip without it. The vocabulary pads
+to 288 rows whether 1 or 2 ranks share it (vocab_multiple 144 x tp), so DTensor TP loads the same
+checkpoint."""
 import os
 import random
 import re
@@ -17,7 +22,9 @@ from common import SYSTEM_PYTHON, metrics_lines, run
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PEER = os.path.join(ROOT, "bench", "peers", "gpt_torch.py")
 PLAIN = os.environ.get("VESCALE_BENCH_PLAIN", "")
-SEQ_LEN = 1023        # text data needs > 1024 train bytes: train split = SEQ_LEN + 2 = 1025
+TORCH_PYTHON = os.environ.get("VESCALE_TORCH_PYTHON", "")
+SEQ_LEN = 1024        # text data needs > 1024 train bytes: train split = SEQ_LEN + 2 = 1026;
+                      # even, for the sequence parallelism of DTensor TP on 2
 VAL_BYTES = 1100      # one validation window of SEQ_LEN + 1
 STEPS = 4
 CONFIG = f"""
@@ -28,7 +35,7 @@ block_size = {SEQ_LEN}
 n_layer = 2
 n_head = 4
 n_embd = 32
-vocab_multiple = 96   # 288 rows: the padded logits are masked
+vocab_multiple = 144  # 288 rows on 1 rank and on 2: the padded logits are masked
 [parallel]
 dp = 1
 tp = 1
@@ -157,6 +164,18 @@ class Peers(unittest.TestCase):
 
     def test_python_ddp_two_processes(self):
         self.check_peer("python DDP 2 processes", [SYSTEM_PYTHON, PEER, "--nproc", "2"])
+
+    @unittest.skipUnless(TORCH_PYTHON, "VESCALE_TORCH_PYTHON (today's PyTorch) is not set")
+    def test_todays_torch_one_process(self):
+        self.check_peer("torch today 1 process", [TORCH_PYTHON, PEER])
+
+    @unittest.skipUnless(TORCH_PYTHON, "VESCALE_TORCH_PYTHON (today's PyTorch) is not set")
+    def test_todays_torch_fsdp2_two_processes(self):
+        self.check_peer("torch today FSDP2 2 processes", [TORCH_PYTHON, PEER, "--nproc", "2", "--fsdp"])
+
+    @unittest.skipUnless(TORCH_PYTHON, "VESCALE_TORCH_PYTHON (today's PyTorch) is not set")
+    def test_todays_torch_dtensor_tp_two_processes(self):
+        self.check_peer("torch today DTensor TP 2 processes", [TORCH_PYTHON, PEER, "--nproc", "2", "--tp"])
 
     @unittest.skipUnless(PLAIN and os.path.exists(PLAIN), "vescale-bench-plain is not built")
     def test_plain_libtorch(self):
