@@ -186,9 +186,9 @@ class GpuCheckCpu(unittest.TestCase):
         self.assertIn("widened log-softmax loss", cuda.group(1))
         # NOTE [MFU peak]: vescale-train's MFU agrees with this script's count within a point.
         mfu = re.search(r"^mfu: vescale-train's metrics\.jsonl vs 6N \+ 12LCT over vescale-train's "
-                        r"own peak \(a float32 matmul measured on the CPU\): ([0-9.]+)% vs "
-                        r"([0-9.]+)%, at most ([0-9.]+) points apart \(bar 1 point\): ok$",
-                        self.table, re.M)
+                        r"own peak \([0-9.]+ GFLOP/s a core \(its best one-thread float32 matmul\) "
+                        r"x [0-9.]+ cores? a rank .*\): ([0-9.]+)% vs ([0-9.]+)%, at most ([0-9.]+) "
+                        r"points apart \(bar 1 point\): ok$", self.table, re.M)
         self.assertIsNotNone(mfu, self.table)
 
     def test_profile_trace_has_phases(self):
