@@ -33,6 +33,7 @@ trap unmount_all EXIT
 
 unmount_all
 rm -rf "$ROOT"
+mkdir -p "$(dirname "$ROOT")"  # the logs go beside the root
 echo "[quick-start] making a fresh Debian 12 root in $ROOT (not timed)"
 debootstrap --variant=minbase bookworm "$ROOT" ${DEBIAN_MIRROR:+"$DEBIAN_MIRROR"} \
   >"$ROOT.debootstrap.log" 2>&1 || die "debootstrap failed (log: $ROOT.debootstrap.log)"
