@@ -126,12 +126,14 @@ WITH_RSS=("$PY" -c 'import resource, subprocess, sys
 code = subprocess.run(sys.argv[1:]).returncode
 print("max RSS KiB", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)
 sys.exit(code)')
-# One run of a row (a trailing "@bf16": in bfloat16); prints "tokens/s/peak RSS MiB", or nothing
+# One run of a row (a trailing "@bf16": in bfloat16; a leading "wheel-": vescale-train on the
+# wheel's LibTorch); prints "tokens/s/peak RSS MiB", or nothing
 # if it failed. Thread variables are cleared first, so vescale-train runs with its defaults and a
 # peer with exactly the setting it names.
 peer_run() {  # row [VAR=value ...]
-  local row=$1 dtype=float32; shift
+  local row=$1 dtype=float32 bin=$BIN; shift
   if [[ $row == *@bf16 ]]; then row=${row%@bf16}; dtype=bfloat16; fi
+  if [[ $row == wheel-* ]]; then row=${row#wheel-}; bin=$WHEEL_BIN; fi  # the same row, other build
   local run=(env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u MKL_NUM_THREADS -u MALLOC_MMAP_THRESHOLD_
     -u MALLOC_TRIM_THRESHOLD_ -u MALLOC_TOP_PAD_ "$@" "${WITH_RSS[@]}")
   local args=("${PEER_ARGS[@]}" --training.dtype="$dtype")
@@ -151,14 +153,10 @@ peer_run() {  # row [VAR=value ...]
     fsdp) "${run[@]}" "$PY_NOW" bench/peers/gpt_torch.py "${args[@]}" --foreach --nproc 2 --fsdp ;;
     dtensor-tp) "${run[@]}" "$PY_NOW" bench/peers/gpt_torch.py "${args[@]}" --foreach --nproc 2 --tp ;;
     plain) "${run[@]}" "$PLAIN" "${args[@]}" ;;
-    vs1) "${run[@]}" "$BIN" "${vs[@]}" --parallel.dp=1 --parallel.tp=1 --parallel.plan= ;;
-    dp2) "${run[@]}" "$BIN" "${vs[@]}" "${dp2[@]}" ;;
-    zero3) "${run[@]}" "$BIN" "${vs[@]}" "${dp2[@]}" --parallel.zero=3 ;;
-    tp2) "${run[@]}" "$BIN" "${vs[@]}" "${tp2[@]}" ;;
-    wheel-vs1) "${run[@]}" "$WHEEL_BIN" "${vs[@]}" --parallel.dp=1 --parallel.tp=1 --parallel.plan= ;;
-    wheel-dp2) "${run[@]}" "$WHEEL_BIN" "${vs[@]}" "${dp2[@]}" ;;
-    wheel-zero3) "${run[@]}" "$WHEEL_BIN" "${vs[@]}" "${dp2[@]}" --parallel.zero=3 ;;
-    wheel-tp2) "${run[@]}" "$WHEEL_BIN" "${vs[@]}" "${tp2[@]}" ;;
+    vs1) "${run[@]}" "$bin" "${vs[@]}" --parallel.dp=1 --parallel.tp=1 --parallel.plan= ;;
+    dp2) "${run[@]}" "$bin" "${vs[@]}" "${dp2[@]}" ;;
+    zero3) "${run[@]}" "$bin" "${vs[@]}" "${dp2[@]}" --parallel.zero=3 ;;
+    tp2) "${run[@]}" "$bin" "${vs[@]}" "${tp2[@]}" ;;
   esac >"$log" 2>&1
   local tokens rss
   tokens=$(tokens_per_s <"$log")

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh "${SETUP:-all}"
 BUILD_DIR=${BUILD_DIR:-build}
-# Unity batches of 8 (NOTE [Unity build]), also in a folder the demo made with 16 (NOTE [Demo build]).
+# Unity batches of 8 (NOTE [Unity build]), also in a folder the demo made with 32 (NOTE [Demo build]).
 CONFIGURE=(-DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" -DVESCALE_WERROR=ON
   -DCMAKE_UNITY_BUILD_BATCH_SIZE=8)
 if [ -f "$BUILD_DIR/CMakeCache.txt" ]; then

@@ -28,8 +28,8 @@
 # LinearCrossEntropy, FusedLoss), every op rule against LibTorch 2.11's single-device op (OpRules),
 # three runs of the real binary (the fused loss, a Llama, the profiler's trace:
 # e2e.test_fused_loss, test_llama, test_flight_recorder), the benchmark's peers against the binary
-# (e2e.test_peers: FSDP2 and DTensor TP on the environment's PyTorch), and the client tests (clients.*: NOTE
-# [Client tests] in tests/CMakeLists.txt). A change to what those files do adds its test file to
+# (e2e.test_peers: FSDP2 and DTensor TP on the environment's PyTorch), and the client tests
+# (clients.*: NOTE [Client tests] in tests/CMakeLists.txt). A change to what those files do adds its test file to
 # WHEEL_TEST_FILES.
 #
 # Environment:

@@ -60,6 +60,12 @@ const char* core_for(CpuVectors vectors, bool amd) {
   }
 }
 
+/// choose_core for this process: its OpenBLAS, its CPU and its environment.
+CoreChoice this_process_choice() {
+  return choose_core(openblas_core(), cpu_vectors(), cpu_is_amd(), std::getenv("VESCALE_BLAS_CORE"),
+                     std::getenv("OPENBLAS_CORETYPE"), std::getenv(kChosenFor));
+}
+
 /// A command that computes with the BLAS (the others read and write files).
 bool computes(int argc, char** argv) {
   if (argc < 2) return false;
@@ -120,9 +126,7 @@ std::string openblas_core() {
 
 void choose_kernels_or_restart(int argc, char** argv) {
   if (!computes(argc, argv)) return;
-  const CoreChoice choice =
-      choose_core(openblas_core(), cpu_vectors(), cpu_is_amd(), std::getenv("VESCALE_BLAS_CORE"),
-                  std::getenv("OPENBLAS_CORETYPE"), std::getenv(kChosenFor));
+  const CoreChoice choice = this_process_choice();
   if (choice.set.empty()) return;
   ::setenv(kChosenFor, openblas_core().c_str(), 1);
   ::setenv("OPENBLAS_CORETYPE", choice.set.c_str(), 1);
@@ -133,9 +137,7 @@ void choose_kernels_or_restart(int argc, char** argv) {
 }
 
 std::string kernels_text() {
-  return choose_core(openblas_core(), cpu_vectors(), cpu_is_amd(), std::getenv("VESCALE_BLAS_CORE"),
-                     std::getenv("OPENBLAS_CORETYPE"), std::getenv(kChosenFor))
-      .reason;
+  return this_process_choice().reason;
 }
 
 }  // namespace vescale::blas

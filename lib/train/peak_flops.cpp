@@ -162,7 +162,7 @@ PeakFlops job_peak_flops(double configured, Device device, at::ScalarType dtype,
                          const CoreFlops& core_flops) {
   if (configured > 0) return {configured, "metrics.peak_flops"};
   if (!device.is_cuda()) return cpu_peak_flops(dtype, rank_core_share(), core_flops);
-  if (device.is_cuda() && !device_peaks_taken()) {
+  if (!device_peaks_taken()) {
     return {measured_peak_flops(),
             fmt::format("a float32 matmul measured on the host CPU, not {}'s peak: the device "
                         "table is {} (set metrics.peak_flops, or training.unverified_kernels = "
