@@ -1,6 +1,8 @@
 #include "models/decoder_lm.h"
 
+#include <algorithm>
 #include <optional>
+#include <set>
 
 #include "core/error.h"
 #include "dtensor/context_parallel.h"
@@ -25,7 +27,50 @@ Tensors DecoderLM::forward(const Tensors& inputs) {
 
 Tensors DecoderLM::run_layers(int64_t first, int64_t end, const Tensors& inputs,
                               const ForwardContext& context) {
+  if (adapter_dropout_) {
+    adapter_dropout_->training = context.training;
+    adapter_dropout_->counter = context.step;
+    adapter_dropout_->row_offset = context.row_offset;
+    adapter_dropout_->global_rows = context.global_rows;
+  }
   return {run_range(first, end, inputs.at(0), context.targets, context.loss_normalizer)};
+}
+
+void DecoderLM::add_adapters(
+    const ModelSpec& spec,
+    const std::vector<std::pair<std::string, std::vector<std::string>>>& roles) {
+  const LoraSpec& lora = spec.lora;
+  VS_CHECK(lora.on() && !adapter_dropout_, "[model] {}: adapters are added once", type());
+  adapter_dropout_ = std::make_shared<DropoutState>();
+  adapter_dropout_->p = lora.dropout;
+  adapter_dropout_->seed = spec.seed;
+  std::vector<int64_t> layers = lora.layers;
+  if (layers.empty()) {
+    for (int64_t i = 0; i < n_layer_; ++i)
+      layers.push_back(i);
+  }
+  std::set<std::string> targets;  // the Linears' names under a block
+  for (const auto& [role, modules] : roles) {
+    if (std::find(lora.targets.begin(), lora.targets.end(), role) != lora.targets.end())
+      targets.insert(modules.begin(), modules.end());
+  }
+  for (const int64_t layer : layers) {
+    Module& block = *blocks_.at(static_cast<size_t>(layer));
+    for (const auto& [fqn, module] : block.named_modules()) {
+      if (!targets.count(fqn.substr(std::min(fqn.size(), block.fqn().size() + 1)))) continue;
+      auto* linear = dynamic_cast<Linear*>(module);
+      VS_CHECK(linear, "[model] {} is not a Linear", fqn);
+      const std::vector<int64_t>& shape = linear->parameter("weight")->shape;
+      const int64_t side = std::min(shape[0], shape[1]);
+      VS_USER_CHECK(lora.rank <= side,
+                    "[lora] lora.rank = {} is more than {}'s smaller side, {} (its weight is [{}, "
+                    "{}]): use a rank of at most {}",
+                    lora.rank, fqn, side, shape[0], shape[1], side);
+      linear->add_adapter(lora.rank, lora.scaling(), adapter_dropout_);
+    }
+  }
+  for (const auto& [fqn, p] : named_parameters())
+    p->trainable = p->adapter.has_value();
 }
 
 DTensor DecoderLM::run_range(int64_t first, int64_t end, DTensor x, const at::Tensor& targets,

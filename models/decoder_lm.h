@@ -11,8 +11,11 @@
 
 #include "dmodule/module.h"
 #include "family/layered_model.h"
+#include "family/model_family.h"
 
 namespace vescale::models {
+
+struct DropoutState;
 
 class DecoderLM : public Module, public LayeredModel {
  public:
@@ -21,6 +24,12 @@ class DecoderLM : public Module, public LayeredModel {
   /// Layers [first, end) under `context`.
   Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
                      const ForwardContext& context) override;
+  /// Adds the adapters spec.lora asks for (NOTE [LoRA]) to the projections of its targets,
+  /// `roles` naming each role's Linears under a block, their dropout masks seeded by spec.seed,
+  /// and freezes every other parameter. Throws UserError naming lora.rank when it is more than
+  /// a projection's smaller side.
+  void add_adapters(const ModelSpec& spec,
+                    const std::vector<std::pair<std::string, std::vector<std::string>>>& roles);
 
  protected:
   /// `type`: the module type ("GPT"); `padded_vocab`: rows of the head, at least `vocab_size`.
@@ -38,6 +47,8 @@ class DecoderLM : public Module, public LayeredModel {
   /// [B, T, V_padded], a "weight" of [V_padded, C]).
   std::vector<std::shared_ptr<Module>> blocks_;
   std::shared_ptr<Module> final_norm_, lm_head_;
+  /// The adapters' dropout (p, and each run's step and rows).
+  std::shared_ptr<DropoutState> adapter_dropout_;
 
  private:
   DTensor run_range(int64_t first, int64_t end, DTensor x, const at::Tensor& targets,

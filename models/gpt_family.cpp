@@ -1,6 +1,7 @@
 // The gpt family: its [model] keys, and what the rest of the program asks of a GPT.
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
 
 #include "core/error.h"
@@ -55,7 +56,15 @@ class GPTFamily : public ModelFamily {
   std::shared_ptr<Module> build(const ModelSpec& spec) const override {
     auto gpt = std::make_shared<GPT>(gpt_config(spec), spec.tp);
     gpt->set_dropout_seed(spec.seed);
+    if (spec.lora.on()) gpt->add_adapters(spec, lora_roles());
     return gpt;
+  }
+
+  std::vector<std::pair<std::string, std::vector<std::string>>> lora_roles() const override {
+    return {{"q", {"attn.q_proj"}},  {"k", {"attn.k_proj"}},
+            {"v", {"attn.v_proj"}},  {"qkv", {"attn.q_proj", "attn.k_proj", "attn.v_proj"}},
+            {"o", {"attn.c_proj"}},  {"fc", {"mlp.c_fc"}},
+            {"proj", {"mlp.c_proj"}}};
   }
 
   std::vector<Layer> layers(const ModelSpec& spec, Module& model) const override {
@@ -149,6 +158,13 @@ class GPTFamily : public ModelFamily {
                         {"tie_word_embeddings", ""}};
     out.also_accepted = {{"n_inner", 4 * c}};
     out.ignored_suffixes = {".attn.bias", ".attn.masked_bias", "lm_head.weight"};
+    out.conv1d = true;
+    for (int64_t i = 0; i < g.n_layer; ++i) {
+      const std::string attn = "transformer.h." + std::to_string(i) + ".attn.";
+      for (int64_t j = 0; j < 3; ++j)
+        out.linears[attn + std::array<const char*, 3>{"q_proj", "k_proj", "v_proj"}[j]] = {
+            attn + "c_attn", j * c, 3 * c};
+    }
     auto& t = out.tensors;
     t.push_back(vocab_rows("transformer.wte.weight", "transformer.wte.weight", g.vocab_size, c));
     t.push_back(same_tensor("transformer.wpe.weight", {g.block_size, c}));

@@ -3,8 +3,10 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
+#include "core/error.h"
 #include "dtensor/ops.h"
 
 namespace vescale::models {
@@ -16,8 +18,46 @@ Linear::Linear(int64_t in, int64_t out, bool bias, double init_std)
 }
 
 Tensors Linear::forward(const Tensors& inputs) {
-  if (!bias_) return {ops::linear(inputs.at(0), param("weight"))};
-  return {ops::linear(inputs.at(0), param("weight"), param("bias"))};
+  const DTensor& x = inputs.at(0);
+  DTensor y =
+      bias_ ? ops::linear(x, param("weight"), param("bias")) : ops::linear(x, param("weight"));
+  if (adapted()) y = ops::add(y, adapter_term(x));
+  return {y};
+}
+
+// NOTE [LoRA]
+// Low-rank adaptation (Hu et al., 2021; what Hugging Face peft trains): a frozen weight W [out, in]
+// gains A [r, in] and B [out, r], and the projection computes x W^T + alpha / r · dropout(x) A^T
+// B^T. A starts as peft's kaiming_uniform_(a = sqrt(5)), U(±1 / sqrt(in)), and B at zero, so step
+// 0 is the base model. Every other parameter is frozen (Parameter::trainable false): it gets no
+// gradient, so grad sync, ZeRO, the optimizer, clipping and checkpoints (which iterate
+// ParallelModel::params(), the trainable ones) never see it, and a bf16 run keeps no float32
+// copy of it. The factors are parameters of the Linear named lora_A.weight and lora_B.weight
+// (peft's names), placed after their weight under tp (NOTE [LoRA placements]); a pipeline cuts
+// them with their layer, ZeRO shards their state. The dropout masks are layout-free (the key of
+// "<linear>.lora_dropout", the step and the rows, as every dropout). Which projections take
+// adapters is lora.targets by role, the family's table (ModelFamily::lora_roles).
+void Linear::add_adapter(int64_t rank, double scaling,
+                         std::shared_ptr<const DropoutState> dropout) {
+  VS_CHECK(!adapted() && dropout, "[model] {}: one adapter per Linear", fqn());
+  const ParameterPtr weight = parameter("weight");  // a copy: registering moves params_
+  const int64_t out = weight->shape[0], in = weight->shape[1];
+  ParameterPtr a = register_parameter("lora_A.weight", {rank, in},
+                                      ParamInit::uniform(1.0 / std::sqrt(static_cast<double>(in))));
+  ParameterPtr b = register_parameter("lora_B.weight", {out, rank}, ParamInit::zeros());
+  a->adapter = AdapterOf{AdapterOf::Factor::kA, weight.get()};
+  b->adapter = AdapterOf{AdapterOf::Factor::kB, weight.get()};
+  adapter_scaling_ = scaling;
+  adapter_dropout_ = std::move(dropout);
+}
+
+DTensor Linear::adapter_term(const DTensor& x) {
+  const DropoutState& d = *adapter_dropout_;
+  const DTensor dropped =
+      ops::dropout(x, d.p, d.key(fqn() + ".lora_dropout"), d.training, d.row_offset, d.global_rows);
+  return ops::scale(
+      ops::linear(ops::linear(dropped, param("lora_A.weight")), param("lora_B.weight")),
+      adapter_scaling_);
 }
 
 // NOTE [Fused projections]
@@ -54,7 +94,11 @@ std::vector<DTensor> project(const DTensor& x, const std::vector<Linear*>& proje
     weights.push_back(&p->param("weight"));
     if (p->has_bias()) biases.push_back(&p->param("bias"));
   }
-  return ops::linear_group(x, weights, biases);
+  std::vector<DTensor> out = ops::linear_group(x, weights, biases);
+  for (size_t i = 0; i < projections.size(); ++i) {
+    if (projections[i]->adapted()) out[i] = ops::add(out[i], projections[i]->adapter_term(x));
+  }
+  return out;
 }
 
 TiedLinear::TiedLinear(ParameterPtr weight) : Module("Linear") {

@@ -11,17 +11,30 @@
 
 namespace vescale::models {
 
-/// y = x W^T + b, W [out, in] ~ N(0, init_std), b = 0.
+struct DropoutState;
+
+/// y = x W^T + b, W [out, in] ~ N(0, init_std), b = 0; with a low-rank adapter (NOTE [LoRA])
+/// plus alpha / r · dropout(x) A^T B^T.
 class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias, double init_std = 0.02);
   bool has_bias() const { return bias_; }
+
+  /// Adds an adapter of rank `rank` scaled by `scaling`: lora_A.weight [rank, in] ~ U(±1 /
+  /// sqrt(in)) (peft's Kaiming-uniform), lora_B.weight [out, rank] = 0, so that the model's
+  /// function is unchanged until B trains. Its dropout masks come from `dropout` (p, step, rows).
+  void add_adapter(int64_t rank, double scaling, std::shared_ptr<const DropoutState> dropout);
+  bool adapted() const { return adapter_dropout_ != nullptr; }
+  /// The adapter's term scaling · dropout(x) A^T B^T, for the input x of this Linear.
+  DTensor adapter_term(const DTensor& x);
 
  protected:
   Tensors forward(const Tensors& inputs) override;
 
  private:
   bool bias_;
+  double adapter_scaling_ = 0;
+  std::shared_ptr<const DropoutState> adapter_dropout_;
 };
 
 /// Each of `projections` (Linears of one input size) applied to x, in order: as one GEMM over

@@ -52,6 +52,8 @@ std::vector<HFTensor> llama_hf_tensors(const LlamaConfig& config, const LayerMlp
 /// The roles of a Llama-named parameter (NOTE [Muon]): the embedding (the LM head too when
 /// `tied`), the head, the norms, and the projections, hidden.
 std::vector<ParamRole> llama_param_roles(const std::string& fqn, bool tied);
+/// The attention projections by LoRA role (NOTE [LoRA]): q, k, v, o and qkv.
+std::vector<std::pair<std::string, std::vector<std::string>>> llama_attention_lora_roles();
 
 /// RMS norm over the last dim (weight 1).
 class RMSNorm : public Module {

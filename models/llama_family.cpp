@@ -70,6 +70,14 @@ std::vector<HFTensor> llama_hf_tensors(const LlamaConfig& l, const LayerMlpTenso
   return t;
 }
 
+std::vector<std::pair<std::string, std::vector<std::string>>> llama_attention_lora_roles() {
+  return {{"q", {"self_attn.q_proj"}},
+          {"k", {"self_attn.k_proj"}},
+          {"v", {"self_attn.v_proj"}},
+          {"qkv", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}},
+          {"o", {"self_attn.o_proj"}}};
+}
+
 std::vector<ParamRole> llama_param_roles(const std::string& fqn, bool tied) {
   if (fqn == "model.embed_tokens.weight")
     return tied ? std::vector{ParamRole::kEmbedding, ParamRole::kLmHead}
@@ -108,7 +116,17 @@ class LlamaFamily : public ModelFamily {
   void check(const ModelSpec& spec) const override { check_llama_shape(llama_config(spec), spec); }
 
   std::shared_ptr<Module> build(const ModelSpec& spec) const override {
-    return std::make_shared<Llama>(llama_config(spec), spec.tp);
+    auto llama = std::make_shared<Llama>(llama_config(spec), spec.tp);
+    if (spec.lora.on()) llama->add_adapters(spec, lora_roles());
+    return llama;
+  }
+
+  std::vector<std::pair<std::string, std::vector<std::string>>> lora_roles() const override {
+    auto roles = llama_attention_lora_roles();
+    roles.insert(
+        roles.end(),
+        {{"up", {"mlp.up_proj"}}, {"gate", {"mlp.gate_proj"}}, {"down", {"mlp.down_proj"}}});
+    return roles;
   }
 
   std::vector<Layer> layers(const ModelSpec& spec, Module& model) const override {

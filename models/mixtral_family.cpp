@@ -139,7 +139,13 @@ class MixtralFamily : public ModelFamily {
   }
 
   std::shared_ptr<Module> build(const ModelSpec& spec) const override {
-    return std::make_shared<Mixtral>(mixtral_config(spec), spec.tp);
+    auto mixtral = std::make_shared<Mixtral>(mixtral_config(spec), spec.tp);
+    if (spec.lora.on()) mixtral->add_adapters(spec, lora_roles());
+    return mixtral;
+  }
+
+  std::vector<std::pair<std::string, std::vector<std::string>>> lora_roles() const override {
+    return llama_attention_lora_roles();
   }
 
   std::vector<Layer> layers(const ModelSpec& spec, Module& model) const override {

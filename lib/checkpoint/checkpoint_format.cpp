@@ -57,6 +57,10 @@ void write_meta(h5::File& file, const CheckpointMeta& m) {
   file.set_attr("/meta", "world_size", m.world_size);
   file.set_attr("/meta", "mesh_shape", m.mesh_shape);
   file.set_attr("/meta", "mesh_dims", fmt::format("{}", fmt::join(m.mesh_dims, ",")));
+  if (!m.lora_base.empty()) {
+    file.set_attr("/meta", "lora_base", m.lora_base);
+    file.set_attr("/meta", "lora_base_checksum", m.lora_base_checksum);
+  }
 }
 
 CheckpointMeta read_meta(const h5::File& file) {
@@ -89,6 +93,10 @@ CheckpointMeta read_meta(const h5::File& file) {
   m.plan = file.attr_string("/meta", "plan");
   m.world_size = file.attr_int("/meta", "world_size");
   m.mesh_shape = file.attr_ints("/meta", "mesh_shape");
+  if (file.has_attr("/meta", "lora_base")) {
+    m.lora_base = file.attr_string("/meta", "lora_base");
+    m.lora_base_checksum = file.attr_string("/meta", "lora_base_checksum");
+  }
   std::stringstream dims(file.attr_string("/meta", "mesh_dims"));
   for (std::string d; std::getline(dims, d, ',');)
     m.mesh_dims.push_back(d);

@@ -52,6 +52,9 @@ struct CheckpointMeta {
   int64_t world_size = 1;
   std::vector<int64_t> mesh_shape;
   std::vector<std::string> mesh_dims;
+  /// A LoRA run's (NOTE [LoRA]): the base it adapts, as checkpoint.load named it (a path made
+  /// absolute, or "hf:DIR"), and the CRC-32C of its files; "" for any other run.
+  std::string lora_base, lora_base_checksum;
 };
 
 /// A tensor as one rank writes it: its dataset name, values and placement attributes.

@@ -48,6 +48,45 @@ void check_adamw_params(const JobConfig& c) {
                   c.source, fmt::join(quoted, ", "), roles.name(kept));
 }
 
+void check_lora(const JobConfig& c) {
+  if (c.lora_rank == 0) return;
+  const auto roles = c.family().lora_roles();
+  VS_USER_CHECK(!roles.empty(),
+                "config {}: lora.rank = {} adapts a model's projections, and model.name = \"{}\" "
+                "has none LoRA can adapt; set lora.rank = 0",
+                c.source, c.lora_rank, c.model);
+  std::vector<std::string> valid;
+  for (const auto& [role, modules] : roles)
+    valid.push_back(role);
+  VS_USER_CHECK(!c.lora_targets.empty(),
+                "config {}: lora.targets is empty: name the projections to adapt, of {}", c.source,
+                choice_list(valid));
+  for (size_t i = 0; i < c.lora_targets.size(); ++i) {
+    const std::string& role = c.lora_targets[i];
+    VS_USER_CHECK(std::find(valid.begin(), valid.end(), role) != valid.end(),
+                  "config {}: lora.targets names \"{}\", not a projection of {}: use {}{}",
+                  c.source, role, c.model, choice_list(valid), did_you_mean(role, valid));
+    VS_USER_CHECK(std::find(c.lora_targets.begin(), c.lora_targets.begin() + i, role) ==
+                      c.lora_targets.begin() + i,
+                  "config {}: lora.targets names \"{}\" twice", c.source, role);
+  }
+  const int64_t blocks = c.family().transformer_shape(c.model_spec())->n_layer;
+  for (size_t i = 0; i < c.lora_layers.size(); ++i) {
+    const int64_t layer = c.lora_layers[i];
+    VS_USER_CHECK(0 <= layer && layer < blocks,
+                  "config {}: lora.layers names block {}, and the model's blocks are 0 to {} "
+                  "(model.n_layer = {})",
+                  c.source, layer, blocks - 1, blocks);
+    VS_USER_CHECK(std::find(c.lora_layers.begin(), c.lora_layers.begin() + i, layer) ==
+                      c.lora_layers.begin() + i,
+                  "config {}: lora.layers names block {} twice", c.source, layer);
+  }
+  VS_USER_CHECK(!c.checkpoint_load.empty(),
+                "config {}: lora.rank = {} trains adapters on frozen weights: set checkpoint.load "
+                "to the base (a checkpoint, or \"hf:DIR\" for Hugging Face weights)",
+                c.source, c.lora_rank);
+}
+
 void check_combinations(const JobConfig& c) {
   VS_USER_CHECK(c.world_size() <= kMaxWorld, "config {}: {} = {} ranks, more than {}", c.source,
                 c.mesh_text(), c.world_size(), kMaxWorld);
@@ -112,6 +151,7 @@ void check_combinations(const JobConfig& c) {
                 "config {}: comm.backend = \"nccl\" moves CUDA tensors, but training.device = "
                 "\"cpu\": use comm.backend = \"auto\" or \"gloo\", or training.device = \"cuda\"",
                 c.source);
+  check_lora(c);
 }
 
 }  // namespace vescale

@@ -1,6 +1,7 @@
 #include "config/config_schema.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <type_traits>
@@ -183,6 +184,46 @@ std::vector<ConfigKey> optimizer_keys() {
   };
 }
 
+/// Each family's LoRA roles: "gpt: q, k, ...; llama: ...".
+std::string lora_roles_text() {
+  std::vector<std::string> families;
+  for (const auto& family : model_families()) {
+    std::vector<std::string> roles;
+    for (const auto& [role, modules] : family->lora_roles())
+      roles.push_back(role);
+    if (!roles.empty())
+      families.push_back(family->name() + ": " + fmt::format("{}", fmt::join(roles, ", ")));
+  }
+  return fmt::format("{}", fmt::join(families, "; "));
+}
+
+/// The [lora] keys (NOTE [LoRA]).
+std::vector<ConfigKey> lora_keys() {
+  using C = JobConfig;
+  return {
+      key("lora.rank", &C::lora_rank, 0,
+          "LoRA: the adapters' rank r (0: no adapters, every weight trains); at most the smaller "
+          "side of each adapted projection. A LoRA job starts from checkpoint.load (a checkpoint "
+          "or \"hf:DIR\"), whose weights stay frozen",
+          within(0, 1 << 20)),
+      key("lora.alpha", &C::lora_alpha, 16.0,
+          "LoRA: the adapters' product B A is scaled by alpha / rank", above(0)),
+      key("lora.dropout", &C::lora_dropout, 0.0,
+          "LoRA: dropout on each adapter's input (the same masks on every layout)",
+          half_open(0, 1)),
+      key("lora.targets", &C::lora_targets, {"q", "k", "v", "o"},
+          "LoRA: the projections adapted, by role (qkv: q, k and v; GPT's o is attn.c_proj, its "
+          "fc and proj the MLP's c_fc and c_proj): " +
+              lora_roles_text()),
+      key("lora.layers", &C::lora_layers, std::vector<int64_t>{},
+          "LoRA: the blocks adapted, 0-based (empty: all of them)"),
+      key("lora.adapter", &C::lora_adapter, "",
+          "LoRA: a peft adapter folder (adapter_config.json, adapter_model.safetensors) whose "
+          "adapters a new run starts from instead of peft's initialization (its r, lora_alpha "
+          "and modules must be this job's)"),
+  };
+}
+
 /// The [checkpoint], [metrics] and [comm] keys.
 std::vector<ConfigKey> checkpoint_and_run_keys() {
   using C = JobConfig;
@@ -278,7 +319,7 @@ const std::vector<ConfigKey>& config_schema() {
   static const std::vector<ConfigKey> schema = [] {
     std::vector<ConfigKey> keys;
     for (auto section : {job_and_model_keys, parallel_keys, data_and_training_keys, optimizer_keys,
-                         checkpoint_and_run_keys}) {
+                         lora_keys, checkpoint_and_run_keys}) {
       std::vector<ConfigKey> more = section();
       keys.insert(keys.end(), more.begin(), more.end());
     }

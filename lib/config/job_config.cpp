@@ -274,7 +274,8 @@ MeshDims JobConfig::mesh_dims() const {
 }
 
 ModelSpec JobConfig::model_spec() const {
-  return {source, model_keys, tp, seq_len, static_cast<uint64_t>(seed), fused_projections, cp, ep};
+  return {source, model_keys, tp,    seq_len, static_cast<uint64_t>(seed), fused_projections,
+          cp,     ep,         lora()};
 }
 
 std::map<std::string, std::string> recorded_values(const std::string& toml_text) {

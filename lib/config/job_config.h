@@ -61,6 +61,12 @@ struct JobConfig {
   int64_t ns_steps;                       ///< Newton-Schulz iterations
   MuonScale muon_scale;                   ///< the update's scale
   std::vector<std::string> adamw_params;  ///< the roles (ParamRole) that take AdamW
+  // [lora] (NOTE [LoRA])
+  int64_t lora_rank;  ///< 0: off
+  double lora_alpha, lora_dropout;
+  std::vector<std::string> lora_targets;  ///< roles (ModelFamily::lora_roles)
+  std::vector<int64_t> lora_layers;       ///< blocks (0-based); empty: all
+  std::string lora_adapter;               ///< a peft adapter folder to start from; "": none
   // [lr_scheduler]
   int64_t warmup_steps;
   LrDecay decay;
@@ -121,7 +127,9 @@ struct JobConfig {
   bool loads_latest() const { return checkpoint_load == "latest"; }
   /// The model's family (model.name).
   const ModelFamily& family() const { return model_family(model); }
-  /// What the family builds the model from: its keys, tp, seq_len and the seed.
+  /// [lora]'s adapters (rank 0: none).
+  LoraSpec lora() const { return {lora_rank, lora_alpha, lora_dropout, lora_targets, lora_layers}; }
+  /// What the family builds the model from: its keys, tp, seq_len, the seed and the adapters.
   ModelSpec model_spec() const;
   /// Sequences per micro-batch on one dp rank.
   int64_t micro_batch_size() const { return global_batch_size / dp / microbatches; }

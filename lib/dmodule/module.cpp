@@ -43,8 +43,12 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules() {
 }
 
 DTensor& Module::param(const std::string& name) {
-  for (auto& [n, p] : params_) {
-    if (n == name) return p->get();
+  return parameter(name)->get();
+}
+
+const ParameterPtr& Module::parameter(const std::string& name) const {
+  for (const auto& [n, p] : params_) {
+    if (n == name) return p;
   }
   throw Error(fmt::format("[dmodule] module '{}' ({}) has no parameter '{}'", fqn_, type_, name));
 }

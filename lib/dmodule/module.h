@@ -47,6 +47,8 @@ class Module {
   std::vector<std::pair<std::string, Module*>> named_modules();
   /// The direct parameter `name` (e.g. "weight"); throws naming the module if absent.
   DTensor& param(const std::string& name);
+  /// The direct parameter `name` as declared (materialised or not); throws like param().
+  const ParameterPtr& parameter(const std::string& name) const;
   Module& child(const std::string& name);
 
   void set_input_hook(HookFn hook) { input_hook_ = std::move(hook); }

@@ -102,8 +102,27 @@ void apply_parameter_rule(const PlanParameterRule& rule, const std::string& at,
   target.key = rule.key;
 }
 
+// NOTE [LoRA placements]
+// A low-rank adapter's factors follow the weight W [out, in] they adapt, mesh dim by mesh dim, so
+// that x A^T B^T has W's output placements with no communication of its own (Megatron's
+// column- and row-parallel LoRA): where W is S(0) (column-parallel: each rank its output rows)
+// B [out, r] is S(0) and A [r, in] whole; where W is S(1) (row-parallel: each rank its input
+// columns) A is S(1), its product a partial sum like W's, and B whole; where W is R, both are.
+// A plan names the base weights only: a rule that matches a factor is overridden.
+
+/// The placements of adapter factor `adapter` of a weight placed at `base`.
+Placements adapter_placements(const AdapterOf& adapter, const Placements& base) {
+  Placements out;
+  for (const Placement& p : base) {
+    const bool a = adapter.factor == AdapterOf::Factor::kA;
+    const bool keep = p.is_shard() && ((p.dim == 0 && !a) || (p.dim == 1 && a));
+    out.push_back(keep ? p : Placement::replicate());
+  }
+  return out;
+}
+
 /// Every parameter Replicate, then each rule on the parameters it matches: later keys override
-/// earlier ones; a tied parameter's names must agree.
+/// earlier ones; a tied parameter's names must agree. Adapters follow their bases.
 void place_parameters(const Plan& plan, Module& module, const DeviceMesh& mesh,
                       const std::string& model_name, ResolvedPlan& out) {
   const auto names = module.all_parameter_names();
@@ -126,6 +145,13 @@ void place_parameters(const Plan& plan, Module& module, const DeviceMesh& mesh,
     }
     VS_USER_CHECK(matched, "plan {}: key '{}' matches no parameter of {}{}", at, rule.key,
                   model_name, suggestion(rule.key, fqns));
+  }
+  for (const auto& [fqn, p] : module.named_parameters()) {
+    if (!p->adapter) continue;
+    ParamPlacement& target = out.parameters[index_of.at(p.get())];
+    const ParamPlacement& base = out.parameters[index_of.at(p->adapter->base)];
+    target.placements = adapter_placements(*p->adapter, base.placements);
+    target.key = "(follows " + base.fqn + ")";
   }
 }
 
@@ -247,7 +273,7 @@ InitBytes materialize(const std::vector<std::pair<NamedParameter, const ParamPla
       param->value =
           DTensor(param->init.make({options.seed, stream_id(fqn)}, spec, options.dtype), spec);
     }
-    param->get().requires_grad_(true);
+    param->get().requires_grad_(param->trainable);
     out.bytes += static_cast<int64_t>(param->get().to_local().nbytes());
   }
   out.peak = std::max(out.peak, out.bytes);

@@ -16,6 +16,8 @@ at::Tensor ParamInit::make(const RngKey& key, const DTensorSpec& spec, at::Scala
       return at::zeros(box.sizes, at::dtype(dtype).device(device));
     case Kind::kOnes:
       return at::ones(box.sizes, at::dtype(dtype).device(device));
+    case Kind::kUniform:
+      return vescale::uniform(key, box, -bound, bound, dtype, device);
   }
   return {};
 }

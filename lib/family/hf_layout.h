@@ -40,6 +40,14 @@ struct HFTensor {
       from_hf;
 };
 
+/// Where one of our Linears lies inside a Hugging Face module (NOTE [PEFT adapters]): GPT-2's
+/// q_proj is rows [0, C) of c_attn's 3C outputs.
+struct HFLinear {
+  std::string module;      ///< Hugging Face's: "transformer.h.0.attn.c_attn"
+  int64_t row_offset = 0;  ///< where our output rows start among its outputs
+  int64_t rows = 0;        ///< its outputs
+};
+
 struct HFLayout {
   std::string architecture;       ///< "GPT2LMHeadModel"
   nlohmann::ordered_json config;  ///< config.json, but torch_dtype (the export sets it)
@@ -58,6 +66,11 @@ struct HFLayout {
   /// recomputes (GPT-2's attention-mask buffers, a tied lm_head.weight): an import reads past
   /// them, and refuses any other tensor it does not know.
   std::vector<std::string> ignored_suffixes = {};
+  /// Our Linears (module FQNs) that are part of another Hugging Face module; any other Linear
+  /// is the module of its own name. A LoRA adapter's place in peft's files.
+  std::map<std::string, HFLinear> linears = {};
+  /// Whether Hugging Face's Linears are Conv1D ([in, out] weights, GPT-2): peft's fan_in_fan_out.
+  bool conv1d = false;
 };
 
 /// A tensor stored under the same name and shape on both sides.

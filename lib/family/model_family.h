@@ -52,6 +52,20 @@ class ModelKeys {
   std::map<std::string, ConfigValue> values_;
 };
 
+/// What [lora] asks for (NOTE [LoRA]): low-rank adapters on the projections of `targets` (roles,
+/// ModelFamily::lora_roles) in the blocks `layers` (empty: all), the rest of the model frozen.
+struct LoraSpec {
+  int64_t rank = 0;  ///< 0: no adapters, every parameter trains
+  double alpha = 16;
+  double dropout = 0;
+  std::vector<std::string> targets;
+  std::vector<int64_t> layers;
+
+  bool on() const { return rank > 0; }
+  /// alpha / rank: what the adapters' product is scaled by.
+  double scaling() const { return alpha / static_cast<double>(rank); }
+};
+
 /// What a family builds a model from: its keys, and the facts of the job that shape the model.
 struct ModelSpec {
   std::string source;  ///< the config file, for messages
@@ -62,6 +76,7 @@ struct ModelSpec {
   bool fused_projections = true;  ///< training.fused_projections (NOTE [Fused projections])
   int64_t cp = 1;                 ///< the context-parallel degree (a sequence split over cp ranks)
   int64_t ep = 1;                 ///< the expert-parallel degree (a layer's experts over ep ranks)
+  LoraSpec lora = {};             ///< adapters the model is built with (NOTE [LoRA])
 };
 
 /// What a family's models learn: the task the trainer builds for it.
@@ -155,6 +170,11 @@ class ModelFamily {
   /// LM head share, or a norm's bias.
   virtual std::vector<ParamRole> param_roles(const ModelSpec& spec,
                                              const std::string& fqn) const = 0;
+  /// The projections lora.targets may name, role by role: {"q", {"self_attn.q_proj"}}, the
+  /// Linears' names under a block (NOTE [LoRA]). Empty: the family takes no adapters.
+  virtual std::vector<std::pair<std::string, std::vector<std::string>>> lora_roles() const {
+    return {};
+  }
 };
 
 /// Every family, in the order the config reference lists them, the default (model.name's) first

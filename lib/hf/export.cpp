@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "config/job_config.h"
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "core/safe_files.h"
 #include "family/hf_layout.h"
+#include "hf/lora_merge.h"
 #include "hf/safetensors.h"
 
 namespace vescale::hf {
@@ -38,19 +40,26 @@ std::string torch_dtype_name(at::ScalarType dtype) {
   return dtype_names().has(dtype) ? dtype_names().name(dtype) : c10::toString(dtype);
 }
 
-/// The full parameters Hugging Face tensor `t` is made of, read for it alone: memory stays
-/// bounded by one tensor's sources.
-std::vector<at::Tensor> sources_of(const CheckpointReader& reader, const HFTensor& t) {
+/// The parameters of a checkpoint.
+ParamReader checkpoint_params(const CheckpointReader& reader) {
+  return [&reader](const std::string& fqn) {
+    VS_USER_CHECK(reader.has("model/" + fqn), "[export] {}: no tensor model/{}", reader.path(),
+                  fqn);
+    return reader.read_full("model/" + fqn);
+  };
+}
+
+std::vector<at::Tensor> sources_of(const ParamReader& read, const HFTensor& t) {
   std::vector<at::Tensor> out;
-  for (const std::string& source : t.sources) {
-    VS_USER_CHECK(reader.has("model/" + source), "[export] {}: no tensor model/{}", reader.path(),
-                  source);
-    out.push_back(reader.read_full("model/" + source));
-  }
+  for (const std::string& source : t.sources)
+    out.push_back(read(source));
   return out;
 }
 
-/// The recorded config of the checkpoint's run: which family, which sizes.
+}  // namespace
+
+namespace detail {
+
 JobConfig recorded_config(const CheckpointReader& reader) {
   VS_USER_CHECK(!reader.meta().config.empty(),
                 "[export] {}: the checkpoint records no config, so its model is unknown",
@@ -58,23 +67,53 @@ JobConfig recorded_config(const CheckpointReader& reader) {
   return JobConfig::parse(reader.meta().config, reader.path() + " (its recorded config)");
 }
 
-}  // namespace
-
-ExportReport export_hf(const CheckpointReader& reader, const std::string& folder,
-                       const ExportOptions& options) {
-  const auto start = Clock::now();
-  const JobConfig config = recorded_config(reader);
-  const std::optional<HFLayout> layout = config.family().hf_layout(config.model_spec());
+/// The recorded config's Hugging Face layout; throws for a family without one.
+HFLayout layout_of(const CheckpointReader& reader, const JobConfig& config) {
+  std::optional<HFLayout> layout = config.family().hf_layout(config.model_spec());
   VS_USER_CHECK(layout.has_value(),
                 "[export] {}: model.name = '{}' has no Hugging Face counterpart to export to",
                 reader.path(), config.model);
-  const at::ScalarType dtype =
-      options.dtype.value_or(reader.dtype("model/" + layout->tensors.at(0).sources.at(0)));
+  return *layout;
+}
+
+/// Makes `folder`, which must not exist or be empty.
+std::filesystem::path new_folder(const std::string& folder) {
   const std::filesystem::path dir(folder);
   VS_USER_CHECK(
       !path_taken(dir) || (std::filesystem::is_directory(dir) && std::filesystem::is_empty(dir)),
       "[export] {} exists and is not an empty folder; not overwriting it", folder);
   make_folder(dir);
+  return dir;
+}
+
+}  // namespace detail
+
+ExportReport export_hf(const CheckpointReader& reader, const std::string& folder,
+                       const ExportOptions& options) {
+  using namespace detail;
+  const auto start = Clock::now();
+  const JobConfig config = recorded_config(reader);
+  const HFLayout full_layout = layout_of(reader, config);
+  const HFLayout* layout = &full_layout;
+  std::optional<LoraMerge> merge;
+  at::ScalarType stored;
+  if (config.lora_rank > 0) {
+    VS_USER_CHECK(options.merge_lora,
+                  "[export] {} holds LoRA adapters of the base {}: export them with --format "
+                  "peft, or the base with them merged in with --format hf --merge-lora",
+                  reader.path(), reader.meta().lora_base);
+    merge.emplace(reader, config);
+    stored = merge->dtype();
+  } else {
+    VS_USER_CHECK(!options.merge_lora,
+                  "[export] --merge-lora: {} holds no LoRA adapters (its run had lora.rank = 0); "
+                  "leave --merge-lora out",
+                  reader.path());
+    stored = reader.dtype("model/" + layout->tensors.at(0).sources.at(0));
+  }
+  const ParamReader read = merge ? merge->reader() : checkpoint_params(reader);
+  const at::ScalarType dtype = options.dtype.value_or(stored);
+  const std::filesystem::path dir = new_folder(folder);
 
   ExportReport report;
   report.architecture = layout->architecture;
@@ -93,7 +132,7 @@ ExportReport export_hf(const CheckpointReader& reader, const std::string& folder
     SafetensorsWriter writer((dir / name).string(), entries, {{"format", "pt"}});
     for (size_t k : files[f]) {
       const HFTensor& t = layout->tensors[k];
-      writer.write(t.name, t.to_hf(sources_of(reader, t)).to(dtype));
+      writer.write(t.name, t.to_hf(sources_of(read, t)).to(dtype));
       weight_map[t.name] = name;
       ++report.tensors;
     }

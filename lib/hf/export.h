@@ -7,11 +7,14 @@
 #include <ATen/core/ScalarType.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint_reader.h"
+#include "config/job_config.h"
+#include "family/hf_layout.h"
 
 namespace vescale::hf {
 
@@ -19,6 +22,9 @@ struct ExportOptions {
   /// The weights' dtype (float32, bfloat16, float64); nullopt: the checkpoint's.
   std::optional<at::ScalarType> dtype;
   int64_t max_shard_bytes = int64_t{5} << 30;  ///< a file's weights at most (5 GiB)
+  /// A LoRA checkpoint (NOTE [LoRA]): write its base's weights with the adapters merged in,
+  /// W + alpha / rank · B A.
+  bool merge_lora = false;
 };
 
 struct ExportReport {
@@ -35,5 +41,20 @@ struct ExportReport {
 /// UserError for a family without a Hugging Face counterpart.
 ExportReport export_hf(const CheckpointReader& reader, const std::string& folder,
                        const ExportOptions& options);
+
+/// `vescale-train export CHECKPOINT -o DIR --format peft` (NOTE [PEFT adapters]): a LoRA
+/// checkpoint's adapters as peft writes them, adapter_model.safetensors and adapter_config.json,
+/// for the base exported with --format hf. Throws UserError for a checkpoint without adapters.
+ExportReport export_peft(const CheckpointReader& reader, const std::string& folder,
+                         const ExportOptions& options);
+
+namespace detail {
+/// The recorded config of the checkpoint's run: which family, which sizes.
+JobConfig recorded_config(const CheckpointReader& reader);
+/// Its family's Hugging Face layout; throws UserError for a family without one.
+HFLayout layout_of(const CheckpointReader& reader, const JobConfig& config);
+/// Makes `folder`, which must not exist or be empty (else UserError).
+std::filesystem::path new_folder(const std::string& folder);
+}  // namespace detail
 
 }  // namespace vescale::hf

@@ -18,6 +18,8 @@
 #include "core/logging.h"
 #include "core/units.h"
 #include "hf/import.h"
+#include "hf/lora_base.h"
+#include "hf/peft_import.h"
 #include "train/model_factory.h"
 #include "train/nonfinite.h"
 
@@ -70,6 +72,7 @@ std::map<std::string, std::string> tied_names(Module& model) {
   std::map<std::string, std::string> out;
   std::map<const Parameter*, std::string> first;
   for (const auto& [fqn, p] : model.all_parameter_names()) {
+    if (!p->trainable) continue;  // a frozen base is not saved (NOTE [LoRA])
     auto [it, fresh] = first.emplace(p.get(), fqn);
     if (!fresh) out["model/" + fqn] = "model/" + it->second;
   }
@@ -87,6 +90,8 @@ CheckpointMeta job_meta(const Job& job, int64_t step, const comm::Group& world) 
   meta.world_size = world.size();
   meta.mesh_shape = job.model->mesh().mesh().shape();
   meta.mesh_dims = job.model->mesh().mesh().dim_names();
+  meta.lora_base = job.lora_base.source;
+  meta.lora_base_checksum = job.lora_base.checksum;
   return meta;
 }
 
@@ -121,8 +126,15 @@ bool changes_data_order(const std::string& name) {
          name == "training.seq_len";
 }
 
-bool must_match(const ConfigKey& key, const std::string& model, LoadParts parts) {
+bool must_match(const ConfigKey& key, const std::string& model, LoadParts parts, bool adapters) {
   if (key.name == "model.name") return true;
+  // A LoRA checkpoint's adapters (NOTE [LoRA]) are of their rank, targets, layers and alpha; a
+  // resumed run keeps their dropout too. A base's are not compared: any LoRA job adapts it;
+  // lora.adapter only starts a run.
+  if (key.name.rfind("lora.", 0) == 0) {
+    return adapters && key.name != "lora.adapter" &&
+           (parts != LoadParts::kModel || key.name != "lora.dropout");
+  }
   if (key.name == "optimizer.name" || changes_data_order(key.name))
     return parts != LoadParts::kModel;
   if (key.families.empty() || !key.applies_to(model)) return false;
@@ -140,8 +152,9 @@ void check_same_architecture(const JobConfig& config, const CheckpointReader& re
               reader.path());
     return;
   }
+  const bool adapters = !reader.meta().lora_base.empty();
   for (const ConfigKey& k : config_schema()) {
-    if (!must_match(k, config.model, parts)) continue;
+    if (!must_match(k, config.model, parts, adapters)) continue;
     const std::string mine = value_text(config, k);
     const std::string theirs = recorded.at(k.name);
     VS_USER_CHECK(mine == theirs,
@@ -221,6 +234,18 @@ void read_parameters(ParallelModel& model, const CheckpointReader& reader, LoadP
   check_no_strangers(model, reader);
   for (size_t k = 0; k < model.params().size(); ++k)
     load_parameter(reader, parameter_state(model, k), state_dtype(model.config()));
+}
+
+/// Reads a LoRA model's frozen base (NOTE [LoRA]) from checkpoint `reader`, a run of this model.
+void read_frozen(ParallelModel& model, const CheckpointReader& reader) {
+  torch::autograd::AutoGradMode no_grad(false);
+  check_same_architecture(model.config(), reader, LoadParts::kModel);
+  check_no_strangers(model, reader);
+  for (const auto& [fqn, param] : model.frozen()) {
+    load_parameter(reader,
+                   {"model/" + fqn, param->to_local(), param->spec().on_mesh(model.mesh().mesh())},
+                   state_dtype(model.config()));
+  }
 }
 
 void log_loaded(const CheckpointReader& reader, LoadParts parts, double seconds) {
@@ -314,7 +339,83 @@ void JobCheckpointer::finish() {
   writer_.wait();
 }
 
+LoraBase load_lora_base(ParallelModel& model, const std::string& source) {
+  VS_CHECK(!model.frozen().empty(), "[lora] the model has no frozen base");
+  const auto start = Clock::now();
+  LoraBase base = lora_base_of(source);
+  if (hf::is_hf_path(source)) {
+    torch::autograd::AutoGradMode no_grad(false);
+    hf::HFWeights weights(source, model.config());
+    for (const auto& [fqn, param] : model.frozen()) {
+      const DTensorSpec& spec = param->spec();
+      param->to_local().copy_(
+          weights.read_box(fqn, spec.shape, spec.local_offset(), spec.local_shape()));
+    }
+  } else {
+    const CheckpointReader reader(source);
+    VS_USER_CHECK(reader.meta().lora_base.empty(),
+                  "[lora] {} is a LoRA run's checkpoint, not a base: resume it with "
+                  "checkpoint.load, or export it merged (export --format hf --merge-lora) to "
+                  "adapt the merged weights",
+                  source);
+    read_frozen(model, reader);
+  }
+  log_rank0(
+      "[lora] base {} (CRC-32C {}) loaded in {}, frozen: {} tensors on this rank; {} "
+      "adapter tensors train",
+      base.source, base.checksum, format_duration(seconds_since(start)), model.frozen().size(),
+      model.params().size());
+  return base;
+}
+
+void load_peft_adapter(ParallelModel& model, const std::string& folder) {
+  torch::autograd::AutoGradMode no_grad(false);
+  const auto start = Clock::now();
+  const hf::PeftAdapter adapter(folder, model.config());
+  for (size_t k = 0; k < model.params().size(); ++k) {
+    const ParameterState state = model.state(k);
+    at::Tensor full = adapter.read(model.params()[k].first);
+    const std::vector<int64_t> offsets = state.spec.local_offset();
+    const std::vector<int64_t> sizes = state.spec.local_shape();
+    for (size_t d = 0; d < offsets.size(); ++d)
+      full = full.narrow(static_cast<int64_t>(d), offsets[d], sizes[d]);
+    state.local.copy_(full);
+  }
+  log_rank0("[lora] adapters from the peft folder {} in {}", folder,
+            format_duration(seconds_since(start)));
+}
+
+std::optional<LoraBase> recorded_lora_base(const std::string& path) {
+  if (hf::is_hf_path(path)) return std::nullopt;
+  const CheckpointMeta meta = CheckpointReader(path).meta();
+  if (meta.lora_base.empty()) return std::nullopt;
+  return LoraBase{meta.lora_base, meta.lora_base_checksum};
+}
+
 void load_model(ParallelModel& model, const std::string& path) {
+  if (!model.frozen().empty()) {
+    // A LoRA model: a LoRA checkpoint's base and its adapters, or a base alone (adapters as
+    // initialised: B = 0, the base's function).
+    const std::optional<LoraBase> recorded = recorded_lora_base(path);
+    if (!recorded) {
+      load_lora_base(model, path);
+      if (!model.config().lora_adapter.empty()) {
+        load_peft_adapter(model, model.config().lora_adapter);
+      } else {
+        log_rank0("[lora] {} is a base without adapters: they keep their initial values (B = 0)",
+                  path);
+      }
+      return;
+    }
+    check_lora_base(*recorded, path);
+    load_lora_base(model, recorded->source);
+  } else if (const std::optional<LoraBase> recorded = recorded_lora_base(path)) {
+    VS_USER_CHECK(false,
+                  "[checkpoint] {} holds LoRA adapters of the base {}: set the [lora] keys of "
+                  "the run that trained it (its config is in the checkpoint: vescale-train "
+                  "inspect {})",
+                  path, recorded->source, path);
+  }
   if (hf::is_hf_path(path)) {
     load_model_from_hf(model, path);
     return;

@@ -9,6 +9,7 @@
 
 #include "checkpoint/async_writer.h"
 #include "checkpoint/checkpoint.h"
+#include "hf/lora_base.h"
 #include "train/job.h"
 
 namespace vescale {
@@ -51,8 +52,20 @@ class JobCheckpointer {
 /// Loads the parameters of checkpoint `path` into where their state lives on this rank
 /// (ParallelModel::state), reading only the hyperslabs it holds; each tensor's stored dtype must
 /// be the state's (an evaluation of a bf16 model rounds the float32 state). The checkpoint must be
-/// of this model. "hf:DIR": load_model_from_hf.
+/// of this model. "hf:DIR": load_model_from_hf. A LoRA model (NOTE [LoRA]) loads a LoRA
+/// checkpoint's base (checked against its checksum) and then its adapters, or a base alone.
 void load_model(ParallelModel& model, const std::string& path);
+
+/// Loads a LoRA model's frozen base (NOTE [LoRA]) from `source`: a checkpoint of this model
+/// without adapters, or "hf:DIR". Returns the base as the run's checkpoints name it.
+LoraBase load_lora_base(ParallelModel& model, const std::string& source);
+
+/// Loads the adapters of the peft folder `folder` (lora.adapter, NOTE [PEFT adapters]) into where
+/// the model's adapters' state lives.
+void load_peft_adapter(ParallelModel& model, const std::string& folder);
+
+/// The base a LoRA checkpoint at `path` adapts; nullopt for any other checkpoint and "hf:DIR".
+std::optional<LoraBase> recorded_lora_base(const std::string& path);
 
 /// Loads the parameters from a Hugging Face folder ("hf:DIR": config.json checked against the
 /// model, tensors mapped by the family's layout), each rank reading its boxes, cast to the state's

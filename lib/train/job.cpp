@@ -160,6 +160,8 @@ StateBytes Job::state_bytes() const {
     for (const auto& [fqn, p] : model->params())
       params_bytes += static_cast<int64_t>(p->to_local().nbytes());
   }
+  for (const auto& [fqn, p] : model->frozen())  // a LoRA job's base (NOTE [LoRA])
+    params_bytes += static_cast<int64_t>(p->to_local().nbytes());
   // Master weights count as optimizer state (as in the ZeRO paper).
   return {{"params", params_bytes},
           {"grads", grad_sync->grad_bytes() + (master ? master->grad_bytes() : 0)},

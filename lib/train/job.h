@@ -7,6 +7,7 @@
 #include <string>
 
 #include "config/job_config.h"
+#include "hf/lora_base.h"
 #include "optim/master_weights.h"
 #include "optim/optimizer.h"
 #include "parallel/grad_sync.h"
@@ -32,6 +33,8 @@ struct Job {
   /// The run's id in every checkpoint: a loaded checkpoint's, else drawn by JobCheckpointer
   /// (NOTE [Checkpoint integrity]).
   std::string run_id;
+  /// A LoRA job's base (NOTE [LoRA]), named in its checkpoints; empty otherwise.
+  LoraBase lora_base;
 
   const JobConfig& config() const { return model->config(); }
   /// This rank's training state by kind, from tensor sizes: "params", "grads", "optimizer".

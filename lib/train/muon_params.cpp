@@ -20,7 +20,7 @@ double muon_flops_per_step(const JobConfig& c) {
   if (c.optimizer != OptimizerKind::kMuon) return 0.0;
   double out = 0.0;
   for (const auto& [fqn, p] : c.family().build(c.model_spec())->named_parameters())
-    if (takes_muon(c, fqn, p->shape.size()))
+    if (p->trainable && takes_muon(c, fqn, p->shape.size()))
       out += newton_schulz_flops(p->shape[0], p->shape[1], c.ns_steps);
   return out;
 }

@@ -60,10 +60,15 @@ std::map<std::string, at::Tensor> to_compute_dtype(ParallelizedModule& model, at
                                                    bool flat) {
   std::map<std::string, at::Tensor> initial;
   std::vector<std::pair<std::string, ParameterPtr>> order;
-  for (auto& [fqn, p] : model.parameters())
+  for (auto& [fqn, p] : model.parameters()) {
+    if (!p->trainable) {  // frozen (NOTE [LoRA]): rounded once, no float32 copy kept
+      p->value = DTensor(p->get().to_local().detach().to(dtype), p->get().spec());
+      continue;
+    }
     if (p->get().ndim() >= 2) order.emplace_back(fqn, p);
+  }
   for (auto& [fqn, p] : model.parameters())
-    if (p->get().ndim() < 2) order.emplace_back(fqn, p);
+    if (p->trainable && p->get().ndim() < 2) order.emplace_back(fqn, p);
   int64_t total = 0;
   for (auto& [fqn, p] : order) {
     const at::Tensor& local = p->get().to_local();
@@ -139,6 +144,10 @@ ParallelModel::ParallelModel(const JobConfig& c, const comm::Group& world, JobPu
     if (purpose == JobPurpose::kEvaluate) float32_init_.clear();
   }
   for (auto& [fqn, p] : module_->parameters()) {
+    if (!p->trainable) {
+      frozen_.emplace_back(fqn, &p->get());
+      continue;
+    }
     params_.emplace_back(fqn, &p->get());
     expert_.push_back(p->expert.has_value());
   }
@@ -174,7 +183,8 @@ void ParallelModel::find_tied(const PipelinePlan& plan) {
   const std::map<const Parameter*, size_t> index = param_index();
   for (const auto& [fqn, p] : model.named_parameters()) {
     const std::set<int>& ranks = holders[p.get()];
-    if (ranks.size() < 2) continue;
+    // A frozen weight (NOTE [LoRA]) has no gradient to sum; every rank skips it alike.
+    if (ranks.size() < 2 || !p->trainable) continue;
     // Collective over the pp group: every pp rank makes the same groups in the same order.
     comm::Group group = mesh_.pp_subgroup(std::vector<int>(ranks.begin(), ranks.end()), "pp");
     if (!ranks.count(rank)) continue;
@@ -203,9 +213,9 @@ void ParallelModel::make_pipeline(const PipelinePlan& plan) {
 }
 
 std::map<const Parameter*, size_t> ParallelModel::param_index() const {
-  std::map<const Parameter*, size_t> index;  // params_ lists module_'s, in its order
+  std::map<const Parameter*, size_t> index;  // params_ lists module_'s trainable ones, in order
   for (const auto& [fqn, p] : module_->parameters())
-    index.emplace(p.get(), index.size());
+    if (p->trainable) index.emplace(p.get(), index.size());
   return index;
 }
 

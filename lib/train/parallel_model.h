@@ -86,8 +86,13 @@ class ParallelModel {
   const JobMesh& mesh() const { return mesh_; }
   Task& task() const { return *task_; }
   ParallelizedModule& module() const { return *module_; }
-  /// This rank's parameters, each once, by FQN, in the model's order.
+  /// This rank's trainable parameters, each once, by FQN, in the model's order: all of them but
+  /// a LoRA job's frozen base (NOTE [LoRA]). What grad sync, ZeRO, the optimizer and
+  /// checkpoints iterate.
   const std::vector<std::pair<std::string, DTensor*>>& params() const { return params_; }
+  /// This rank's frozen parameters (a LoRA job's base), each once, by FQN: loaded from the base,
+  /// never trained nor saved.
+  const std::vector<std::pair<std::string, DTensor*>>& frozen() const { return frozen_; }
   /// Over which dims parameter k's gradient is averaged, its ZeRO state split, its norm reduced
   /// and its checkpoint deduped (NOTE [Dims by role]): from its placements, and whether it is an
   /// expert's.
@@ -156,6 +161,7 @@ class ParallelModel {
   std::unique_ptr<Task> task_;
   std::unique_ptr<ParallelizedModule> module_;
   std::vector<std::pair<std::string, DTensor*>> params_;
+  std::vector<std::pair<std::string, DTensor*>> frozen_;
   std::vector<bool> expert_;  ///< per parameter: an expert's (held by one ep rank)
   int64_t n_params_ = 0;
   double init_s_ = 0;  ///< building this rank's parameters (NOTE [Fast init] in dtensor/random.cpp)

@@ -4,12 +4,15 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <utility>
 
+#include <c10/util/accumulate.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "checkpoint/step_folders.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/gpu_memory.h"
@@ -60,6 +63,30 @@ double optimizer_flops(const Job& job, double model_flops) {
   return flops;
 }
 
+/// The model's training FLOPs per sample: its layers' (6 per parameter and token, and
+/// attention's), less 2 per frozen matmul parameter and token under LoRA (NOTE [LoRA]), whose
+/// weight gradients are never computed; said once in the log.
+double training_flops_per_sample(const Job& job) {
+  const Task& task = job.model->task();
+  const double all = task.flops_per_sample();
+  if (job.config().lora_rank == 0) return all;
+  double frozen = 0;
+  for (const Layer& layer : task.layers()) {
+    if (layer.kind == LayerKind::kEmbedding) continue;  // a lookup: counted as no matmul
+    std::set<const Parameter*> seen;
+    for (const auto& [fqn, p] : task.model()->all_parameter_names()) {
+      if (!p->trainable && under_modules(fqn, layer.modules) && seen.insert(p.get()).second)
+        frozen += static_cast<double>(c10::multiply_integers(p->shape));
+    }
+  }
+  const double saved = 2.0 * frozen * task.tokens_per_sample();
+  log_rank0(
+      "[mfu] LoRA: {:.4g} GFLOP a sample, not {:.4g}: the frozen weights' gradients are not "
+      "computed",
+      (all - saved) / 1e9, all / 1e9);
+  return all - saved;
+}
+
 /// What the loop needs to turn steps into metrics lines.
 struct Meter {
   Meter(const Job& job, const comm::Group& world)
@@ -67,7 +94,7 @@ struct Meter {
         world_size(static_cast<double>(world.size())),
         samples_per_step(static_cast<double>(job.config().global_batch_size)),
         tokens_per_step(samples_per_step * job.model->task().tokens_per_sample()),
-        flops_per_sample(job.model->task().flops_per_sample()),
+        flops_per_sample(training_flops_per_sample(job)),
         optimizer_flops_per_step(optimizer_flops(job, flops_per_sample * samples_per_step)),
         peak(mfu_peak(job, world)) {}
 
@@ -363,21 +390,54 @@ class TrainingLoop {
   Clock::time_point timed_start_;
 };
 
-/// Loads the checkpoint the config names, if any: the step the run goes on from.
-int64_t resume(Job& job, const std::optional<std::string>& load_path) {
+/// Where a run starts: the step, and whether it resumes a run (its checkpoints and metrics).
+struct Start {
+  int64_t step = 0;
+  bool resumed = false;
+};
+
+/// A LoRA job (NOTE [LoRA]): resumes a LoRA checkpoint (its base, checked, then its adapters
+/// and their optimizer state), or starts a new run on a base.
+Start start_lora(Job& job, const std::optional<std::string>& load_path) {
   const JobConfig& c = job.config();
+  VS_USER_CHECK(load_path.has_value(),
+                "config {}: lora.rank = {} adapts a base, and checkpoint.load = \"latest\" finds "
+                "no committed step in {}: the first run names its base (a checkpoint or "
+                "\"hf:DIR\")",
+                c.source, c.lora_rank, checkpoints_folder(c.dump_folder).string());
+  if (const std::optional<LoraBase> recorded = recorded_lora_base(*load_path)) {
+    check_lora_base(*recorded, *load_path);
+    job.lora_base = load_lora_base(*job.model, recorded->source);
+    const int64_t step = load_job(job, CheckpointReader(*load_path));
+    VS_USER_CHECK(step < c.steps,
+                  "config {}: the checkpoint is at step {}, not before training.steps = {}",
+                  c.source, step, c.steps);
+    return {step, true};
+  }
+  job.lora_base = load_lora_base(*job.model, *load_path);
+  if (!c.lora_adapter.empty()) load_peft_adapter(*job.model, c.lora_adapter);
+  job.after_update();
+  log_rank0("[lora] a new run on the base at step 0: adapters {}, optimizer fresh",
+            c.lora_adapter.empty() ? "as initialised (B = 0)" : "from " + c.lora_adapter);
+  return {0, false};
+}
+
+/// Loads the checkpoint the config names, if any: the step the run goes on from.
+Start resume(Job& job, const std::optional<std::string>& load_path) {
+  const JobConfig& c = job.config();
+  if (c.lora_rank > 0) return start_lora(job, load_path);
   if (load_path && hf::is_hf_path(*load_path)) {
     // Weights only: a new run from them, its optimizer fresh.
     load_model_from_hf(*job.model, *load_path);
     job.after_update();
     log_rank0("starting from the Hugging Face weights at step 0; the optimizer starts fresh");
-    return 0;
+    return {0, false};
   }
   const int64_t start_step = load_path ? load_job(job, CheckpointReader(*load_path)) : 0;
   VS_USER_CHECK(start_step < c.steps,
                 "config {}: the checkpoint is at step {}, not before training.steps = {}", c.source,
                 start_step, c.steps);
-  return start_step;
+  return {start_step, load_path.has_value()};
 }
 
 }  // namespace
@@ -386,8 +446,7 @@ TrainSummary run_training(const JobConfig& c, const comm::Group& world, const Tr
                           const StepRange& profile) {
   std::unique_ptr<Job> job = build_job(c, world);
   const std::optional<std::string> load_path = resolve_load_path(c);
-  const int64_t start_step = resume(*job, load_path);
-  const bool resumed = load_path && !hf::is_hf_path(*load_path);  // hf: a new run
+  const auto [start_step, resumed] = resume(*job, load_path);  // hf: or a LoRA base: a new run
   TrainingLoop loop(*job, world, resumed, start_step, hooks, profile);
   for (int64_t step = start_step; step < c.steps; ++step) {
     if (loop.run_step(step)) return loop.finish(step + 1);

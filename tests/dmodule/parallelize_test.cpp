@@ -419,5 +419,28 @@ TEST(Parallelize, DumpListsEveryParameterAndHook) {
   EXPECT_EQ(r.hooks.size(), 2u + 4u * 2u);  // wte and ln_f outputs, 4 hooks per block
 }
 
+TEST(Parallelize, LoraFactorsFollowTheirWeights) {
+  // NOTE [LoRA placements]: column-parallel q_proj (S(0)): B S(0), A whole; row-parallel c_proj
+  // (S(1)): A S(1), B whole; a plan key that matches a factor is overridden.
+  auto gpt = std::make_shared<models::GPT>(tiny_gpt(), 4);
+  LoraSpec lora{2, 4.0, 0.0, {"q", "o"}, {1}};
+  ModelSpec with_lora;
+  with_lora.lora = lora;
+  gpt->add_adapters(with_lora, {{"q", {"attn.q_proj"}}, {"o", {"attn.c_proj"}}});
+  DeviceMesh mesh = DeviceMesh::layout(MeshSpec{{4}, {"tp"}}, 0);
+  const ResolvedPlan r = resolve_plan(Plan::load("gpt/megatron-sp"), *gpt, mesh);
+  std::map<std::string, std::string> placed;
+  for (const auto& p : r.parameters)
+    placed[p.fqn] = placements_str(p.placements);
+  EXPECT_EQ(placed.at("transformer.h.1.attn.q_proj.lora_A.weight"), "[R]");
+  EXPECT_EQ(placed.at("transformer.h.1.attn.q_proj.lora_B.weight"), "[S(0)]");
+  EXPECT_EQ(placed.at("transformer.h.1.attn.c_proj.lora_A.weight"), "[S(1)]");
+  EXPECT_EQ(placed.at("transformer.h.1.attn.c_proj.lora_B.weight"), "[R]");
+  EXPECT_EQ(placed.count("transformer.h.0.attn.q_proj.lora_A.weight"), 0u);  // lora.layers = [1]
+  // Only the factors train.
+  for (const auto& [fqn, p] : gpt->named_parameters())
+    EXPECT_EQ(p->trainable, fqn.find(".lora_") != std::string::npos) << fqn;
+}
+
 }  // namespace
 }  // namespace vescale

@@ -36,22 +36,37 @@ class FineTuning(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.tmp, name)
 
-    def test_walk_through_imports_tunes_exports_and_answers_in_the_template(self):
+    def base_and_data(self):
+        """The walk-through's steps 1 and 2: a model to start from, as Hugging Face weights, and
+        the fine-tuning set's tokens and masks."""
         fortunes = self.path("fortunes.txt")
         subprocess.run([os.path.join(ROOT, "scripts", "prepare_fortunes.sh"), fortunes], check=True)
-        # A model to start from, as Hugging Face weights.
         ok(run("train", os.path.join(CONFIGS, "llama-tiny.toml"), "--parallel.dp=1",
                "--parallel.tp=1", "--parallel.plan=", "--training.steps=10", *SMALL,
                f"--data.path={fortunes}", f"--job.dump_folder={self.path('pre')}",
                "--checkpoint.interval=10", "--eval.interval=0", "--eval.windows=1"), "pretraining")
         ok(run("export", self.path("pre/checkpoints/latest"), "-o", self.path("pre-hf"),
                "--format", "hf"), "export")
-        # The walk-through's data.
         subprocess.run(["python3", os.path.join(ROOT, "scripts", "sft_example.py"),
                         self.path("sft.jsonl")], check=True, capture_output=True)
         prepared = ok(run("data", "prepare", self.path("sft.jsonl"), "--sft", "--template", CHATML,
                           "-o", self.path("sft-tokens")), "data prepare")
         self.assertIn("2000 examples", prepared.stdout)
+
+    def answer(self, config, checkpoint):
+        """generate's reply to the walk-through's question, checked to be in the template."""
+        answer = ok(run("generate", *config, "--checkpoint", checkpoint, "--template", CHATML,
+                        "--prompt", "What is the opposite of up?", "--greedy",
+                        "--max-new-tokens", "80"), "generate")
+        print(answer.stdout)
+        head = "<|im_start|>user\nWhat is the opposite of up?<|im_end|>\n<|im_start|>assistant\n"
+        self.assertTrue(answer.stdout.startswith(head), answer.stdout)
+        reply = answer.stdout[len(head):].strip()
+        self.assertRegex(reply, ANSWER)  # an answer of the set's shape, stopped at its end
+        self.assertNotIn("80 new tokens", answer.stderr)
+
+    def test_walk_through_imports_tunes_exports_and_answers_in_the_template(self):
+        self.base_and_data()
         tune = [os.path.join(CONFIGS, "llama-tiny-sft.toml"), *SMALL,
                 f"--data.path={self.path('sft-tokens')}"]
         tuned = ok(run("train", *tune, f"--checkpoint.load=hf:{self.path('pre-hf')}",
@@ -66,15 +81,33 @@ class FineTuning(unittest.TestCase):
         self.assertLess(last, first / 5)
         ok(run("export", self.path("sft/checkpoints/latest"), "-o", self.path("sft-hf"),
                "--format", "hf"), "export after fine-tuning")
-        answer = ok(run("generate", *tune, "--checkpoint", f"hf:{self.path('sft-hf')}",
-                        "--template", CHATML, "--prompt", "What is the opposite of up?",
-                        "--greedy", "--max-new-tokens", "80"), "generate")
-        print(answer.stdout)
-        head = "<|im_start|>user\nWhat is the opposite of up?<|im_end|>\n<|im_start|>assistant\n"
-        self.assertTrue(answer.stdout.startswith(head), answer.stdout)
-        reply = answer.stdout[len(head):].strip()
-        self.assertRegex(reply, ANSWER)  # an answer of the set's shape, stopped at its end
-        self.assertNotIn("80 new tokens", answer.stderr)
+        self.answer(tune, f"hf:{self.path('sft-hf')}")
+
+    def test_walk_through_with_lora(self):
+        """Step 3b: LoRA adapters on the frozen weights, exported for peft and merged."""
+        self.base_and_data()
+        tune = [os.path.join(CONFIGS, "llama-tiny-sft-lora.toml"), *SMALL,
+                f"--data.path={self.path('sft-tokens')}"]
+        tuned = ok(run("train", *tune, f"--checkpoint.load=hf:{self.path('pre-hf')}",
+                       f"--job.dump_folder={self.path('lora')}", "--training.steps=300",
+                       "--training.global_batch_size=8", "--eval.interval=150",
+                       "--checkpoint.interval=300", "--metrics.peak_flops=1e12"), "LoRA")
+        first, last = map(float, re.search(r"val_loss ([\d.]+) -> ([\d.]+)",
+                                           tuned.stdout + tuned.stderr).groups())
+        evals = [m["val_loss"] for m in metrics_lines(self.path("lora")) if "val_loss" in m]
+        print(f"LoRA: validation loss on the answers' tokens: {first} before, then {evals}")
+        self.assertLess(last, first / 5)
+        checkpoint = self.path("lora/checkpoints/latest")
+        ok(run("export", checkpoint, "-o", self.path("lora-peft"), "--format", "peft"), "peft")
+        self.assertEqual(sorted(os.listdir(self.path("lora-peft"))),
+                         ["adapter_config.json", "adapter_model.safetensors"])
+        ok(run("export", checkpoint, "-o", self.path("lora-hf"), "--format", "hf",
+               "--merge-lora"), "--merge-lora")
+        # The LoRA checkpoint (base and adapters), and the merged weights as a plain model.
+        self.answer([*tune, f"--checkpoint.load=hf:{self.path('pre-hf')}"], checkpoint)
+        plain = [os.path.join(CONFIGS, "llama-tiny-sft.toml"), *SMALL,
+                 f"--data.path={self.path('sft-tokens')}"]
+        self.answer(plain, f"hf:{self.path('lora-hf')}")
 
     def test_bad_lines_exit_2_naming_file_and_line_and_write_nothing(self):
         out = self.path("out")
