@@ -67,11 +67,15 @@
 #  16. jsonl: data prepare of ~550 MB of JSON lines, plain, gzip and zstd, on 1 and 2 threads,
 #      with a 2,000-token byte-level BPE (and bytes once): seconds, MB/s of JSON, peak RSS; the
 #      outputs compared byte for byte.
+#  17. lora: LoRA against a full fine-tune from the same base, on llama-tiny (the walk-through's
+#      SFT data, 200 steps) and TinyLlama's 1.1B shape (4 steps): grads and optimizer bytes,
+#      tokens/s, peak RSS, val_loss.
 # Usage: scripts/bench.sh [--sizes 1K,1M,16M]; BENCH=zero (or peers, comm, train, pipeline,
 # checkpoint, export, recompute, cp, generate, flight, fused, moe, peer-threads, prepare,
-# optimizer, muon, muon-cost, jsonl; a comma list) runs only those tables. BENCH=prepare (data prepare of
+# optimizer, muon, muon-cost, jsonl, lora; a comma list) runs only those tables. BENCH=prepare (data prepare of
 # a 537 MB corpus, ~16 minutes here), BENCH=optimizer (~4 minutes), BENCH=muon (~22 runs of 1 to 3
-# minutes), BENCH=muon-cost (~3 minutes) and BENCH=jsonl (~7 minutes) are not in the default set.
+# minutes), BENCH=muon-cost (~3 minutes), BENCH=jsonl (~7 minutes) and BENCH=lora (~10 minutes,
+# 18 GiB of memory) are not in the default set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -856,5 +860,65 @@ for round in 1 2 3; do
   done
 done
 python3 scripts/lib/muon_table.py cost "$OUT"
+echo
+fi
+
+if wanted lora; then
+echo "LoRA against a full fine-tune (NOTE [LoRA]), 1 process, float32, from the same Hugging Face"
+echo "base; tokens/s: median over the steps after the first; grads and optimizer: rank 0's state"
+echo "bytes (metrics.jsonl); val_loss: before -> after. llama-tiny: docs/data.md's walk-through"
+echo "(its base trained 300 steps, 200 steps of its SFT data, its two configs). llama-1b: TinyLlama's"
+echo "shape (1.1B) on synthetic tokens, batch 1 x 128, 4 steps (its base: random weights from transformers)"
+printf '| model | fine-tune | grads | optimizer state | tokens/s | peak RSS | val_loss |\n'
+printf '| --- | --- | --- | --- | --- | --- | --- |\n'
+lora_row() {  # label, kind, dump folder, train arguments...
+  local label=$1 kind=$2 dir=$3 log
+  shift 3
+  log=$("$BIN" train "$@" --job.dump_folder="$dir" --metrics.log_interval=1 2>&1) ||
+    { echo "$log" | tail -5 >&2; return 1; }
+  python3 - "$dir/metrics.jsonl" "$label" "$kind" "$(echo "$log" | grep "done:" | head -1)" <<'PY'
+import json, re, statistics, sys
+path, label, kind, done = sys.argv[1:]
+lines = [json.loads(l) for l in open(path) if '"step_time_s"' in l]
+tps = statistics.median(l["tokens_per_s"] for l in lines[1:])
+state = lines[-1]["state_bytes"]
+loss = re.search(r"val_loss ([\d.]+ -> [\d.]+)", done).group(1)
+peak = re.search(r"peak RSS (\S+)", done).group(1)
+mib = lambda b: f"{b / 2**20:,.1f} MiB"
+print(f"| {label} | {kind} | {mib(state['grads'])} | {mib(state['optimizer'])} | {tps:,.0f} | "
+      f"{peak} | {loss} |")
+PY
+}
+tiny=(--parallel.dp=1 --parallel.tp=1 --parallel.plan=)
+"$BIN" train configs/llama-tiny.toml "${tiny[@]}" --training.steps=300 --checkpoint.interval=300 \
+  --job.dump_folder="$OUT/tiny-base" >/dev/null 2>&1
+"$BIN" export "$OUT/tiny-base/checkpoints/latest" -o "$OUT/tiny-base-hf" --format hf >/dev/null
+python3 scripts/sft_example.py "$OUT/sft.jsonl" >/dev/null
+"$BIN" data prepare "$OUT/sft.jsonl" --sft --template configs/templates/chatml.toml \
+  -o "$OUT/sft-tokens" >/dev/null
+sft=(--data.path="$OUT/sft-tokens" --checkpoint.load="hf:$OUT/tiny-base-hf" --checkpoint.interval=0)
+lora_row "llama-tiny (0.79M)" "full" "$OUT/tiny-full" configs/llama-tiny-sft.toml "${sft[@]}"
+lora_row "llama-tiny (0.79M)" "LoRA r 16, all 7 projections" "$OUT/tiny-lora" \
+  configs/llama-tiny-sft-lora.toml "${sft[@]}"
+big=(configs/llama-1b.toml --parallel.dp=1 --parallel.tp=1 --parallel.plan= --parallel.zero=0
+  --parallel.microbatches=1 --data.source=synthetic --training.device=cpu
+  --training.dtype=float32 --training.global_batch_size=1 --training.seq_len=128
+  --training.steps=4 --lr_scheduler.warmup_steps=0 --eval.interval=0 --eval.windows=1)
+lora_row "llama-1b (1.1B)" "full" "$OUT/big-full" "${big[@]}" --checkpoint.interval=0
+# The base: a 1.1B Llama that transformers makes (random weights), float32: the full run's own
+# checkpoint would need a second copy of its 18 GiB of state to be written on this machine.
+"$(bash scripts/python-env.sh 2>/dev/null | tail -1)" - "$OUT/big-base-hf" <<'PY'
+import sys, torch, transformers
+torch.manual_seed(0)
+config = transformers.LlamaConfig(
+    vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+    num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=2048,
+    rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    tie_word_embeddings=False)
+transformers.LlamaForCausalLM(config).save_pretrained(sys.argv[1])
+PY
+lora_row "llama-1b (1.1B)" "LoRA r 16, all 7 projections" "$OUT/big-lora" "${big[@]}" \
+  --checkpoint.load="hf:$OUT/big-base-hf" --checkpoint.interval=0 --lora.rank=16 \
+  --lora.alpha=32 '--lora.targets=["q", "k", "v", "o", "gate", "up", "down"]'
 echo
 fi

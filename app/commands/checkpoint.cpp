@@ -73,6 +73,10 @@ void add_checkpoint_commands(CLI::App& app, const Invocation&) {
         "{}: {} checkpoint, step {}, written by {} ranks on mesh [{}] ({}), plan '{}', run {}\n",
         reader.path(), m.format, m.step, m.world_size, fmt::join(m.mesh_shape, " x "),
         fmt::join(m.mesh_dims, ", "), m.plan, m.run_id.empty() ? "unknown" : m.run_id));
+    if (!m.lora_base.empty()) {
+      print(fmt::format("LoRA adapters (NOTE [LoRA]) of the base {} (CRC-32C {})\n", m.lora_base,
+                        m.lora_base_checksum));
+    }
     print(fmt::format("{:<56} {:<14} {:<16} {:>10}\n", "tensor", "shape", "placements", "bytes"));
     int64_t total = 0;
     for (const auto& name : reader.names()) {

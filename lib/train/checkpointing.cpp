@@ -360,11 +360,17 @@ LoraBase load_lora_base(ParallelModel& model, const std::string& source) {
                   source);
     read_frozen(model, reader);
   }
+  const auto elements = [](const std::vector<std::pair<std::string, DTensor*>>& params) {
+    int64_t n = 0;
+    for (const auto& [fqn, p] : params)
+      n += p->to_local().numel();
+    return n;
+  };
   log_rank0(
-      "[lora] base {} (CRC-32C {}) loaded in {}, frozen: {} tensors on this rank; {} "
-      "adapter tensors train",
-      base.source, base.checksum, format_duration(seconds_since(start)), model.frozen().size(),
-      model.params().size());
+      "[lora] base {} (CRC-32C {}) loaded in {}, frozen: {} parameters on this rank; {} of "
+      "the adapters train",
+      base.source, base.checksum, format_duration(seconds_since(start)), elements(model.frozen()),
+      elements(model.params()));
   return base;
 }
 

@@ -248,6 +248,15 @@ void PipelineRunner::backward(int stage, int micro, ActionKind kind) {
   const std::vector<at::Tensor> grads =
       grad.defined() ? std::vector<at::Tensor>{grad} : std::vector<at::Tensor>{};
   if (kind != ActionKind::kBackwardWeight) --in_flight_[stage];  // B or I frees the stash
+  if (!root.requires_grad()) {
+    // The first stage of a LoRA job (NOTE [LoRA]) whose layers hold no adapter: nothing in it
+    // trains, and it has no input to send a gradient to.
+    if (kind != ActionKind::kBackwardInput) {
+      s.output.reset();
+      s.loss = at::Tensor();
+    }
+    return;
+  }
   if (kind == ActionKind::kBackwardInput) {
     // I: the input gradient only; the graph stays for W.
     if (stage > 0) {

@@ -36,15 +36,16 @@ class FineTuning(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.tmp, name)
 
-    def base_and_data(self):
-        """The walk-through's steps 1 and 2: a model to start from, as Hugging Face weights, and
-        the fine-tuning set's tokens and masks."""
+    def base_and_data(self, steps=10, model=SMALL):
+        """The walk-through's steps 1 and 2: a model to start from (`steps` of pretraining of
+        `model`), as Hugging Face weights, and the fine-tuning set's tokens and masks."""
         fortunes = self.path("fortunes.txt")
         subprocess.run([os.path.join(ROOT, "scripts", "prepare_fortunes.sh"), fortunes], check=True)
         ok(run("train", os.path.join(CONFIGS, "llama-tiny.toml"), "--parallel.dp=1",
-               "--parallel.tp=1", "--parallel.plan=", "--training.steps=10", *SMALL,
+               "--parallel.tp=1", "--parallel.plan=", f"--training.steps={steps}", *model,
                f"--data.path={fortunes}", f"--job.dump_folder={self.path('pre')}",
-               "--checkpoint.interval=10", "--eval.interval=0", "--eval.windows=1"), "pretraining")
+               f"--checkpoint.interval={steps}", "--eval.interval=0", "--eval.windows=1"),
+           "pretraining")
         ok(run("export", self.path("pre/checkpoints/latest"), "-o", self.path("pre-hf"),
                "--format", "hf"), "export")
         subprocess.run(["python3", os.path.join(ROOT, "scripts", "sft_example.py"),
@@ -84,30 +85,31 @@ class FineTuning(unittest.TestCase):
         self.answer(tune, f"hf:{self.path('sft-hf')}")
 
     def test_walk_through_with_lora(self):
-        """Step 3b: LoRA adapters on the frozen weights, exported for peft and merged."""
-        self.base_and_data()
-        tune = [os.path.join(CONFIGS, "llama-tiny-sft-lora.toml"), *SMALL,
-                f"--data.path={self.path('sft-tokens')}"]
-        tuned = ok(run("train", *tune, f"--checkpoint.load=hf:{self.path('pre-hf')}",
-                       f"--job.dump_folder={self.path('lora')}", "--training.steps=300",
-                       "--training.global_batch_size=8", "--eval.interval=150",
-                       "--checkpoint.interval=300", "--metrics.peak_flops=1e12"), "LoRA")
+        """Step 3b as written: LoRA adapters on the frozen weights of llama-tiny's model (trained
+        300 steps: a head barely past its initialization leaves the adapters little to steer),
+        exported for peft and merged."""
+        self.base_and_data(steps=300, model=[])
+        tune = [os.path.join(CONFIGS, "llama-tiny-sft-lora.toml"),
+                f"--data.path={self.path('sft-tokens')}",
+                f"--checkpoint.load=hf:{self.path('pre-hf')}"]
+        tuned = ok(run("train", *tune, f"--job.dump_folder={self.path('lora')}",
+                       "--metrics.peak_flops=1e12", timeout=600), "LoRA")
+        self.assertIn("[lora] a new run on the base at step 0", tuned.stderr)
         first, last = map(float, re.search(r"val_loss ([\d.]+) -> ([\d.]+)",
                                            tuned.stdout + tuned.stderr).groups())
         evals = [m["val_loss"] for m in metrics_lines(self.path("lora")) if "val_loss" in m]
         print(f"LoRA: validation loss on the answers' tokens: {first} before, then {evals}")
-        self.assertLess(last, first / 5)
+        self.assertLess(last, first / 3)
         checkpoint = self.path("lora/checkpoints/latest")
         ok(run("export", checkpoint, "-o", self.path("lora-peft"), "--format", "peft"), "peft")
         self.assertEqual(sorted(os.listdir(self.path("lora-peft"))),
                          ["adapter_config.json", "adapter_model.safetensors"])
         ok(run("export", checkpoint, "-o", self.path("lora-hf"), "--format", "hf",
                "--merge-lora"), "--merge-lora")
-        # The LoRA checkpoint (base and adapters), and the merged weights as a plain model.
-        self.answer([*tune, f"--checkpoint.load=hf:{self.path('pre-hf')}"], checkpoint)
-        plain = [os.path.join(CONFIGS, "llama-tiny-sft.toml"), *SMALL,
-                 f"--data.path={self.path('sft-tokens')}"]
-        self.answer(plain, f"hf:{self.path('lora-hf')}")
+        # The LoRA checkpoint (its base and adapters), and the merged weights as a plain model.
+        self.answer(tune, checkpoint)
+        self.answer([os.path.join(CONFIGS, "llama-tiny-sft.toml"),
+                     f"--data.path={self.path('sft-tokens')}"], f"hf:{self.path('lora-hf')}")
 
     def test_bad_lines_exit_2_naming_file_and_line_and_write_nothing(self):
         out = self.path("out")

@@ -131,6 +131,23 @@ TEST(Lora, MixtralEp2MatchesOneProcess) {
   }
 }
 
+TEST(Lora, SomeBlocksAndAFirstPipelineStageWithNone) {
+  // lora.layers = [2, 3]: under pp2 the first stage (the embedding, blocks 0 and 1) has no
+  // adapter, so nothing there needs a gradient.
+  const std::string targets = "[\"q\", \"down\"]";
+  const Overrides layers{"lora.layers=[2, 3]"};
+  const RunOutput ref = train(testing::kLlamaRun, lora(testing::kLlamaRun, targets, false, layers));
+  EXPECT_EQ(ref.params.size(), 2u * 2u * 2u);  // A and B of 2 projections in 2 blocks
+  expect_matches(train(testing::kLlamaRun,
+                       lora(testing::kLlamaRun, targets, false, plus(layers, {"parallel.pp=2"}))),
+                 ref, "lora llama blocks 2-3, pp2 (1f1b)");
+  expect_matches(
+      train(testing::kLlamaRun, lora(testing::kLlamaRun, targets, false,
+                                     plus(layers, {"parallel.pp=2", "parallel.pp_schedule=\"zbv\"",
+                                                   "parallel.pp_virtual=2"}))),
+      ref, "lora llama blocks 2-3, pp2 zbv");
+}
+
 TEST(Lora, ResumesExactlyOnAnotherLayout) {
   // A constant learning rate: the first run's 3 steps are the schedule's first 3 of 5.
   const Overrides constant{"lr_scheduler.decay=\"constant\""};
