@@ -56,8 +56,10 @@ void DecoderLM::add_adapters(
   }
   for (const int64_t layer : layers) {
     Module& block = *blocks_.at(static_cast<size_t>(layer));
+    std::set<std::string> found;
     for (const auto& [fqn, module] : block.named_modules()) {
-      if (!targets.count(fqn.substr(std::min(fqn.size(), block.fqn().size() + 1)))) continue;
+      const std::string name = fqn.substr(std::min(fqn.size(), block.fqn().size() + 1));
+      if (!targets.count(name)) continue;
       auto* linear = dynamic_cast<Linear*>(module);
       VS_CHECK(linear, "[model] {} is not a Linear", fqn);
       const std::vector<int64_t>& shape = linear->parameter("weight")->shape;
@@ -67,6 +69,13 @@ void DecoderLM::add_adapters(
                     "{}]): use a rank of at most {}",
                     lora.rank, fqn, side, shape[0], shape[1], side);
       linear->add_adapter(lora.rank, lora.scaling(), adapter_dropout_);
+      found.insert(name);
+    }
+    for (const std::string& name : targets) {
+      VS_USER_CHECK(found.count(name),
+                    "[lora] block {} ({}) has no Linear {} for lora.targets (a block of another "
+                    "attention or MLP type?)",
+                    layer, block.fqn(), name);
     }
   }
   for (const auto& [fqn, p] : named_parameters())

@@ -155,9 +155,10 @@ struct Measured {
 };
 
 /// Trains `layout` for `steps` steps in a scratch folder and reads its metrics: the median step
-/// time after the first two steps, and rank 0's state, activations and resident memory.
+/// time after the first two steps, and rank 0's state, activations and resident memory. A LoRA
+/// job (`lora`) keeps its checkpoint.load, its base (NOTE [LoRA]); any other starts afresh.
 Measured measure(const AutoOptions& o, const Layout& layout, const std::vector<std::string>& extra,
-                 const fs::path& folder) {
+                 const fs::path& folder, bool lora) {
   fs::remove_all(folder);
   std::vector<std::string> args = {"train", o.config, "--nproc", std::to_string(o.nproc)};
   for (const auto& e : extra)
@@ -168,8 +169,10 @@ Measured measure(const AutoOptions& o, const Layout& layout, const std::vector<s
        {fmt::format("training.steps={}", o.verify_steps), std::string("metrics.log_interval=1"),
         std::string("checkpoint.interval=0"), std::string("checkpoint.load=\"\""),
         std::string("checkpoint.overwrite=true"), fmt::format("eval.interval={}", o.verify_steps),
-        std::string("eval.windows=1"), fmt::format("job.dump_folder=\"{}\"", folder.string())})
+        std::string("eval.windows=1"), fmt::format("job.dump_folder=\"{}\"", folder.string())}) {
+    if (lora && ov.rfind("checkpoint.load=", 0) == 0) continue;
     args.push_back("--" + ov);
+  }
   const int code = run_this_binary(args);
   VS_USER_CHECK(code == 0, "[plan auto] --verify: training {} failed with exit code {}",
                 layout.str(), code);
@@ -213,7 +216,7 @@ void verify(const AutoOptions& o, const JobConfig& base, const std::vector<Predi
   std::vector<std::string> lines;
   for (size_t i = 0; i < k; ++i) {
     print(fmt::format("verify {} of {}: {}\n", i + 1, k, ranked[i].layout.str()));
-    const Measured m = measure(o, ranked[i].layout, extra, folder);
+    const Measured m = measure(o, ranked[i].layout, extra, folder, base.lora_rank > 0);
     const auto stage0 =
         autoplan::state_memory_by_stage(autoplan::layout_config(base, ranked[i].layout));
     predicted.push_back(ranked[i].step_s());

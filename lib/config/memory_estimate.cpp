@@ -47,6 +47,11 @@ MemoryEstimate estimate_memory(const JobConfig& c) {
   const double optimizer_states = c.optimizer == OptimizerKind::kSgd ? 1.0 : 2.0;
   const double masters = dtypes.mixed() ? state_element : 0.0;
   m.state_bytes = m.parameters * (2.0 * element + masters + optimizer_states * state_element);
+  // LoRA (NOTE [LoRA]): the frozen base is its values alone, whole on every dp rank (ZeRO shards
+  // the adapters' state only); the adapters' own state is left out (at rank 16, 1% of a 1.1B
+  // Llama's parameters): the floor stays a floor.
+  const bool lora = c.lora_rank > 0;
+  if (lora) m.state_bytes = m.parameters * element;
   const auto ranks = static_cast<double>(c.world_size());
   const std::optional<TransformerShape> shape = c.family().transformer_shape(spec);
   if (shape) m.expert_parameters = static_cast<double>(shape->n_layer) * shape->expert_parameters;
@@ -59,8 +64,12 @@ MemoryEstimate estimate_memory(const JobConfig& c) {
   const double pp_tp = static_cast<double>(c.pp * c.tp);
   const double ep = static_cast<double>(c.ep);
   const double replicas = static_cast<double>(c.dp * c.cp);
-  m.dense_state_per_rank_bytes = held(m.parameters - m.expert_parameters, replicas) / pp_tp;
-  m.expert_state_per_rank_bytes = held(m.expert_parameters / ep, replicas / ep) / pp_tp;
+  m.dense_state_per_rank_bytes = (lora ? (m.parameters - m.expert_parameters) * element
+                                       : held(m.parameters - m.expert_parameters, replicas)) /
+                                 pp_tp;
+  m.expert_state_per_rank_bytes =
+      (lora ? m.expert_parameters / ep * element : held(m.expert_parameters / ep, replicas / ep)) /
+      pp_tp;
   const double rows = static_cast<double>(c.global_batch_size) /
                       (static_cast<double>(c.dp) * static_cast<double>(c.microbatches));
   // A sample's outputs on one rank: its part of the sequence under context parallelism.
@@ -76,7 +85,9 @@ MemoryEstimate estimate_memory(const JobConfig& c) {
                                                      static_cast<double>(c.cp) *
                                                      static_cast<double>(shape->n_embd) * element;
   }
-  m.per_rank_floor_bytes = m.state_bytes / ranks + head;
+  m.per_rank_floor_bytes = (lora ? m.dense_state_per_rank_bytes + m.expert_state_per_rank_bytes
+                                 : m.state_bytes / ranks) +
+                           head;
   if (shape) {
     const double seq_len = static_cast<double>(c.seq_len);
     const ActivationShape a{static_cast<double>(shape->n_embd),

@@ -57,17 +57,16 @@ std::string checksum_of(const std::vector<fs::path>& files) {
 
 LoraBase lora_base_of(const std::string& source) {
   const bool hf = hf::is_hf_path(source);
-  const std::string path = hf ? hf::hf_folder(source) : source;
-  const std::vector<fs::path> files = base_files(source);
+  // A checkpoint's "latest" (or a checkpoints folder) moves on: the step folder it names now.
+  const std::string path = hf ? hf::hf_folder(source) : CheckpointReader(source).path();
+  const std::string absolute = fs::weakly_canonical(fs::absolute(path)).string();
+  const std::string named = hf ? "hf:" + absolute : absolute;
+  const std::vector<fs::path> files = base_files(named);
   VS_USER_CHECK(!files.empty(),
                 "[lora] the base {} holds no weights ({}): set checkpoint.load to a checkpoint "
                 "step folder, a merged .h5, or \"hf:DIR\"",
                 source, hf ? "no config.json or .safetensors" : "no .h5 file");
-  // A checkpoint's "latest" moves on: the step folder it names now.
-  const std::string resolved = hf ? path : CheckpointReader(path).path();
-  const std::string absolute = fs::weakly_canonical(fs::absolute(resolved)).string();
-  const std::string named = hf ? "hf:" + absolute : absolute;
-  return {named, checksum_of(base_files(named))};
+  return {named, checksum_of(files)};
 }
 
 void check_lora_base(const LoraBase& recorded, const std::string& checkpoint) {

@@ -27,6 +27,8 @@ class LoraMerge {
   /// The base `adapters` (a LoRA checkpoint of a run of `config`) records, checked against its
   /// checksum, and the adapters. Throws UserError naming what is missing or changed.
   LoraMerge(const CheckpointReader& adapters, const JobConfig& config);
+  LoraMerge(const LoraMerge&) = delete;  // reader() and the base's reader capture `this`
+  LoraMerge& operator=(const LoraMerge&) = delete;
   /// The adapters' dtype as stored: the merged weights are computed in it.
   at::ScalarType dtype() const { return dtype_; }
   /// The merged parameters: the base's, plus alpha / rank · B A where an adapter is.

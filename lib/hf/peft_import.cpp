@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <filesystem>
@@ -61,11 +62,13 @@ PeftAdapter::PeftAdapter(const std::string& folder, const JobConfig& config)
   VS_USER_CHECK(layout.has_value(), "[peft] model.name = '{}' has no Hugging Face counterpart",
                 config.model);
   std::map<std::string, int64_t> parts;
+  std::map<std::string, std::pair<int64_t, int64_t>> module_shape;  // [rows, in] of each module
   for (const auto& [linear, shape] : adapted_linears(config)) {
     const auto fused = layout->linears.find(linear);
     const HFLinear place =
         fused == layout->linears.end() ? HFLinear{linear, 0, shape[0]} : fused->second;
     places_[linear] = {place.module, place.row_offset, shape[0], parts[place.module]++, 1};
+    module_shape[place.module] = {place.rows, shape[1]};
   }
   for (auto& [linear, place] : places_)
     place.parts = parts.at(place.module);
@@ -94,7 +97,10 @@ PeftAdapter::PeftAdapter(const std::string& folder, const JobConfig& config)
     const std::string prefix = kPrefix + module;
     const TensorEntry& ea = file_->entry(prefix + ".lora_A.weight");
     const TensorEntry& eb = file_->entry(prefix + ".lora_B.weight");
-    const int64_t r = ea.shape.at(0);
+    VS_USER_CHECK(ea.shape.size() == 2 && eb.shape.size() == 2,
+                  "[peft] {}: {}'s factors are [{}] and [{}], not matrices", file_->path(), module,
+                  fmt::join(ea.shape, ", "), fmt::join(eb.shape, ", "));
+    const int64_t r = ea.shape[0];
     const double r_config =
         pattern_value(adapter["rank_pattern"], module).value_or(adapter["r"].get<double>());
     const double alpha = pattern_value(adapter["alpha_pattern"], module)
@@ -117,6 +123,24 @@ PeftAdapter::PeftAdapter(const std::string& folder, const JobConfig& config)
                   "lora.alpha / lora.rank = {} / {}; set lora.alpha = {}",
                   file_->path(), module, alpha, r, config.lora_alpha, rank_,
                   alpha / static_cast<double>(r) * static_cast<double>(rank_));
+    const auto [rows, in] = module_shape.at(module);
+    VS_USER_CHECK(
+        ea.shape == std::vector<int64_t>({r, in}) && eb.shape == std::vector<int64_t>({rows, r}),
+        "[peft] {}: {}'s factors are [{}] and [{}], and this job's model needs [{}, {}] "
+        "and [{}, {}]: an adapter of another model or size?",
+        file_->path(), module, fmt::join(ea.shape, ", "), fmt::join(eb.shape, ", "), r, in, rows,
+        r);
+    // Rows of a fused module (GPT-2's c_attn) that none of this job's projections takes must not
+    // be adapted: their adapter would be dropped without a word.
+    at::Tensor rest = file_->read(prefix + ".lora_B.weight").clone();
+    for (const auto& [linear, place] : places_) {
+      if (place.module == module) rest.narrow(0, place.row_offset, place.out).zero_();
+    }
+    VS_USER_CHECK(rest.abs().max().item<double>() == 0,
+                  "[peft] {}: {}'s adapter also adapts outputs that this job's lora.targets do "
+                  "not (a projection of the fused module without its role): name every "
+                  "projection it adapts in lora.targets",
+                  file_->path(), module);
     ranks_[module] = r;
   }
   for (const std::string& module : modules_in_file) {

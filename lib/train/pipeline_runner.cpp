@@ -267,9 +267,12 @@ void PipelineRunner::backward(int stage, int micro, ActionKind kind) {
     return;
   }
   if (kind == ActionKind::kBackwardWeight) {
-    // W: the stage's weight gradients only.
-    torch::autograd::backward({root}, grads, /*retain_graph=*/false, /*create_graph=*/false,
-                              stages_[stage].params);
+    // W: the stage's weight gradients only (none where a LoRA job's stage holds no adapter: an
+    // empty list would mean every leaf).
+    if (!stages_[stage].params.empty()) {
+      torch::autograd::backward({root}, grads, /*retain_graph=*/false, /*create_graph=*/false,
+                                stages_[stage].params);
+    }
   } else {
     torch::autograd::backward({root}, grads);
     if (stage > 0) s.input_grad = s.input->to_local().grad();

@@ -147,6 +147,13 @@ class Peft(unittest.TestCase):
                         *hf_export.ONE_PROCESS)
             self.assertEqual(wrong.returncode, 2, wrong.stderr[-3000:])
             self.assertIn("set lora.rank = 4", wrong.stderr)
+            if family == "gpt":
+                # peft's c_attn adapter adapts k too: a job without k's role would drop it.
+                no_k = run("eval", config, "--checkpoint", "hf:" + base, *lora,
+                           '--lora.targets=["q", "v", "o", "fc", "proj"]', *hf_export.ONE_PROCESS)
+                self.assertEqual(no_k.returncode, 2, no_k.stderr[-3000:])
+                self.assertIn("also adapts outputs that this job's lora.targets do not",
+                              no_k.stderr)
 
 
 if __name__ == "__main__":

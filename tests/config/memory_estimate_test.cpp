@@ -45,6 +45,17 @@ TEST(MemoryEstimate, StateBytesFollowDtypeAndOptimizer) {
       12 * n);
 }
 
+TEST(MemoryEstimate, ALoraJobsBaseIsItsValuesWholeOnEveryDataRank) {
+  // NOTE [LoRA]: no gradient or optimizer state for the frozen base, and ZeRO shards none of it.
+  const std::string lora = "[lora]\nrank = 4\n[checkpoint]\nload = \"hf:base\"\n";
+  const JobConfig full = JobConfig::parse("[parallel]\ndp = 4\nzero = 3\n", "a.toml");
+  const JobConfig adapted = JobConfig::parse("[parallel]\ndp = 4\nzero = 3\n" + lora, "b.toml");
+  const double n = estimate_memory(full).parameters;
+  EXPECT_EQ(estimate_memory(adapted).state_bytes, 4 * n);  // float32 values only
+  EXPECT_EQ(estimate_memory(full).dense_state_per_rank_bytes, 16 * n / 4);
+  EXPECT_EQ(estimate_memory(adapted).dense_state_per_rank_bytes, 4 * n);
+}
+
 TEST(MemoryEstimate, AbsurdSizesAreConfigErrorsAtOnce) {
   const auto start = std::chrono::steady_clock::now();
   try {
