@@ -27,12 +27,7 @@ Tensors DecoderLM::forward(const Tensors& inputs) {
 
 Tensors DecoderLM::run_layers(int64_t first, int64_t end, const Tensors& inputs,
                               const ForwardContext& context) {
-  if (adapter_dropout_) {
-    adapter_dropout_->training = context.training;
-    adapter_dropout_->counter = context.step;
-    adapter_dropout_->row_offset = context.row_offset;
-    adapter_dropout_->global_rows = context.global_rows;
-  }
+  if (adapter_dropout_) adapter_dropout_->follow(context);
   return {run_range(first, end, inputs.at(0), context.targets, context.loss_normalizer)};
 }
 

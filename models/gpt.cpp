@@ -122,10 +122,7 @@ GPT::GPT(const GPTConfig& config, int64_t tp)
 
 Tensors GPT::run_layers(int64_t first, int64_t end, const Tensors& inputs,
                         const ForwardContext& context) {
-  dropout_->training = context.training;
-  dropout_->counter = context.step;
-  dropout_->row_offset = context.row_offset;
-  dropout_->global_rows = context.global_rows;
+  dropout_->follow(context);
   return DecoderLM::run_layers(first, end, inputs, context);
 }
 

@@ -149,6 +149,13 @@ Tensors Embedding::forward(const Tensors& inputs) {
   return {ops::embedding(inputs.at(0), param("weight"))};
 }
 
+void DropoutState::follow(const ForwardContext& context) {
+  training = context.training;
+  counter = context.step;
+  row_offset = context.row_offset;
+  global_rows = context.global_rows;
+}
+
 RngKey DropoutState::key(const std::string& fqn) const {
   return derive({seed, stream_id(fqn)}, counter);
 }

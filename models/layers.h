@@ -8,6 +8,7 @@
 #include "dmodule/module.h"
 #include "dtensor/ops.h"
 #include "dtensor/random.h"
+#include "family/layered_model.h"
 
 namespace vescale::models {
 
@@ -111,6 +112,8 @@ struct DropoutState {
   int64_t global_rows = -1;
   /// The mask key of the dropout site `fqn` for the current counter.
   RngKey key(const std::string& fqn) const;
+  /// Takes a run's training flag, step (the counter) and rows from its context.
+  void follow(const ForwardContext& context);
 };
 
 /// Inverted dropout with layout-free masks.

@@ -339,10 +339,10 @@ void JobCheckpointer::finish() {
   writer_.wait();
 }
 
-LoraBase load_lora_base(ParallelModel& model, const std::string& source) {
+void load_lora_base(ParallelModel& model, const LoraBase& base) {
   VS_CHECK(!model.frozen().empty(), "[lora] the model has no frozen base");
   const auto start = Clock::now();
-  LoraBase base = lora_base_of(source);
+  const std::string& source = base.source;
   if (hf::is_hf_path(source)) {
     torch::autograd::AutoGradMode no_grad(false);
     hf::HFWeights weights(source, model.config());
@@ -371,7 +371,6 @@ LoraBase load_lora_base(ParallelModel& model, const std::string& source) {
       "the adapters train",
       base.source, base.checksum, format_duration(seconds_since(start)), elements(model.frozen()),
       elements(model.params()));
-  return base;
 }
 
 void load_peft_adapter(ParallelModel& model, const std::string& folder) {
@@ -404,7 +403,7 @@ void load_model(ParallelModel& model, const std::string& path) {
     // initialised: B = 0, the base's function).
     const std::optional<LoraBase> recorded = recorded_lora_base(path);
     if (!recorded) {
-      load_lora_base(model, path);
+      load_lora_base(model, lora_base_of(path));
       if (!model.config().lora_adapter.empty()) {
         load_peft_adapter(model, model.config().lora_adapter);
       } else {
@@ -414,7 +413,7 @@ void load_model(ParallelModel& model, const std::string& path) {
       return;
     }
     check_lora_base(*recorded, path);
-    load_lora_base(model, recorded->source);
+    load_lora_base(model, *recorded);
   } else if (const std::optional<LoraBase> recorded = recorded_lora_base(path)) {
     VS_USER_CHECK(false,
                   "[checkpoint] {} holds LoRA adapters of the base {}: set the [lora] keys of "

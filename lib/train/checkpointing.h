@@ -56,9 +56,10 @@ class JobCheckpointer {
 /// checkpoint's base (checked against its checksum) and then its adapters, or a base alone.
 void load_model(ParallelModel& model, const std::string& path);
 
-/// Loads a LoRA model's frozen base (NOTE [LoRA]) from `source`: a checkpoint of this model
-/// without adapters, or "hf:DIR". Returns the base as the run's checkpoints name it.
-LoraBase load_lora_base(ParallelModel& model, const std::string& source);
+/// Loads a LoRA model's frozen base (NOTE [LoRA]) from `base.source`: a checkpoint of this model
+/// without adapters, or "hf:DIR". `base` is lora_base_of() the source, or a checkpoint's
+/// recorded base after check_lora_base: its files are read for their checksum once.
+void load_lora_base(ParallelModel& model, const LoraBase& base);
 
 /// Loads the adapters of the peft folder `folder` (lora.adapter, NOTE [PEFT adapters]) into where
 /// the model's adapters' state lives.

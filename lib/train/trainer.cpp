@@ -407,14 +407,16 @@ Start start_lora(Job& job, const std::optional<std::string>& load_path) {
                 c.source, c.lora_rank, checkpoints_folder(c.dump_folder).string());
   if (const std::optional<LoraBase> recorded = recorded_lora_base(*load_path)) {
     check_lora_base(*recorded, *load_path);
-    job.lora_base = load_lora_base(*job.model, recorded->source);
+    job.lora_base = *recorded;
+    load_lora_base(*job.model, job.lora_base);
     const int64_t step = load_job(job, CheckpointReader(*load_path));
     VS_USER_CHECK(step < c.steps,
                   "config {}: the checkpoint is at step {}, not before training.steps = {}",
                   c.source, step, c.steps);
     return {step, true};
   }
-  job.lora_base = load_lora_base(*job.model, *load_path);
+  job.lora_base = lora_base_of(*load_path);
+  load_lora_base(*job.model, job.lora_base);
   if (!c.lora_adapter.empty()) load_peft_adapter(*job.model, c.lora_adapter);
   job.after_update();
   log_rank0("[lora] a new run on the base at step 0: adapters {}, optimizer fresh",

@@ -17,12 +17,11 @@ import unittest
 
 import peft
 import torch
-import torch.nn.functional as F
 import transformers
 
 from clients import relative, run
 import test_hf_export as hf_export
-from hf_reference import validation_windows
+from test_transformers import validation_loss
 
 BAR = {"gpt": 1e-10, "llama": 1e-7}
 TARGETS = {"gpt": '["qkv", "o", "fc", "proj"]',
@@ -31,19 +30,6 @@ TARGETS = {"gpt": '["qkv", "o", "fc", "proj"]',
 PEFT_TARGETS = {"gpt": ["c_attn", "attn.c_proj", "c_fc", "mlp.c_proj"],
                 "llama": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                           "down_proj"]}
-
-
-def loss_of(model, text_path):
-    model.eval()
-    with open(text_path, "rb") as f:
-        chunks = validation_windows(f.read(), hf_export.SEQ, hf_export.WINDOWS,
-                                    hf_export.VAL_FRACTION)
-    losses = []
-    with torch.no_grad():
-        for chunk in chunks:
-            logits = model(chunk[:-1].unsqueeze(0)).logits[0]
-            losses.append(F.cross_entropy(logits, chunk[1:]).item())
-    return sum(losses) / len(losses)
 
 
 class Peft(unittest.TestCase):
@@ -94,9 +80,9 @@ class Peft(unittest.TestCase):
             with open(os.path.join(adapter, "adapter_config.json")) as f:
                 print(f"{family} adapter_config.json: {json.load(f)}")
             model = transformers.AutoModelForCausalLM.from_pretrained(base, dtype=torch.float64)
-            base_loss = loss_of(model, self.text)
+            base_loss = validation_loss(model, self.text)
             model = peft.PeftModel.from_pretrained(model, adapter)
-            theirs = loss_of(model, self.text)
+            theirs = validation_loss(model, self.text)
             error = relative(theirs, ours)
             print(f"{family}: our eval of the LoRA checkpoint {ours!r}, peft {peft.__version__} "
                   f"with our adapters on our base {theirs!r} (the base alone {base_loss!r}): "
@@ -106,7 +92,7 @@ class Peft(unittest.TestCase):
 
             merged = os.path.join(self.tmp, f"{family}-merged")
             self.ok("export", checkpoint, "-o", merged, "--format", "hf", "--merge-lora")
-            merged_loss = loss_of(
+            merged_loss = validation_loss(
                 transformers.AutoModelForCausalLM.from_pretrained(merged, dtype=torch.float64),
                 self.text)
             error = relative(merged_loss, theirs)
@@ -128,7 +114,7 @@ class Peft(unittest.TestCase):
                         p.normal_(0.0, 0.2)
             adapter = os.path.join(self.tmp, f"{family}-made-by-peft")
             model.save_pretrained(adapter)
-            theirs = loss_of(model, self.text)
+            theirs = validation_loss(model, self.text)
             lora = ["--lora.rank=4", "--lora.alpha=8", f"--lora.targets={TARGETS[family]}",
                     f"--checkpoint.load=hf:{base}", f"--lora.adapter={adapter}"]
             ours = float(self.ok("eval", config, "--checkpoint", "hf:" + base, *lora,

@@ -35,7 +35,12 @@ def options(family):
 
 
 def transformers_loss(family, folder, text_path):
-    model = transformers.AutoModelForCausalLM.from_pretrained(folder, **options(family))
+    return validation_loss(
+        transformers.AutoModelForCausalLM.from_pretrained(folder, **options(family)), text_path)
+
+
+def validation_loss(model, text_path):
+    """`model`'s mean loss over the validation windows eval takes (test_hf_export's)."""
     model.eval()
     with open(text_path, "rb") as f:
         chunks = validation_windows(f.read(), hf_export.SEQ, hf_export.WINDOWS,
