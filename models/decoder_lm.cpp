@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "dmodule/fqn_glob.h"
 #include "dtensor/context_parallel.h"
 #include "dtensor/ops.h"
 #include "family/lm_loss.h"
@@ -44,7 +45,7 @@ void DecoderLM::add_adapters(
     for (int64_t i = 0; i < n_layer_; ++i)
       layers.push_back(i);
   }
-  std::set<std::string> targets;  // the Linears' names under a block
+  std::set<std::string> targets;  // the Linears' names under a block ('*': any one segment)
   for (const auto& [role, modules] : roles) {
     if (std::find(lora.targets.begin(), lora.targets.end(), role) != lora.targets.end())
       targets.insert(modules.begin(), modules.end());
@@ -54,17 +55,27 @@ void DecoderLM::add_adapters(
     std::set<std::string> found;
     for (const auto& [fqn, module] : block.named_modules()) {
       const std::string name = fqn.substr(std::min(fqn.size(), block.fqn().size() + 1));
-      if (!targets.count(name)) continue;
+      const auto target = std::find_if(targets.begin(), targets.end(),
+                                       [&](const std::string& t) { return fqn_matches(t, name); });
+      if (target == targets.end()) continue;
       auto* linear = dynamic_cast<Linear*>(module);
       VS_CHECK(linear, "[model] {} is not a Linear", fqn);
-      const std::vector<int64_t>& shape = linear->parameter("weight")->shape;
+      const ParameterPtr weight = linear->parameter("weight");
+      // peft's adapters of expert parameters refuse dropout too (its ParamWrapper): the
+      // projection is one per expert of a stacked tensor, with no input of its own to drop.
+      VS_USER_CHECK(!weight->expert || lora.dropout == 0.0,
+                    "[lora] lora.dropout = {} with an expert's projection in lora.targets ({}): "
+                    "experts' adapters take no dropout (as peft's); set lora.dropout = 0 or "
+                    "leave w1, w2, w3 and experts out of lora.targets",
+                    lora.dropout, fqn);
+      const std::vector<int64_t>& shape = weight->shape;
       const int64_t side = std::min(shape[0], shape[1]);
       VS_USER_CHECK(lora.rank <= side,
                     "[lora] lora.rank = {} is more than {}'s smaller side, {} (its weight is [{}, "
                     "{}]): use a rank of at most {}",
                     lora.rank, fqn, side, shape[0], shape[1], side);
       linear->add_adapter(lora.rank, lora.scaling(), adapter_dropout_);
-      found.insert(name);
+      found.insert(*target);
     }
     for (const std::string& name : targets) {
       VS_USER_CHECK(found.count(name),

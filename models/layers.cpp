@@ -36,7 +36,12 @@ Tensors Linear::forward(const Tensors& inputs) {
 // (peft's names), placed after their weight under tp (NOTE [LoRA placements]); a pipeline cuts
 // them with their layer, ZeRO shards their state. The dropout masks are layout-free (the key of
 // "<linear>.lora_dropout", the step and the rows, as every dropout). Which projections take
-// adapters is lora.targets by role, the family's table (ModelFamily::lora_roles).
+// adapters is lora.targets by role, the family's table (ModelFamily::lora_roles). A Mixtral
+// expert's w1, w2 and w3 are Linears too, but run inside the MoE layer (ops::moe_experts): their
+// factors carry the expert's slot, so expert parallelism holds them on its rank, and the experts'
+// kernels add each adapter's term there, in this order of operations, with the 1 / ep share of
+// the gradient the expert's weights take (NOTE [Grouped experts], NOTE [Expert parallelism]).
+// Those take no dropout (peft's expert adapters neither).
 void Linear::add_adapter(int64_t rank, double scaling,
                          std::shared_ptr<const DropoutState> dropout) {
   VS_CHECK(!adapted() && dropout, "[model] {}: one adapter per Linear", fqn());
@@ -47,6 +52,7 @@ void Linear::add_adapter(int64_t rank, double scaling,
   ParameterPtr b = register_parameter("lora_B.weight", {out, rank}, ParamInit::zeros());
   a->adapter = AdapterOf{AdapterOf::Factor::kA, weight.get()};
   b->adapter = AdapterOf{AdapterOf::Factor::kB, weight.get()};
+  a->expert = b->expert = weight->expert;  // held on their expert's ep rank
   adapter_scaling_ = scaling;
   adapter_dropout_ = std::move(dropout);
 }

@@ -24,8 +24,10 @@ class Linear : public Module {
   /// Adds an adapter of rank `rank` scaled by `scaling`: lora_A.weight [rank, in] ~ U(±1 /
   /// sqrt(in)) (peft's Kaiming-uniform), lora_B.weight [out, rank] = 0, so that the model's
   /// function is unchanged until B trains. Its dropout masks come from `dropout` (p, step, rows).
+  /// An expert's weight passes its ExpertSlot on to the factors.
   void add_adapter(int64_t rank, double scaling, std::shared_ptr<const DropoutState> dropout);
   bool adapted() const { return adapter_dropout_ != nullptr; }
+  double adapter_scaling() const { return adapter_scaling_; }
   /// The adapter's term scaling · dropout(x) A^T B^T, for the input x of this Linear.
   DTensor adapter_term(const DTensor& x);
 

@@ -50,8 +50,17 @@ MixtralExpert::MixtralExpert(const MixtralConfig& c, ExpertSlot slot)
 
 std::optional<ExpertParams> MixtralExpert::weights() {
   if (!named_parameters().front().second->materialized()) return std::nullopt;
-  return ExpertParams{&child("w1").param("weight"), &child("w3").param("weight"),
-                      &child("w2").param("weight")};
+  ExpertParams out{&child("w1").param("weight"), &child("w3").param("weight"),
+                   &child("w2").param("weight")};
+  const std::pair<const char*, ExpertAdapterParams*> adapters[] = {
+      {"w1", &out.lora1}, {"w3", &out.lora3}, {"w2", &out.lora2}};
+  for (const auto& [name, lora] : adapters) {
+    auto& linear = static_cast<Linear&>(child(name));
+    if (!linear.adapted()) continue;
+    *lora = {&linear.param("lora_A.weight"), &linear.param("lora_B.weight")};
+    out.lora_scaling = linear.adapter_scaling();
+  }
+  return out;
 }
 
 Tensors MixtralExpert::forward(const Tensors&) {

@@ -145,7 +145,15 @@ class MixtralFamily : public ModelFamily {
   }
 
   std::vector<std::pair<std::string, std::vector<std::string>>> lora_roles() const override {
-    return llama_attention_lora_roles();
+    // The experts' projections: every expert's of an adapted block (peft adapts a stacked
+    // parameter whole).
+    auto roles = llama_attention_lora_roles();
+    const std::string expert = "block_sparse_moe.experts.*.";
+    roles.push_back({"w1", {expert + "w1"}});
+    roles.push_back({"w2", {expert + "w2"}});
+    roles.push_back({"w3", {expert + "w3"}});
+    roles.push_back({"experts", {expert + "w1", expert + "w2", expert + "w3"}});
+    return roles;
   }
 
   std::vector<Layer> layers(const ModelSpec& spec, Module& model) const override {
@@ -221,6 +229,20 @@ class MixtralFamily : public ModelFamily {
     out.ignored_suffixes = {".rotary_emb.inv_freq"};
     out.hf_defaults = {{"num_local_experts", 8}, {"num_experts_per_tok", 2}};
     if (m.tie_embeddings) out.ignored_suffixes.push_back("lm_head.weight");
+    // transformers stacks each layer's experts: w1 and w3 as gate_up_proj [E, 2I, C] (w1's rows
+    // first), w2 as down_proj [E, C, I]; peft adapts those parameters (target_parameters).
+    const int64_t inner = m.intermediate_size, e = m.num_experts;
+    out.stacked_order = {"gate_up_proj", "down_proj"};
+    for (int64_t i = 0; i < m.n_layer; ++i) {
+      const std::string ours = fmt::format("model.layers.{}.block_sparse_moe.experts.", i);
+      const std::string theirs = fmt::format("model.layers.{}.mlp.experts.", i);
+      for (int64_t j = 0; j < e; ++j) {
+        const std::string expert = ours + std::to_string(j) + ".";
+        out.linears[expert + "w1"] = {theirs + "gate_up_proj", 0, 2 * inner, j, e};
+        out.linears[expert + "w3"] = {theirs + "gate_up_proj", inner, 2 * inner, j, e};
+        out.linears[expert + "w2"] = {theirs + "down_proj", 0, m.n_embd, j, e};
+      }
+    }
     return out;
   }
 

@@ -209,11 +209,13 @@ std::vector<ConfigKey> lora_keys() {
       key("lora.alpha", &C::lora_alpha, 16.0,
           "LoRA: the adapters' product B A is scaled by alpha / rank", above(0)),
       key("lora.dropout", &C::lora_dropout, 0.0,
-          "LoRA: dropout on each adapter's input (the same masks on every layout)",
+          "LoRA: dropout on each adapter's input (the same masks on every layout); 0 with "
+          "Mixtral's experts in lora.targets, as peft's experts' adapters",
           half_open(0, 1)),
       key("lora.targets", &C::lora_targets, {"q", "k", "v", "o"},
           "LoRA: the projections adapted, by role (qkv: q, k and v; GPT's o is attn.c_proj, its "
-          "fc and proj the MLP's c_fc and c_proj): " +
+          "fc and proj the MLP's c_fc and c_proj; Mixtral's w1, w2, w3 are every expert's, "
+          "experts all three): " +
               lora_roles_text()),
       key("lora.layers", &C::lora_layers, std::vector<int64_t>{},
           "LoRA: the blocks adapted, 0-based (empty: all of them)"),

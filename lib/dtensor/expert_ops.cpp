@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <array>
 #include <vector>
 
 #include "core/error.h"
@@ -57,6 +58,27 @@ at::Tensor moe_experts_local(const at::Tensor& x, const at::Tensor& probs,
   }
   return at::zeros_like(x).index_add(0, rows,
                                      y * slot_weight.index_select(0, by_expert).unsqueeze(1));
+}
+
+/// The experts' local weights among moe_experts' inputs `l` (after x and the probabilities):
+/// w1, w3, w2 of each expert, then the A and B of each of its adapters that is on (`adapted`: on
+/// w1, w3, w2), scaled by `scaling`.
+std::vector<ExpertWeights> expert_weights(const std::vector<at::Tensor>& l,
+                                          const std::array<bool, 3>& adapted, double scaling) {
+  std::vector<ExpertWeights> out;
+  size_t i = 2;
+  while (i < l.size()) {
+    ExpertWeights w{l[i], l[i + 1], l[i + 2]};
+    i += 3;
+    const std::array<ExpertAdapter*, 3> adapters{&w.lora1, &w.lora3, &w.lora2};
+    for (size_t j = 0; j < 3; ++j) {
+      if (!adapted[j]) continue;
+      *adapters[j] = ExpertAdapter{l[i], l[i + 1], scaling};
+      i += 2;
+    }
+    out.push_back(std::move(w));
+  }
+  return out;
 }
 
 }  // namespace
@@ -129,6 +151,11 @@ DTensor moe_experts(const DTensor& x, const DTensor& probs, const std::vector<Ex
                static_cast<int64_t>(local.size()) == placement.count(),
            "[dtensor] moe_experts: x [N, C], probs [N, E] and the {} experts of this rank",
            placement.count());
+  // Each expert's inputs: w1, w3, w2, then the factors of those of its adapters that are on.
+  const auto adapters = [](const ExpertParams& e) {
+    return std::array<const ExpertAdapterParams*, 3>{&e.lora1, &e.lora3, &e.lora2};
+  };
+  std::array<bool, 3> adapted{};
   std::vector<const DTensor*> inputs{&x, &probs};
   for (const ExpertParams& e : local) {
     const std::vector<int64_t> w2_shape{e.w1->size(1), e.w1->size(0)};
@@ -136,17 +163,24 @@ DTensor moe_experts(const DTensor& x, const DTensor& probs, const std::vector<Ex
                  e.w1->size(1) == x.size(1),
              "[dtensor] moe_experts: w1 and w3 [I, C], w2 [C, I] for x [N, C]");
     inputs.insert(inputs.end(), {e.w1, e.w3, e.w2});
+    for (size_t j = 0; j < 3; ++j) {
+      const ExpertAdapterParams& lora = *adapters(e)[j];
+      VS_CHECK((lora.a != nullptr) == (lora.b != nullptr) &&
+                   (&e == &local.front() || adapted[j] == (lora.a != nullptr)),
+               "[dtensor] moe_experts: a layer's experts are adapted alike, A with B");
+      adapted[j] = lora.a != nullptr;
+      if (lora.a != nullptr) inputs.insert(inputs.end(), {lora.a, lora.b});
+    }
   }
   const auto n_inputs = static_cast<int64_t>(inputs.size());
+  const double scaling = local.empty() ? 0.0 : local.front().lora_scaling;
   return detail::run_op(
       {"moe_experts", inputs, [n_inputs](int64_t) { return detail::moe_experts_rule(n_inputs); },
        x.shape(),
-       [k, placement](const std::vector<at::Tensor>& l, const std::vector<const DTensorSpec*>&,
-                      const DTensorSpec&) {
-         std::vector<ExpertWeights> weights;
-         for (size_t i = 2; i + 2 < l.size(); i += 3)
-           weights.push_back({l[i], l[i + 1], l[i + 2]});
-         return moe_experts_local(l[0], l[1], weights, k, placement);
+       [k, placement, adapted, scaling](const std::vector<at::Tensor>& l,
+                                        const std::vector<const DTensorSpec*>&,
+                                        const DTensorSpec&) {
+         return moe_experts_local(l[0], l[1], expert_weights(l, adapted, scaling), k, placement);
        }});
 }
 

@@ -38,11 +38,20 @@ at::Tensor moe_aux_loss(const at::Tensor& probs, const at::Tensor& experts,
 /// when `loss` needs no gradient, `y` as is.
 at::Tensor attach_loss(const at::Tensor& y, const at::Tensor& loss, double grad);
 
-/// One expert's weights: w1 and w3 [I, C], w2 [C, I] (Hugging Face's Mixtral expert).
+/// A low-rank adapter's factors on one of an expert's weights (NOTE [LoRA]); null: none.
+struct ExpertAdapterParams {
+  const DTensor* a = nullptr;  ///< [r, in]
+  const DTensor* b = nullptr;  ///< [out, r]
+};
+
+/// One expert's weights: w1 and w3 [I, C], w2 [C, I] (Hugging Face's Mixtral expert), and with
+/// LoRA the adapters on them, their terms scaled by `lora_scaling`.
 struct ExpertParams {
   const DTensor* w1;
   const DTensor* w3;
   const DTensor* w2;
+  ExpertAdapterParams lora1{}, lora3{}, lora2{};
+  double lora_scaling = 0;
 };
 
 namespace ops {
@@ -51,8 +60,9 @@ namespace ops {
 /// of probs [N, E]) and comes back as the sum over them of weight x w2 (silu(w1 x) * w3 x);
 /// every routed row is computed (no capacity, nothing dropped). `local` are the weights of the
 /// experts this rank holds (`placement`): all of them, or under expert parallelism its block,
-/// the rows of the others sent to their ranks (NOTE [Expert parallelism]). Rows may be sharded
-/// (each rank routes its own) with the experts Replicate. *Collective* over placement.ep.
+/// the rows of the others sent to their ranks (NOTE [Expert parallelism]); with LoRA, each
+/// adapted alike. Rows may be sharded (each rank routes its own) with the experts Replicate.
+/// *Collective* over placement.ep.
 DTensor moe_experts(const DTensor& x, const DTensor& probs, const std::vector<ExpertParams>& local,
                     int64_t k, const ExpertPlacement& placement);
 

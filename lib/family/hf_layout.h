@@ -46,6 +46,10 @@ struct HFLinear {
   std::string module;      ///< Hugging Face's: "transformer.h.0.attn.c_attn"
   int64_t row_offset = 0;  ///< where our output rows start among its outputs
   int64_t rows = 0;        ///< its outputs
+  /// A parameter stacking `experts` experts' projections (transformers' Mixtral
+  /// "model.layers.0.mlp.experts.gate_up_proj" [E, 2I, C], which `module` names), of which our
+  /// Linear is expert `expert`'s; experts = 0: a module of its own.
+  int64_t expert = 0, experts = 0;
 };
 
 struct HFLayout {
@@ -71,6 +75,9 @@ struct HFLayout {
   std::map<std::string, HFLinear> linears = {};
   /// Whether Hugging Face's Linears are Conv1D ([in, out] weights, GPT-2): peft's fan_in_fan_out.
   bool conv1d = false;
+  /// The stacked parameters of a module in the order it registers them ({"gate_up_proj",
+  /// "down_proj"}): peft wraps them in that order, the first innermost (NOTE [PEFT adapters]).
+  std::vector<std::string> stacked_order = {};
 };
 
 /// A tensor stored under the same name and shape on both sides.

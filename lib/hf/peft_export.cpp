@@ -4,13 +4,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/safe_files.h"
 #include "hf/export.h"
-#include "hf/lora_merge.h"
+#include "hf/peft_modules.h"
 #include "hf/safetensors.h"
 
 namespace vescale::hf {
@@ -26,13 +25,13 @@ namespace {
 // stacked and B block-diagonal (each B in its projection's rows and its own r columns), alpha
 // n alpha, so that the scale is the same and x A^T B^T gives each projection its own term. GPT-2's
 // Conv1D modules take peft's fan_in_fan_out; their adapters are Linears all the same.
-
-/// One Hugging Face module's adapter, made of ours.
-struct PeftModule {
-  std::string name;                                    ///< Hugging Face's module
-  int64_t rows = 0;                                    ///< its outputs
-  std::vector<std::pair<std::string, int64_t>> parts;  ///< our Linears and their row offsets
-};
+// transformers stacks each Mixtral layer's experts into two parameters of mlp.experts,
+// gate_up_proj [E, 2I, C] (an expert's w1 rows, then its w3 rows) and down_proj [E, C, I], which
+// peft adapts as target_parameters (its ParamWrapper): lora_A [E R, in] holds expert e's A in
+// rows e R onwards and lora_B [out, R E] its B in columns j E + e (j < R), scaled by alpha / R;
+// an expert's w1 and w3 adapters are one of gate_up_proj of rank 2r, as q, k, v are one of
+// c_attn. peft nests the wrappers of one module's parameters, the first it registers innermost,
+// so gate_up_proj's factors are under "experts.base_layer" where down_proj is adapted too.
 
 std::string short_name(const std::string& module) {
   const size_t dot = module.rfind('.');
@@ -63,48 +62,50 @@ ExportReport export_peft(const CheckpointReader& reader, const std::string& fold
                 "writes the adapters alone");
   const HFLayout layout = layout_of(reader, config);
   const int64_t r = config.lora_rank;
-  std::vector<PeftModule> modules;
-  std::map<std::string, size_t> index;
-  for (const auto& [linear, shape] : adapted_linears(config)) {
-    const auto fused = layout.linears.find(linear);
-    const HFLinear place =
-        fused == layout.linears.end() ? HFLinear{linear, 0, shape[0]} : fused->second;
-    auto [it, fresh] = index.emplace(place.module, modules.size());
-    if (fresh) modules.push_back({place.module, place.rows, {}});
-    modules[it->second].parts.emplace_back(linear, place.row_offset);
-  }
+  const std::vector<PeftModule> modules = peft_modules(config, layout);
   const at::ScalarType dtype = options.dtype.value_or(
-      reader.dtype("model/" + modules.front().parts.front().first + ".lora_A.weight"));
+      reader.dtype("model/" + modules.front().parts.front().linear + ".lora_A.weight"));
   const std::filesystem::path dir = new_folder(folder);
 
   std::vector<TensorEntry> entries;
   std::vector<at::Tensor> values;
   nlohmann::ordered_json rank_pattern = nlohmann::ordered_json::object();
   nlohmann::ordered_json alpha_pattern = nlohmann::ordered_json::object();
-  std::vector<std::string> targets;
+  std::vector<std::string> targets, target_parameters;
   for (const PeftModule& m : modules) {
-    std::vector<at::Tensor> as;
-    const int64_t rank = r * static_cast<int64_t>(m.parts.size());
-    at::Tensor b;
-    for (size_t j = 0; j < m.parts.size(); ++j) {
-      const auto& [linear, offset] = m.parts[j];
-      as.push_back(reader.read_full("model/" + linear + ".lora_A.weight"));
-      const at::Tensor part = reader.read_full("model/" + linear + ".lora_B.weight");
-      if (!b.defined()) b = at::zeros({m.rows, rank}, part.options());
-      b.narrow(0, offset, part.size(0)).narrow(1, static_cast<int64_t>(j) * r, r).copy_(part);
+    // A [E rank, in]: expert e's rows e rank onwards, its parts' A's stacked; B [rows, rank E]:
+    // column j E + e is column j of expert e's block-diagonal B (peft's ParamWrapper; E = 1 for
+    // a module of its own).
+    const int64_t rank = r * m.parts_per_expert();
+    at::Tensor a, b;  // b: [rows, rank, E]
+    for (const PeftPart& part : m.parts) {
+      const at::Tensor pa = reader.read_full("model/" + part.linear + ".lora_A.weight");
+      const at::Tensor pb = reader.read_full("model/" + part.linear + ".lora_B.weight");
+      if (!a.defined()) {
+        a = at::zeros({m.experts * rank, m.in}, pa.options());
+        b = at::zeros({m.rows, rank, m.experts}, pb.options());
+      }
+      a.narrow(0, part.expert * rank + part.index * r, r).copy_(pa);
+      b.select(2, part.expert)
+          .narrow(0, part.row_offset, part.out)
+          .narrow(1, part.index * r, r)
+          .copy_(pb);
     }
-    const at::Tensor a = at::cat(as, 0);
-    const std::string prefix = "base_model.model." + m.name;
+    b = b.reshape({m.rows, rank * m.experts});
+    const std::string prefix = "base_model.model." + m.key;
     entries.push_back({prefix + ".lora_A.weight", dtype, a.sizes().vec()});
     entries.push_back({prefix + ".lora_B.weight", dtype, b.sizes().vec()});
     values.push_back(a.to(dtype));
     values.push_back(b.to(dtype));
-    const std::string target = target_name(m.name);
-    if (std::find(targets.begin(), targets.end(), target) == targets.end())
-      targets.push_back(target);
+    // By their names in a block (every block's alike), but a stacked parameter with lora.layers:
+    // target_parameters takes no layers_to_transform, so those are named in full.
+    const bool in_full = m.stacked && !config.lora_layers.empty();
+    const std::string target = in_full ? m.name : target_name(m.name);
+    auto& list = m.stacked ? target_parameters : targets;
+    if (std::find(list.begin(), list.end(), target) == list.end()) list.push_back(target);
     if (rank != r) {
       rank_pattern[short_name(m.name)] = rank;
-      alpha_pattern[short_name(m.name)] = config.lora_alpha * static_cast<double>(m.parts.size());
+      alpha_pattern[short_name(m.name)] = config.lora_alpha * static_cast<double>(rank / r);
     }
   }
   ExportReport report;
@@ -126,7 +127,7 @@ ExportReport export_peft(const CheckpointReader& reader, const std::string& fold
       {"r", r},
       {"lora_alpha", config.lora_alpha},
       {"lora_dropout", config.lora_dropout},
-      {"target_modules", targets},  // by their names in a block: every block's alike
+      {"target_modules", targets},
       {"layers_to_transform", config.lora_layers.empty()
                                   ? nlohmann::ordered_json(nullptr)
                                   : nlohmann::ordered_json(config.lora_layers)},
@@ -139,6 +140,7 @@ ExportReport export_peft(const CheckpointReader& reader, const std::string& fold
       {"alpha_pattern", alpha_pattern},
       {"modules_to_save", nullptr},
       {"inference_mode", true}};
+  if (!target_parameters.empty()) adapter["target_parameters"] = target_parameters;
   write_text_atomically(dir / "adapter_config.json", adapter.dump(2) + "\n");
   report.files.push_back("adapter_config.json");
   report.seconds = seconds_since(start);

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "family/hf_layout.h"
-#include "hf/lora_merge.h"
+#include "hf/peft_modules.h"
 
 namespace vescale::hf {
 namespace {
@@ -61,17 +61,19 @@ PeftAdapter::PeftAdapter(const std::string& folder, const JobConfig& config)
   const std::optional<HFLayout> layout = config.family().hf_layout(config.model_spec());
   VS_USER_CHECK(layout.has_value(), "[peft] model.name = '{}' has no Hugging Face counterpart",
                 config.model);
-  std::map<std::string, int64_t> parts;
-  std::map<std::string, std::pair<int64_t, int64_t>> module_shape;  // [rows, in] of each module
-  for (const auto& [linear, shape] : adapted_linears(config)) {
-    const auto fused = layout->linears.find(linear);
-    const HFLinear place =
-        fused == layout->linears.end() ? HFLinear{linear, 0, shape[0]} : fused->second;
-    places_[linear] = {place.module, place.row_offset, shape[0], parts[place.module]++, 1};
-    module_shape[place.module] = {place.rows, shape[1]};
+  const std::vector<PeftModule> modules = peft_modules(config, *layout);
+  for (const PeftModule& m : modules) {
+    for (const PeftPart& part : m.parts) {
+      Place& place = places_[part.linear];
+      place.module = m.key;
+      place.row_offset = part.row_offset;
+      place.out = part.out;
+      place.part = part.index;
+      place.parts = m.parts_per_expert();
+      place.expert = part.expert;
+      place.experts = m.experts;
+    }
   }
-  for (auto& [linear, place] : places_)
-    place.parts = parts.at(place.module);
 
   file_ = std::make_unique<SafetensorsFile>((dir / "adapter_model.safetensors").string());
   std::set<std::string> modules_in_file;
@@ -89,27 +91,33 @@ PeftAdapter::PeftAdapter(const std::string& folder, const JobConfig& config)
                                        name.size() - std::string(kPrefix).size() - a.size()));
   }
   const double scale = config.lora().scaling();
-  for (const auto& [module, count] : parts) {
-    VS_USER_CHECK(modules_in_file.count(module),
+  std::set<std::string> keys;
+  for (const PeftModule& m : modules) {
+    const std::string& module = m.name;
+    keys.insert(m.key);
+    VS_USER_CHECK(modules_in_file.count(m.key),
                   "[peft] {}: no adapter of {}, which this job's lora.targets and lora.layers "
                   "adapt",
                   file_->path(), module);
-    const std::string prefix = kPrefix + module;
+    const std::string prefix = kPrefix + m.key;
     const TensorEntry& ea = file_->entry(prefix + ".lora_A.weight");
     const TensorEntry& eb = file_->entry(prefix + ".lora_B.weight");
     VS_USER_CHECK(ea.shape.size() == 2 && eb.shape.size() == 2,
                   "[peft] {}: {}'s factors are [{}] and [{}], not matrices", file_->path(), module,
                   fmt::join(ea.shape, ", "), fmt::join(eb.shape, ", "));
-    const int64_t r = ea.shape[0];
+    // A stacked parameter's factors hold each expert's rank-r adapter (NOTE [PEFT adapters]).
+    const int64_t experts = m.experts, r = ea.shape[0] / experts;
     const double r_config =
         pattern_value(adapter["rank_pattern"], module).value_or(adapter["r"].get<double>());
     const double alpha = pattern_value(adapter["alpha_pattern"], module)
                              .value_or(adapter["lora_alpha"].get<double>());
-    VS_USER_CHECK(static_cast<double>(r) == r_config && eb.shape.size() == 2 && eb.shape[1] == r,
+    VS_USER_CHECK(static_cast<double>(r * experts) == static_cast<double>(ea.shape[0]) &&
+                      static_cast<double>(r) == r_config && eb.shape[1] == r * experts,
                   "[peft] {}: {}'s factors are [{}] and [{}], not of the rank {} its config "
-                  "gives",
+                  "gives{}",
                   file_->path(), module, fmt::join(ea.shape, ", "), fmt::join(eb.shape, ", "),
-                  r_config);
+                  r_config, experts > 1 ? fmt::format(" for each of {} experts", experts) : "");
+    const int64_t count = m.parts_per_expert();
     VS_USER_CHECK(r == rank_ || r == rank_ * count,
                   "[peft] {}: {}'s adapter has rank {}, and this job's lora.rank = {}{}; set "
                   "lora.rank = {}",
@@ -123,28 +131,26 @@ PeftAdapter::PeftAdapter(const std::string& folder, const JobConfig& config)
                   "lora.alpha / lora.rank = {} / {}; set lora.alpha = {}",
                   file_->path(), module, alpha, r, config.lora_alpha, rank_,
                   alpha / static_cast<double>(r) * static_cast<double>(rank_));
-    const auto [rows, in] = module_shape.at(module);
-    VS_USER_CHECK(
-        ea.shape == std::vector<int64_t>({r, in}) && eb.shape == std::vector<int64_t>({rows, r}),
-        "[peft] {}: {}'s factors are [{}] and [{}], and this job's model needs [{}, {}] "
-        "and [{}, {}]: an adapter of another model or size?",
-        file_->path(), module, fmt::join(ea.shape, ", "), fmt::join(eb.shape, ", "), r, in, rows,
-        r);
+    VS_USER_CHECK(ea.shape == std::vector<int64_t>({r * experts, m.in}) &&
+                      eb.shape == std::vector<int64_t>({m.rows, r * experts}),
+                  "[peft] {}: {}'s factors are [{}] and [{}], and this job's model needs [{}, {}] "
+                  "and [{}, {}]: an adapter of another model or size?",
+                  file_->path(), module, fmt::join(ea.shape, ", "), fmt::join(eb.shape, ", "),
+                  r * experts, m.in, m.rows, r * experts);
     // Rows of a fused module (GPT-2's c_attn) that none of this job's projections takes must not
     // be adapted: their adapter would be dropped without a word.
     at::Tensor rest = file_->read(prefix + ".lora_B.weight").clone();
-    for (const auto& [linear, place] : places_) {
-      if (place.module == module) rest.narrow(0, place.row_offset, place.out).zero_();
-    }
+    for (const PeftPart& part : m.parts)
+      rest.narrow(0, part.row_offset, part.out).zero_();
     VS_USER_CHECK(rest.abs().max().item<double>() == 0,
                   "[peft] {}: {}'s adapter also adapts outputs that this job's lora.targets do "
                   "not (a projection of the fused module without its role): name every "
                   "projection it adapts in lora.targets",
                   file_->path(), module);
-    ranks_[module] = r;
+    ranks_[m.key] = r;
   }
   for (const std::string& module : modules_in_file) {
-    VS_USER_CHECK(parts.count(module),
+    VS_USER_CHECK(keys.count(module),
                   "[peft] {}: it adapts {}, which this job's lora.targets and lora.layers do "
                   "not; name its role in lora.targets (and its block in lora.layers)",
                   file_->path(), module);
@@ -160,8 +166,14 @@ at::Tensor PeftAdapter::read(const std::string& fqn) const {
   const int64_t r = ranks_.at(place.module);
   const bool shared = r == rank_;  // one A for all the module's parts (peft's own on c_attn)
   const int64_t column = shared ? 0 : place.part * rank_;
-  if (is_a) return file_->read(prefix + ".lora_A.weight").narrow(0, column, rank_);
-  const at::Tensor b = file_->read(prefix + ".lora_B.weight");
+  // Our expert's adapter of a stacked parameter: A's rows e r onwards, B's columns j E + e.
+  if (is_a) {
+    return file_->read(prefix + ".lora_A.weight")
+        .narrow(0, place.expert * r, r)
+        .narrow(0, column, rank_);
+  }
+  const at::Tensor stacked = file_->read(prefix + ".lora_B.weight");
+  const at::Tensor b = stacked.reshape({stacked.size(0), r, place.experts}).select(2, place.expert);
   const int64_t out = place.out;
   const at::Tensor rows = b.narrow(0, place.row_offset, out);
   if (!shared) {

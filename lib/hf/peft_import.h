@@ -26,16 +26,17 @@ class PeftAdapter {
 
  private:
   struct Place {
-    std::string module;  ///< Hugging Face's
+    std::string module;  ///< its factors' prefix in the file (PeftModule::key)
     int64_t row_offset = 0;
     int64_t out = 0;              ///< our Linear's output rows
-    int64_t part = 0, parts = 1;  ///< our Linear's index among the module's
+    int64_t part = 0, parts = 1;  ///< our Linear's index among its expert's (or module's)
+    int64_t expert = 0, experts = 1;
   };
   std::string folder_;
   int64_t rank_ = 0;
   std::unique_ptr<SafetensorsFile> file_;
   std::map<std::string, Place> places_;   ///< our Linears
-  std::map<std::string, int64_t> ranks_;  ///< the file's rank of each Hugging Face module
+  std::map<std::string, int64_t> ranks_;  ///< the file's rank of each module (an expert's)
 };
 
 }  // namespace vescale::hf

@@ -31,6 +31,17 @@ at::Tensor scale_grad(const at::Tensor& x, double scale) {
   return GradScale::apply(x, scale);
 }
 
+/// x W^T, with its adapter's scaling (x A^T) B^T where it has one (Linear's order of operations,
+/// so that an expert's term is a dense projection's to the bit); the weights' gradients times
+/// `grad_scale`.
+at::Tensor project(const at::Tensor& x, const at::Tensor& w, const ExpertAdapter& lora,
+                   double grad_scale) {
+  const at::Tensor y = at::matmul(x, scale_grad(w, grad_scale).t());
+  if (!lora.on()) return y;
+  const at::Tensor low = at::matmul(x, scale_grad(lora.a, grad_scale).t());
+  return y + at::matmul(low, scale_grad(lora.b, grad_scale).t()) * lora.scaling;
+}
+
 /// The groups' ends on the host (the reference's one read), checked against the rows.
 std::vector<int64_t> host_ends(const at::Tensor& ends, int64_t groups, int64_t rows) {
   const at::Tensor on_host = ends.to(at::kCPU, at::kLong).contiguous();
@@ -140,11 +151,10 @@ at::Tensor run_experts(const at::Tensor& h, const at::Tensor& counts_in,
     // An expert without rows runs too: its weights get a (zero) gradient like every parameter.
     const at::Tensor x = h.narrow(0, first, count[e]);
     first += count[e];
-    const at::Tensor w1 = scale_grad(experts[e].w1, grad_scale);
-    const at::Tensor w3 = scale_grad(experts[e].w3, grad_scale);
-    const at::Tensor w2 = scale_grad(experts[e].w2, grad_scale);
-    const at::Tensor inner = at::silu(at::matmul(x, w1.t())) * at::matmul(x, w3.t());
-    outputs.push_back(at::matmul(inner, w2.t()));
+    const ExpertWeights& w = experts[e];
+    const at::Tensor inner =
+        at::silu(project(x, w.w1, w.lora1, grad_scale)) * project(x, w.w3, w.lora3, grad_scale);
+    outputs.push_back(project(inner, w.w2, w.lora2, grad_scale));
   }
   return outputs.size() == 1 ? outputs.front() : at::cat(outputs);
 }
@@ -159,16 +169,28 @@ at::Tensor grouped_experts(const at::Tensor& h, const at::Tensor& counts,
            "[kernels] grouped_experts: rows [M, C] and a count for each of {} experts",
            experts.size());
   const at::Tensor ends = counts.to(h.device(), at::kLong).cumsum(0);
-  std::vector<at::Tensor> w1, w3, w2;
-  for (const ExpertWeights& e : experts) {
-    w1.push_back(e.w1);
-    w3.push_back(e.w3);
-    w2.push_back(e.w2);
-  }
-  const at::Tensor gate = GroupedLinear::apply(h, ends, at::TensorList(w1), &gemm, grad_scale);
-  const at::Tensor up = GroupedLinear::apply(h, ends, at::TensorList(w3), &gemm, grad_scale);
-  return GroupedLinear::apply(kernels::swiglu(gate, up), ends, at::TensorList(w2), &gemm,
-                              grad_scale);
+  const auto projection = [&](const at::Tensor& x, at::Tensor ExpertWeights::*weight,
+                              ExpertAdapter ExpertWeights::*adapter) {
+    std::vector<at::Tensor> w, a, b;
+    for (const ExpertWeights& e : experts) {
+      w.push_back(e.*weight);
+      const ExpertAdapter& lora = e.*adapter;
+      VS_CHECK(lora.on() == (experts.front().*adapter).on(),
+               "[kernels] grouped_experts: a layer's experts are adapted alike");
+      if (lora.on()) {
+        a.push_back(lora.a);
+        b.push_back(lora.b);
+      }
+    }
+    const at::Tensor y = GroupedLinear::apply(x, ends, at::TensorList(w), &gemm, grad_scale);
+    if (a.empty()) return y;
+    const at::Tensor low = GroupedLinear::apply(x, ends, at::TensorList(a), &gemm, grad_scale);
+    return y + GroupedLinear::apply(low, ends, at::TensorList(b), &gemm, grad_scale) *
+                   (experts.front().*adapter).scaling;
+  };
+  const at::Tensor gate = projection(h, &ExpertWeights::w1, &ExpertWeights::lora1);
+  const at::Tensor up = projection(h, &ExpertWeights::w3, &ExpertWeights::lora3);
+  return projection(kernels::swiglu(gate, up), &ExpertWeights::w2, &ExpertWeights::lora2);
 }
 
 at::Tensor cuda_grouped_experts(const at::Tensor& h, const at::Tensor& counts,

@@ -10,7 +10,9 @@
 // an expert without rows a zero gradient, so that grad sync and ZeRO see every parameter finish.
 // The grouped row's composition (the autograd node over a GroupedGemm) runs on the CPU too, with
 // the reference GEMMs (kReferenceGemm), so its gradients are tested there; only the kernels need a
-// GPU.
+// GPU. With LoRA on the experts (NOTE [LoRA]) each projection gains its adapter's term, (x A^T)
+// B^T scaled, by two more matmuls an expert in the explicit row and two more grouped GEMMs a
+// projection in the grouped row.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -19,9 +21,20 @@
 
 namespace vescale {
 
-/// One expert's SwiGLU weights: w1 and w3 [I, C], w2 [C, I].
+/// A low-rank adapter on one projection of an expert (NOTE [LoRA]): the projection x W^T gains
+/// scaling (x A^T) B^T, A [r, in] and B [out, r]. Undefined factors: no adapter.
+struct ExpertAdapter {
+  at::Tensor a, b;
+  double scaling = 0;
+
+  bool on() const { return a.defined(); }
+};
+
+/// One expert's SwiGLU weights: w1 and w3 [I, C], w2 [C, I]; with LoRA the adapters on them
+/// (each expert of a layer adapted alike).
 struct ExpertWeights {
   at::Tensor w1, w3, w2;
+  ExpertAdapter lora1{}, lora3{}, lora2{};
 };
 
 /// The two GEMMs of a grouped matmul and its backward (cuda_kernels::grouped_mm's contracts).
@@ -42,8 +55,8 @@ namespace local {
 
 /// Rows `h` [M, C] ordered by expert, `counts[e]` (int64 [E], any device: one host read) rows for
 /// the e-th of `experts` in turn, each through its expert. `grad_scale` scales the weights'
-/// gradients only. Every expert runs, on no rows too, and the result [M, C] depends on `h` even
-/// when M is 0, so that the backward always runs.
+/// gradients only (the adapters' too). Every expert runs, on no rows too, and the result [M, C]
+/// depends on `h` even when M is 0, so that the backward always runs.
 at::Tensor run_experts(const at::Tensor& h, const at::Tensor& counts,
                        const std::vector<ExpertWeights>& experts, double grad_scale);
 

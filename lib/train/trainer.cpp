@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include <ATen/ATen.h>
 #include <c10/util/accumulate.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -65,18 +66,24 @@ double optimizer_flops(const Job& job, double model_flops) {
 
 /// The model's training FLOPs per sample: its layers' (6 per parameter and token, and
 /// attention's), less 2 per frozen matmul parameter and token under LoRA (NOTE [LoRA]), whose
-/// weight gradients are never computed; said once in the log.
+/// weight gradients are never computed; an expert's parameter counts top-k / E of a token, as
+/// in the layers' count. Said once in the log.
 double training_flops_per_sample(const Job& job) {
   const Task& task = job.model->task();
   const double all = task.flops_per_sample();
   if (job.config().lora_rank == 0) return all;
+  const std::optional<TransformerShape> shape =
+      job.config().family().transformer_shape(job.config().model_spec());
+  const double top_k = shape ? static_cast<double>(shape->experts_per_token) : 0.0;
   double frozen = 0;
   for (const Layer& layer : task.layers()) {
     if (layer.kind == LayerKind::kEmbedding) continue;  // a lookup: counted as no matmul
     std::set<const Parameter*> seen;
     for (const auto& [fqn, p] : task.model()->all_parameter_names()) {
-      if (!p->trainable && under_modules(fqn, layer.modules) && seen.insert(p.get()).second)
-        frozen += static_cast<double>(c10::multiply_integers(p->shape));
+      if (p->trainable || !under_modules(fqn, layer.modules) || !seen.insert(p.get()).second)
+        continue;
+      const double share = p->expert ? top_k / static_cast<double>(p->expert->count) : 1.0;
+      frozen += share * static_cast<double>(c10::multiply_integers(p->shape));
     }
   }
   const double saved = 2.0 * frozen * task.tokens_per_sample();

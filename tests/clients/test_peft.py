@@ -1,14 +1,17 @@
 """LoRA adapters against `peft` and `transformers` themselves (the pinned versions of
 python/requirements.txt), NOTE [LoRA] and NOTE [PEFT adapters]: a GPT and a Llama train float64
-adapters on dp=2 x tp=2 (a sharded checkpoint) on a base given as "hf:DIR" (our export of a
-trained checkpoint); `export --format peft` writes adapter_model.safetensors and
+adapters on dp=2 x tp=2, a Mixtral on dp=2 x ep=2 with ZeRO-3 (sharded checkpoints), on a base
+given as "hf:DIR" (our export of a trained checkpoint); `export --format peft` writes adapter_model.safetensors and
 adapter_config.json, which peft's PeftModel loads onto that base with the loss our eval computes
 on the LoRA checkpoint; `export --format hf --merge-lora` writes weights that transformers reads
-with the same loss. GPT-2's q, k and v adapters become one adapter of its fused c_attn. An
-adapter peft makes itself (get_peft_model, save_pretrained) starts a run here (lora.adapter):
-our eval of it on the base equals peft's loss, and training goes on from it.
-Bars as test_transformers: GPT-2 runs in float64 through transformers (1e-10); its Llama computes
-RMSNorm, the rotary tables and softmax in float32 whatever the model's dtype (1e-7)."""
+with the same loss. GPT-2's q, k and v adapters become one adapter of its fused c_attn, and a
+Mixtral's experts' w1, w3 and w2 adapters peft's target_parameters adapters of transformers'
+stacked gate_up_proj and down_proj. An adapter peft makes itself (get_peft_model,
+save_pretrained) starts a run here (lora.adapter): our eval of it on the base equals peft's
+loss, and training goes on from it.
+Bars as test_transformers: GPT-2 runs in float64 through transformers (1e-10); its Llama and
+Mixtral compute RMSNorm, the rotary tables and softmax in float32 whatever the model's dtype
+(1e-7)."""
 import json
 import os
 import shutil
@@ -21,15 +24,21 @@ import transformers
 
 from clients import relative, run
 import test_hf_export as hf_export
-from test_transformers import validation_loss
+from test_transformers import options, validation_loss
 
-BAR = {"gpt": 1e-10, "llama": 1e-7}
+FAMILIES = ("gpt", "llama", "mixtral")
+BAR = {"gpt": 1e-10, "llama": 1e-7, "mixtral": 1e-7}
 TARGETS = {"gpt": '["qkv", "o", "fc", "proj"]',
-           "llama": '["q", "k", "v", "o", "gate", "up", "down"]'}
-# The same projections as peft names them.
+           "llama": '["q", "k", "v", "o", "gate", "up", "down"]',
+           "mixtral": '["q", "v", "o", "experts"]'}
+# The same projections as peft names them: modules, and parameters (target_parameters).
 PEFT_TARGETS = {"gpt": ["c_attn", "attn.c_proj", "c_fc", "mlp.c_proj"],
                 "llama": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                          "down_proj"]}
+                          "down_proj"],
+                "mixtral": ["q_proj", "v_proj", "o_proj"]}
+PEFT_PARAMETERS = {"mixtral": ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]}
+# Dropout on the adapters' inputs, but on experts' (peft's ParamWrapper takes none).
+DROPOUT = {"gpt": 0.1, "llama": 0.1, "mixtral": 0.0}
 
 
 class Peft(unittest.TestCase):
@@ -64,9 +73,9 @@ class Peft(unittest.TestCase):
         return config, base
 
     def test_peft_loads_our_adapters_and_our_merge_is_theirs(self):
-        for family in ("gpt", "llama"):
+        for family in FAMILIES:
             config, base = self.base(family)
-            lora = ["--lora.rank=4", "--lora.alpha=8", "--lora.dropout=0.1",
+            lora = ["--lora.rank=4", "--lora.alpha=8", f"--lora.dropout={DROPOUT[family]}",
                     f"--lora.targets={TARGETS[family]}", f"--checkpoint.load=hf:{base}"]
             dump = os.path.join(self.tmp, f"{family}-lora")
             self.ok("train", config, f"--job.dump_folder={dump}", "--training.steps=3",
@@ -79,7 +88,7 @@ class Peft(unittest.TestCase):
             print(self.ok("export", checkpoint, "-o", adapter, "--format", "peft").stdout.strip())
             with open(os.path.join(adapter, "adapter_config.json")) as f:
                 print(f"{family} adapter_config.json: {json.load(f)}")
-            model = transformers.AutoModelForCausalLM.from_pretrained(base, dtype=torch.float64)
+            model = transformers.AutoModelForCausalLM.from_pretrained(base, **options(family))
             base_loss = validation_loss(model, self.text)
             model = peft.PeftModel.from_pretrained(model, adapter)
             theirs = validation_loss(model, self.text)
@@ -93,7 +102,7 @@ class Peft(unittest.TestCase):
             merged = os.path.join(self.tmp, f"{family}-merged")
             self.ok("export", checkpoint, "-o", merged, "--format", "hf", "--merge-lora")
             merged_loss = validation_loss(
-                transformers.AutoModelForCausalLM.from_pretrained(merged, dtype=torch.float64),
+                transformers.AutoModelForCausalLM.from_pretrained(merged, **options(family)),
                 self.text)
             error = relative(merged_loss, theirs)
             print(f"{family}: transformers on our --merge-lora export {merged_loss!r}, peft "
@@ -101,12 +110,12 @@ class Peft(unittest.TestCase):
             self.assertLess(error, 1e-10)
 
     def test_an_adapter_peft_made_starts_a_run_here(self):
-        for family in ("gpt", "llama"):
+        for family in FAMILIES:
             config, base = self.base(family)
-            model = transformers.AutoModelForCausalLM.from_pretrained(base, dtype=torch.float64)
+            model = transformers.AutoModelForCausalLM.from_pretrained(base, **options(family))
             model = peft.get_peft_model(model, peft.LoraConfig(
                 r=4, lora_alpha=8, lora_dropout=0.0, target_modules=PEFT_TARGETS[family],
-                fan_in_fan_out=family == "gpt"))
+                target_parameters=PEFT_PARAMETERS.get(family), fan_in_fan_out=family == "gpt"))
             torch.manual_seed(0)
             with torch.no_grad():  # B away from zero, so that the adapters change the function
                 for name, p in model.named_parameters():

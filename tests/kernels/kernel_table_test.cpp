@@ -475,19 +475,21 @@ Outputs run_add_norm(const AddNormPath& path, Device device, at::ScalarType dtyp
 /// gradients of the rows and of every weight, grad_scale 0.5: 4 experts taking 10, 0, 20 and 7
 /// rows of 24 columns (one expert without rows); 4 taking 70, 0, 130 and 3 rows of 96 (more than a
 /// CUDA tile's 64 rows and 32-deep steps, not multiples of them); 130 small experts of 0 to 2
-/// rows (more groups than one launch of the kernel takes).
+/// rows (more groups than one launch of the kernel takes); 3 experts of 5, 0 and 9 rows with rank-3
+/// adapters on w1, w3 and w2 (LoRA), whose gradients are outputs too.
 template <typename Run>
 Outputs experts_outputs(const Run& run, Device device, at::ScalarType dtype) {
   struct Case {
     std::vector<int64_t> counts;
     int64_t columns, inner;
+    int64_t rank = 0;
   };
   std::vector<int64_t> many;
   for (int64_t e = 0; e < 130; ++e)
     many.push_back(e % 3);
   Outputs out;
-  for (const Case& c :
-       {Case{{10, 0, 20, 7}, 24, 40}, Case{{70, 0, 130, 3}, 96, 80}, Case{many, 16, 8}}) {
+  for (const Case& c : {Case{{10, 0, 20, 7}, 24, 40}, Case{{70, 0, 130, 3}, 96, 80},
+                        Case{many, 16, 8}, Case{{5, 0, 9}, 24, 40, 3}}) {
     const auto make = [&](std::vector<int64_t> shape, double phase) {
       return placed(pattern(shape, phase), device, dtype).requires_grad_();
     };
@@ -500,6 +502,13 @@ Outputs experts_outputs(const Run& run, Device device, at::ScalarType dtype) {
       const double phase = 0.1 * static_cast<double>(e + 1);
       experts.push_back({make({c.inner, c.columns}, phase), make({c.inner, c.columns}, phase + 0.4),
                          make({c.columns, c.inner}, phase + 0.8)});
+      if (c.rank == 0) continue;
+      const auto adapter = [&](int64_t out, int64_t in, double at) {
+        return ExpertAdapter{make({c.rank, in}, at), make({out, c.rank}, at + 0.05), 1.5};
+      };
+      experts.back().lora1 = adapter(c.inner, c.columns, phase + 0.1);
+      experts.back().lora3 = adapter(c.inner, c.columns, phase + 0.2);
+      experts.back().lora2 = adapter(c.columns, c.inner, phase + 0.3);
     }
     const at::Tensor y = run(h, at::tensor(c.counts, at::kLong).to(device), experts, 0.5);
     y.backward(placed(pattern({rows, c.columns}, 0.6), device, dtype));
@@ -508,6 +517,11 @@ Outputs experts_outputs(const Run& run, Device device, at::ScalarType dtype) {
     for (const ExpertWeights& e : experts) {
       for (const at::Tensor& w : {e.w1, e.w3, e.w2})
         out.push_back(w.grad());
+      for (const ExpertAdapter* lora : {&e.lora1, &e.lora3, &e.lora2}) {
+        if (!lora->on()) continue;
+        out.push_back(lora->a.grad());
+        out.push_back(lora->b.grad());
+      }
     }
   }
   return out;

@@ -1,7 +1,8 @@
 // LoRA fine-tuning (NOTE [LoRA]) on threads-as-ranks in float64: adapters trained on a frozen
-// base under tp (megatron-sp), pp, dp with ZeRO-3, cp, dp x tp and a mixture's ep equal the
-// 1-process run within 1e-10 (losses and final adapters), with dropout on the adapters' inputs
-// on and off; step 0 is the base; only the adapters are saved; resume is exact across layouts.
+// base under tp (megatron-sp), pp, dp with ZeRO-3, cp, dp x tp and a mixture's ep (on its
+// attention and on its experts) equal the 1-process run within 1e-10 (losses and final
+// adapters), with dropout on the adapters' inputs on and off; step 0 is the base; only the
+// adapters are saved; resume is exact across layouts.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -129,6 +130,43 @@ TEST(Lora, MixtralEp2MatchesOneProcess) {
                                                     {"parallel.dp=2", "parallel.ep=2"})),
                    ref, std::string("lora mixtral dp2 x ep2") + (dropout ? ", dropout 0.1" : ""));
   }
+}
+
+TEST(Lora, MixtralExpertsAdaptersMatchOneProcessUnderEp) {
+  // Every expert's w1, w2 and w3 adapted beside q and o: each expert's adapters live on its ep
+  // rank, take 1 / ep of their gradient like its weights, and ZeRO shards their state.
+  const std::string targets = "[\"q\", \"o\", \"experts\"]";
+  const RunOutput ref = train(testing::kMixtralRun, lora(testing::kMixtralRun, targets, false));
+  ASSERT_EQ(ref.params.size(),
+            2u * (2u + 3u * 4u) * 4u);  // A, B of q, o, 4 experts' w1-3; 4 blocks
+  for (const char* b : {"w1", "w2", "w3"}) {
+    const std::string name =
+        std::string("model/model.layers.1.block_sparse_moe.experts.3.") + b + ".lora_B.weight";
+    ASSERT_TRUE(ref.params.count(name)) << name;
+    EXPECT_GT(ref.params.at(name).abs().max().item<double>(), 0) << name;  // it trains
+  }
+  const auto run = [&](const Overrides& layout) {
+    return train(testing::kMixtralRun, lora(testing::kMixtralRun, targets, false, layout));
+  };
+  expect_matches(run({"parallel.dp=2", "parallel.ep=2"}), ref, "lora mixtral experts dp2 x ep2");
+  expect_matches(run({"parallel.dp=2", "parallel.ep=2", "parallel.zero=3"}), ref,
+                 "lora mixtral experts dp2 x ep2 zero 3");
+  expect_matches(run({"parallel.pp=2", "parallel.dp=2", "parallel.ep=2"}), ref,
+                 "lora mixtral experts pp2 x dp2 x ep2");
+  // Resumed on another layout: each expert's adapters and their optimizer state are saved from
+  // its ep rank and loaded whole on a stage without ep.
+  const Overrides constant{"lr_scheduler.decay=\"constant\""};
+  expect_matches(testing::resume_across(testing::kMixtralRun, {"parallel.dp=2", "parallel.ep=2"},
+                                        "sharded", {"parallel.pp=2"},
+                                        lora(testing::kMixtralRun, targets, false, constant)),
+                 train(testing::kMixtralRun, lora(testing::kMixtralRun, targets, false, constant)),
+                 "lora mixtral experts dp2 x ep2 sharded -> pp2");
+  // Dropout on an expert's adapter input is refused, as peft refuses it.
+  const std::string dropout = testing::error_of(
+      [&] { train(testing::kMixtralRun, lora(testing::kMixtralRun, "[\"w2\"]", true)); });
+  EXPECT_NE(dropout.find("lora.dropout = 0.1 with an expert's projection in lora.targets"),
+            std::string::npos)
+      << dropout;
 }
 
 TEST(Lora, SomeBlocksAndAFirstPipelineStageWithNone) {
