@@ -8,14 +8,17 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "autoplan/calibration.h"
+#include "autoplan/machine_facts.h"
 #include "commands/commands.h"
 #include "commands/validators.h"
 #include "config/memory_estimate.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/logging.h"
 #include "core/safe_files.h"
 #include "core/units.h"
@@ -35,7 +38,8 @@ struct BenchOptions {
   double timeout_s = 60;
   std::string backend = "auto";
   std::string device = "auto";
-  std::string calibrate;  ///< write plan auto's machine facts here (NOTE [Plan auto])
+  std::string calibrate;   ///< write plan auto's machine facts here (NOTE [Plan auto])
+  bool overwrite = false;  ///< replace a --calibrate file that is not calibration JSON
 };
 
 /// One collective under test: runs once on buffers sized for `bytes` and checks the result.
@@ -318,14 +322,34 @@ void add_comm_command(CLI::App& app, const Invocation& invocation) {
                     "Also measure each rank's compute while all run, fit latency and bandwidth "
                     "per collective and group size, and write them as JSON to this file (what "
                     "plan auto calibrates with)");
+  bench->add_flag("--overwrite", options->overwrite,
+                  "Replace an existing --calibrate file that is not a calibration's JSON");
   bench->callback([options, &invocation] {
-    // What would fail only on rank 0 after the whole bench ran fails here, before any process.
+    // What would fail only on rank 0 after the whole bench ran, or in every worker at its
+    // start, fails here, before any process: the sizes, the collectives, the mesh, the device.
     const std::vector<int64_t> sizes = parse_byte_list(options->sizes, "--sizes");
+    for (const std::string& name : split_commas(options->ops))
+      find_collective(name);
+    if (!options->mesh.empty()) MeshSpec::parse(options->mesh);
+    const std::optional<DeviceSetting> device = device_setting_names().find(options->device);
+    VS_USER_CHECK(device.has_value(), "comm bench --device {}: use auto, cpu or cuda",
+                  options->device);
+    VS_USER_CHECK(*device != DeviceSetting::kCuda || cuda_device_count() > 0,
+                  "comm bench --device cuda: no GPU is visible to this process (a CPU-only "
+                  "LibTorch, or no CUDA device); use --device cpu or auto");
     if (!options->calibrate.empty()) {
       std::error_code ec;
       VS_USER_CHECK(!std::filesystem::is_directory(options->calibrate, ec),
                     "comm bench --calibrate {}: a folder; name the file to write",
                     options->calibrate);
+      refuse_replacing_foreign(
+          options->calibrate, options->overwrite,
+          [](const std::filesystem::path& path) {
+            autoplan::MachineFacts::from_json(read_input_file(path.string(), "calibration"),
+                                              path.string());
+            return true;
+          },
+          "comm bench --calibrate", "machine facts a calibration wrote (JSON plan auto reads)");
       std::set<int64_t> distinct(sizes.begin(), sizes.end());
       VS_USER_CHECK(distinct.size() >= 2,
                     "comm bench --calibrate fits a latency and a bandwidth per collective: give "

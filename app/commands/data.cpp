@@ -1,4 +1,5 @@
 // `vescale-train data prepare FILES... --tokenizer PATH -o DIR` (NOTE [Token files]).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <thread>
@@ -55,10 +56,25 @@ void add_data_command(CLI::App& app, const Invocation& /*invocation*/) {
                     "The JSON lines are supervised fine-tuning examples: also write "
                     "train.mask.bin and val.mask.bin (1 on the assistant's tokens) and where each "
                     "example starts");
+  prepare->add_flag("--overwrite", o->overwrite,
+                    "Replace token files in -o that no data prepare wrote (train.bin or val.bin "
+                    "without our meta.json beside them, as a nanoGPT folder)");
   prepare->add_option("--template", o->chat_template,
                       "--sft: the chat template (TOML: the strings before and after each role's "
                       "content; configs/templates/)");
-  prepare->callback([o] {
+  prepare->callback([o, prepare] {
+    if (prepare->count("--field") > 0) {  // a field read from nothing is a mistake to say
+      VS_USER_CHECK(!o->sft,
+                    "data prepare --field {}: --sft reads each example's \"prompt\" and "
+                    "\"response\" or \"messages\", never --field; leave it out",
+                    o->field);
+      VS_USER_CHECK(
+          std::any_of(o->files.begin(), o->files.end(),
+                      [&](const std::string& f) { return reads_json_lines(f, o->format); }),
+          "data prepare --field {}: no input is read as JSON lines (each is text by its "
+          "name); --field names a JSON field: leave it out, or give --format jsonl",
+          o->field);
+    }
     if (o->threads <= 0)
       o->threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const PrepareSummary s =

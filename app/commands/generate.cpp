@@ -1,9 +1,11 @@
 // `vescale-train generate CONFIG.toml --checkpoint PATH [--prompt TEXT ...]`: text sampled from a
 // checkpoint on the config's mesh (lib/generate/).
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -17,6 +19,7 @@
 #include "core/logging.h"
 #include "core/units.h"
 #include "data/chat_template.h"
+#include "data/token_data.h"
 #include "generate/generator.h"
 #include "hf/import.h"
 #include "runtime.h"
@@ -82,6 +85,36 @@ std::vector<int64_t> parse_ids(const std::string& text, int64_t vocab_size) {
   return ids;
 }
 
+/// generate --template against the template the fine-tuning data was rendered with (meta.json,
+/// NOTE [Chat template]): a question asked in other strings than the model learned is refused
+/// in one line naming the first string that differs, as data.tokenizer is checked.
+void check_template_of_data(const GenerateCommandOptions& o, const JobConfig& c,
+                            const ChatTemplate& chat) {
+  if (c.data_source != DataSource::kTokens) return;
+  const TokenMeta meta = read_token_meta(c.data_path);
+  if (!meta.mask) return;  // not fine-tuning data: no template to match
+  std::map<std::string, std::string> recorded = meta.chat_template_strings;
+  std::error_code ec;
+  if (recorded.empty() && !meta.chat_template.empty() &&
+      std::filesystem::is_regular_file(meta.chat_template, ec))  // an older prepare: the path
+    recorded = ChatTemplate::load(meta.chat_template).strings();
+  if (recorded.empty()) return;
+  const std::map<std::string, std::string> mine = chat.strings();
+  std::map<std::string, std::string> keys = recorded;
+  keys.insert(mine.begin(), mine.end());
+  for (const auto& [key, unused] : keys) {
+    const auto a = mine.find(key);
+    const auto b = recorded.find(key);
+    const std::string ours = a == mine.end() ? "absent" : nlohmann::json(a->second).dump();
+    const std::string data = b == recorded.end() ? "absent" : nlohmann::json(b->second).dump();
+    VS_USER_CHECK(ours == data,
+                  "generate --template {}: its {} is {}, but the data in {} was rendered with {} "
+                  "there ({}): ask in the template data prepare --sft used",
+                  o.chat_template, key, ours, c.data_path, data,
+                  meta.chat_template.empty() ? "meta.json" : meta.chat_template);
+  }
+}
+
 /// The prompt's token ids from whichever of --prompt, --prompt-file, --prompt-ids was given.
 std::vector<int64_t> prompt_tokens(const GenerateCommandOptions& o, const JobConfig& c,
                                    const Tokenizer* tokenizer) {
@@ -113,9 +146,12 @@ std::vector<int64_t> prompt_tokens(const GenerateCommandOptions& o, const JobCon
   VS_USER_CHECK(!text.empty(), "generate --prompt-file {}: the file is empty", o.prompt_file);
   std::vector<int64_t> ids = tokenizer->document_start();  // NOTE [Document start]
   // NOTE [Chat template]: a question's pieces each encoded, as data prepare --sft encodes them.
-  const std::vector<std::string> pieces = o.chat_template.empty()
-                                              ? std::vector<std::string>{text}
-                                              : ChatTemplate::load(o.chat_template).question(text);
+  std::vector<std::string> pieces{text};
+  if (!o.chat_template.empty()) {
+    const ChatTemplate chat = ChatTemplate::load(o.chat_template);
+    check_template_of_data(o, c, chat);
+    pieces = chat.question(text);
+  }
   const size_t before = ids.size();
   for (const std::string& piece : pieces) {
     const std::vector<int64_t> encoded = tokenizer->encode(piece);

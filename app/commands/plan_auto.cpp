@@ -15,6 +15,7 @@
 #include "commands/commands.h"
 #include "config/job_config.h"
 #include "config/memory_estimate.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/safe_files.h"
@@ -28,6 +29,9 @@ using autoplan::Layout;
 using autoplan::MachineFacts;
 using autoplan::Prediction;
 
+/// The first line of every config plan auto writes.
+constexpr const char* kWrittenBy = "# plan auto:";
+
 struct AutoOptions {
   std::string config;
   int64_t nproc = 0;
@@ -38,7 +42,16 @@ struct AutoOptions {
   int64_t verify = 0;
   int64_t verify_steps = 12;
   bool recalibrate = false;
+  bool overwrite = false;
 };
+
+/// Whether `path` is a config plan auto wrote (NOTE [Foreign outputs]): its first line is ours.
+bool written_by_plan_auto(const fs::path& path) {
+  std::ifstream in(path);
+  std::string first;
+  std::getline(in, first);
+  return first.rfind(kWrittenBy, 0) == 0;
+}
 
 /// Meshes whose dims and world cover every group size a layout of `nproc` ranks can have.
 std::vector<std::string> calibration_meshes(int64_t nproc) {
@@ -243,7 +256,15 @@ void run_auto(const AutoOptions& o, const std::vector<std::string>& extra) {
   std::error_code ec;
   VS_USER_CHECK(o.output.empty() || !fs::is_directory(o.output, ec),
                 "plan auto -o {}: a folder; name the config file to write", o.output);
-  if (!o.output.empty()) refuse_writing_over_inputs(o.output, {o.config}, "plan auto");
+  if (!o.output.empty()) {
+    refuse_writing_over_inputs(o.output, {o.config}, "plan auto");
+    refuse_replacing_foreign(
+        o.output, o.overwrite, written_by_plan_auto, "plan auto -o",
+        fmt::format("a config plan auto wrote (its first line starts \"{}\")", kWrittenBy));
+  }
+  // The device the job names must be there, as plan lint, train and eval check: else every
+  // layout would be proposed for a machine that cannot run one.
+  parse_device(base.device, 0);
   // Calibrating starts nproc local processes: the check every such command makes, before any.
   if (o.recalibrate || !fs::exists(calibration_cache(base, o.nproc), ec))
     check_local_processes(o.nproc, fmt::format("plan auto --nproc {}", o.nproc),
@@ -298,8 +319,7 @@ void run_auto(const AutoOptions& o, const std::vector<std::string>& extra) {
   if (!o.output.empty()) {
     const JobConfig winner = autoplan::layout_config(base, best.layout);
     write_text_atomically(o.output,
-                          fmt::format("# plan auto: {} on {} ranks, {} ms per step "
-                                      "predicted\n{}",
+                          fmt::format("{} {} on {} ranks, {} ms per step predicted\n{}", kWrittenBy,
                                       best.layout.str(), o.nproc, ms(best.step_s()), winner.text));
     print(fmt::format("wrote {}\n", o.output));
   }
@@ -334,6 +354,8 @@ void add_plan_auto_command(CLI::App& plan) {
       ->check(CLI::Range(4, 100000));
   cmd->add_flag("--recalibrate", o->recalibrate,
                 "Measure the machine again instead of reading the cached calibration");
+  cmd->add_flag("--overwrite", o->overwrite,
+                "Replace an existing -o file that plan auto did not write (a hand-written config)");
   cmd->allow_extras();
   cmd->callback([o, cmd] { run_auto(*o, cmd->remaining()); });
 }

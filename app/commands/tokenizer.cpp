@@ -1,4 +1,5 @@
 // `vescale-train tokenizer train | encode | decode` (NOTE [Tokenizers]).
+#include <charconv>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -22,8 +23,24 @@ struct TokenizerOptions {
   std::string tokenizer;
   std::string file;
   std::string text;
-  std::vector<int64_t> ids;
+  std::vector<std::string> ids;  ///< as written: a number CLI11 would clamp is named as given
 };
+
+/// decode's ids as integers, or one line naming the one that is none as it was written.
+std::vector<int64_t> parse_ids(const std::vector<std::string>& texts, int64_t vocab) {
+  std::vector<int64_t> out;
+  for (const std::string& text : texts) {
+    int64_t id = -1;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), id);
+    // One that parses is the tokenizer's to judge (its message names its vocabulary).
+    VS_USER_CHECK(error == std::errc() && end == text.data() + text.size(),
+                  "tokenizer decode: '{}' is not a token id of this tokenizer: use whole numbers "
+                  "from 0 to {}",
+                  text, vocab - 1);
+    out.push_back(id);
+  }
+  return out;
+}
 
 /// The text `encode` reads: --text, or the whole file.
 std::string input_text(const TokenizerOptions& o) {
@@ -87,7 +104,8 @@ void add_tokenizer_command(CLI::App& app, const Invocation& /*invocation*/) {
   decode->add_option("--tokenizer", o->tokenizer, kTokenizerHelp)->required();
   decode->add_option("ids", o->ids, "Token ids")->required();
   decode->callback([o] {
-    const std::string text = open_tokenizer(o->tokenizer)->decode(o->ids);
+    const std::unique_ptr<Tokenizer> t = open_tokenizer(o->tokenizer);
+    const std::string text = t->decode(parse_ids(o->ids, t->vocab_size()));
     std::fwrite(text.data(), 1, text.size(), stdout);
   });
 }

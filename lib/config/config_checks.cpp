@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "config/config_schema.h"
 #include "core/error.h"
@@ -16,6 +17,19 @@ void check_values(const JobConfig& c) {
                 "config {}: job.dump_folder is empty; name the folder for metrics.jsonl and "
                 "checkpoints/ (\".\" for the working folder)",
                 c.source);
+  // A name the file system cannot hold fails only when the run first writes there (Linux: 255
+  // bytes a name, 4,096 a path; the longest file inside is checkpoints/step-000000000/, ~40).
+  constexpr size_t kNameMax = 255, kPathMax = 4096 - 64;
+  VS_USER_CHECK(c.dump_folder.size() <= kPathMax,
+                "config {}: job.dump_folder is {} bytes long, more than a path may be with the "
+                "run's files in it ({}); name a shorter folder",
+                c.source, c.dump_folder.size(), kPathMax);
+  for (const auto& part : std::filesystem::path(c.dump_folder)) {
+    VS_USER_CHECK(part.string().size() <= kNameMax,
+                  "config {}: job.dump_folder has a name of {} bytes ({}...), more than the "
+                  "file system's {}; name a shorter folder",
+                  c.source, part.string().size(), part.string().substr(0, 24), kNameMax);
+  }
   // The enumerated keys were parsed in bind_fields; the families are known only at run time.
   const std::vector<std::string> families = model_family_names();
   VS_USER_CHECK(std::find(families.begin(), families.end(), c.model) != families.end(),

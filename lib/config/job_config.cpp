@@ -116,9 +116,15 @@ void set_value(Values& values, const std::string& name, const std::string& at, P
   const ConfigKey* k = find_key(name);
   VS_USER_CHECK(k != nullptr, "{}: {}", at, unknown_key_message(name));
   auto parsed = parse(k->default_value);
-  VS_USER_CHECK(parsed.has_value(), "{}: key '{}' must be {}{}", at, name,
-                type_name(k->default_value),
-                name == kAutoDp ? " or \"auto\" (NOTE [Elastic training])" : "");
+  // An integer key's value may be a number all the same: too large for 64 bits, or 1e30.
+  const bool integer = std::holds_alternative<int64_t>(k->default_value) && name != kAutoDp;
+  VS_USER_CHECK(
+      parsed.has_value(), "{}: key '{}' must be {}{}{}", at, name, type_name(k->default_value),
+      integer
+          ? fmt::format(", a whole number written in digits from {} to {}",
+                        std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())
+          : "",
+      name == kAutoDp ? " or \"auto\" (NOTE [Elastic training])" : "");
   const double* number = std::get_if<double>(&*parsed);
   VS_USER_CHECK(number == nullptr || std::isfinite(*number),
                 "{}: key '{}' must be a finite number, got {}", at, name,
@@ -167,12 +173,33 @@ void apply_family(Values& values, const std::string& source) {
 }
 
 /// optimizer.momentum is SGD's and Muon's, whose defaults differ: Muon's where the key is unset
-/// (NOTE [Muon]).
-void apply_optimizer_defaults(Values& values) {
+/// (NOTE [Muon]). A key of another optimizer than the job's, set to other than its default, is
+/// refused: it would change nothing (a recorded config, every key at its value, passes).
+void apply_optimizer_defaults(Values& values, const std::string& source) {
   constexpr const char* kMomentum = "optimizer.momentum";
   constexpr double kMuonMomentum = 0.95;
-  const bool muon = std::get<std::string>(values.by_name.at("optimizer.name")) ==
-                    config_name(OptimizerKind::kMuon);
+  const std::string& name = std::get<std::string>(values.by_name.at("optimizer.name"));
+  const bool muon = name == config_name(OptimizerKind::kMuon);
+  const std::pair<const char*, std::vector<OptimizerKind>> owned[] = {
+      {kMomentum, {OptimizerKind::kSgd, OptimizerKind::kMuon}},
+      {"optimizer.nesterov", {OptimizerKind::kMuon}},
+      {"optimizer.ns_steps", {OptimizerKind::kMuon}},
+      {"optimizer.muon_scale", {OptimizerKind::kMuon}},
+      {"optimizer.adamw_params", {OptimizerKind::kMuon}}};
+  for (const auto& [key, owners] : owned) {
+    std::vector<std::string> names;
+    for (const OptimizerKind kind : owners)
+      names.push_back(config_name(kind));
+    if (!values.given.count(key) || std::find(names.begin(), names.end(), name) != names.end())
+      continue;
+    const auto schema = std::find_if(config_schema().begin(), config_schema().end(),
+                                     [&key = key](const ConfigKey& k) { return k.name == key; });
+    VS_USER_CHECK(
+        schema == config_schema().end() || values.by_name.at(key) == schema->default_value,
+        "config {}: {} is a key of optimizer.name = \"{}\", and this job's optimizer "
+        "is \"{}\", which would not read it (remove it, or set optimizer.name = \"{}\")",
+        source, key, fmt::join(names, "\" or \""), name, names.back());
+  }
   if (muon && values.given.count(kMomentum) == 0) values.by_name[kMomentum] = kMuonMomentum;
 }
 
@@ -342,7 +369,7 @@ JobConfig JobConfig::parse(const std::string& toml_text, const std::string& sour
   read_document(parse_document(toml_text, source), source, values);
   apply_overrides(overrides, values);
   apply_family(values, source);
-  apply_optimizer_defaults(values);
+  apply_optimizer_defaults(values, source);
   resolve_auto_dp(values, world);
   JobConfig c = bind_fields(values, source);
   c.dp_auto = !values.dp_auto_at.empty();

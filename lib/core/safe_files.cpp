@@ -31,6 +31,21 @@ void refuse_writing_over_inputs(const fs::path& output, const std::vector<std::s
   }
 }
 
+void refuse_replacing_foreign(const fs::path& output, bool overwrite,
+                              const std::function<bool(const fs::path&)>& is_ours,
+                              const std::string& what, const std::string& kind) {
+  if (overwrite || !path_taken(output)) return;
+  bool ours = false;
+  try {
+    ours = is_ours(output);
+  } catch (const std::exception&) {  // unreadable or not of our kind: not ours
+  }
+  VS_USER_CHECK(ours,
+                "{} {}: the file exists and is not {}; pass --overwrite to replace it (nothing "
+                "was written)",
+                what, output.string(), kind);
+}
+
 void remove_stale(const fs::path& path) {
   std::error_code ec;
   if (fs::is_directory(fs::symlink_status(path, ec))) {

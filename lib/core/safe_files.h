@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,5 +41,15 @@ bool path_taken(const std::filesystem::path& path);
 /// the message ("tokenizer train").
 void refuse_writing_over_inputs(const std::filesystem::path& output,
                                 const std::vector<std::string>& inputs, const std::string& what);
+
+/// NOTE [Foreign outputs]: a command replaces an existing output only where it is the command's
+/// own kind of file, one that this tool wrote (a config `plan auto` wrote, calibration JSON,
+/// token files beside our meta.json); anything else there (a hand-written config, notes, a
+/// nanoGPT folder's train.bin) needs `overwrite` (the command's --overwrite). Throws UserError
+/// naming `output`, what it is not (`kind`: "a config plan auto wrote") and --overwrite; `what`
+/// starts the message ("plan auto -o"). Nothing at `output`, or `is_ours(output)`: no error.
+void refuse_replacing_foreign(const std::filesystem::path& output, bool overwrite,
+                              const std::function<bool(const std::filesystem::path&)>& is_ours,
+                              const std::string& what, const std::string& kind);
 
 }  // namespace vescale

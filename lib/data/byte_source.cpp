@@ -2,20 +2,82 @@
 
 #include <zlib.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include <array>
+#include <cctype>
+#include <cmath>
 #include <fstream>
+#include <initializer_list>
 #include <vector>
 
+#include "config/memory_estimate.h"
 #include "core/error.h"
 
 namespace vescale {
 namespace {
 
+/// Whether `text` ends in `suffix`, in any case (".GZ" is ".gz").
 bool has_suffix(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+  if (text.size() < suffix.size()) return false;
+  for (size_t i = 0; i < suffix.size(); ++i) {
+    const char c = text[text.size() - suffix.size() + i];
+    if (std::tolower(static_cast<unsigned char>(c)) != suffix[i]) return false;
+  }
+  return true;
 }
+
+/// A compressed format: its name, its file names' ending, the tool that decompresses it, and
+/// whether `head` (the file's first bytes) starts as it does.
+struct Format {
+  const char* name;
+  const char* ending;
+  const char* tool;  ///< nullptr: one we read
+  bool (*starts)(const std::string& head);
+};
+
+bool starts_with_bytes(const std::string& head, std::initializer_list<unsigned char> bytes) {
+  if (head.size() < bytes.size()) return false;
+  size_t i = 0;
+  for (const unsigned char b : bytes)
+    if (static_cast<unsigned char>(head[i++]) != b) return false;
+  return true;
+}
+
+const std::array<Format, 7> kFormats{{
+    {"gzip", ".gz", nullptr,
+     [](const std::string& h) {
+       return starts_with_bytes(h, {0x1f, 0x8b});
+     }},
+    {"zstd", ".zst", nullptr,
+     [](const std::string& h) {
+       // A zstd frame, or a skippable frame (magic 0x184D2A50 to 0x184D2A5F, little-endian).
+       return starts_with_bytes(h, {0x28, 0xb5, 0x2f, 0xfd}) ||
+              (h.size() >= 4 && (static_cast<unsigned char>(h[0]) & 0xf0) == 0x50 &&
+               starts_with_bytes(h.substr(1), {0x2a, 0x4d, 0x18}));
+     }},
+    {"bzip2", ".bz2", "bunzip2 -k",
+     [](const std::string& h) {
+       return h.size() >= 10 && h.compare(0, 3, "BZh") == 0 && h[3] >= '1' && h[3] <= '9' &&
+              h.compare(4, 6, "1AY&SY") == 0;
+     }},
+    {"xz", ".xz", "unxz -k",
+     [](const std::string& h) {
+       return starts_with_bytes(h, {0xfd, '7', 'z', 'X', 'Z', 0x00});
+     }},
+    {"lz4", ".lz4", "unlz4 -k",
+     [](const std::string& h) {
+       return starts_with_bytes(h, {0x04, 0x22, 0x4d, 0x18});
+     }},
+    {"zip", ".zip", "unzip",
+     [](const std::string& h) {
+       return starts_with_bytes(h, {'P', 'K', 0x03, 0x04});
+     }},
+    {"7z", ".7z", "7z x",
+     [](const std::string& h) {
+       return starts_with_bytes(h, {'7', 'z', 0xbc, 0xaf, 0x27, 0x1c});
+     }},
+}};
 
 /// Compressed bytes read from the file at a time.
 constexpr size_t kInputBlock = size_t{1} << 18;
@@ -54,8 +116,6 @@ class CompressedSource : public PlainSource {
     if (at_ < filled_) return true;
     filled_ = PlainSource::read(input_.data(), input_.size());
     at_ = 0;
-    if (first_ && filled_ > 0) check_magic();  // an empty file is an empty stream
-    first_ = false;
     return filled_ > 0;
   }
   /// Whether the rest of the file is zeros (the padding some tools write after the last gzip
@@ -81,26 +141,6 @@ class CompressedSource : public PlainSource {
   Compression kind_;
   std::vector<char> input_;
   size_t filled_ = 0, at_ = 0;
-
- private:
-  void check_magic() const {
-    static constexpr std::array<unsigned char, 2> kGzip{0x1f, 0x8b};
-    static constexpr std::array<unsigned char, 4> kZstd{0x28, 0xb5, 0x2f, 0xfd};
-    const auto matches = [&](const auto& magic) {
-      if (filled_ < magic.size()) return false;
-      for (size_t i = 0; i < magic.size(); ++i)
-        if (static_cast<unsigned char>(input_[i]) != magic[i]) return false;
-      return true;
-    };
-    const bool ok = kind_ == Compression::kGzip ? matches(kGzip) : matches(kZstd);
-    if (!ok)
-      throw UserError(fmt::format(
-          "{}: {} does not start as a {} file does (its name ends in "
-          "{}); rename it to what it holds",
-          what_, path_, compression_name(kind_), kind_ == Compression::kGzip ? ".gz" : ".zst"));
-  }
-
-  bool first_ = true;
 };
 
 /// gzip through zlib: every member of a multi-member file, one after another.
@@ -157,6 +197,13 @@ class ZstdSource : public CompressedSource {
   ZstdSource(const std::string& path, const std::string& what)
       : CompressedSource(path, what, Compression::kZstd), z_(ZSTD_createDStream()) {
     if (z_ == nullptr) fail("libzstd could not start");
+    // zstd --long writes windows past libzstd's default limit of 2^27 bytes: take any up to a
+    // quarter of this machine's memory (2^31 at most, zstd's own).
+    window_log_ = 27;
+    const int most = ZSTD_dParam_getBounds(ZSTD_d_windowLogMax).upperBound;
+    while (window_log_ < most && std::ldexp(1.0, window_log_ + 1) <= physical_memory_bytes() / 4)
+      ++window_log_;
+    ZSTD_DCtx_setParameter(z_, ZSTD_d_windowLogMax, window_log_);
   }
   ~ZstdSource() override { ZSTD_freeDStream(z_); }
   size_t read(char* out, size_t n) override {
@@ -169,6 +216,13 @@ class ZstdSource : public CompressedSource {
       const size_t before = o.pos;
       const size_t left = ZSTD_decompressStream(z_, &o, &in);
       at_ += in.pos;
+      if (ZSTD_getErrorCode(left) == ZSTD_error_frameParameter_windowTooLarge) {
+        fail(
+            fmt::format("a frame needs a window of more than 2^{} bytes (zstd --long), more "
+                        "than a quarter of this machine's memory; decompress it where memory "
+                        "allows, or compress it with a smaller --long",
+                        window_log_));
+      }
       if (ZSTD_isError(left)) fail(ZSTD_getErrorName(left));
       in_frame_ = left != 0;  // 0: a frame ended here, all of it written out
       if (!more && o.pos == before && in_frame_) {
@@ -182,15 +236,38 @@ class ZstdSource : public CompressedSource {
 
  private:
   ZSTD_DStream* z_;
+  int window_log_ = 0;
   bool in_frame_ = false;
 };
 
 }  // namespace
 
-Compression compression_of(const std::string& path) {
-  if (has_suffix(path, ".gz")) return Compression::kGzip;
-  if (has_suffix(path, ".zst")) return Compression::kZstd;
-  return Compression::kNone;
+Compression compression_of(const std::string& path, const std::string& what) {
+  std::string head(16, '\0');
+  {
+    std::ifstream in(path, std::ios::binary);
+    VS_USER_CHECK(in.good(), "{}: cannot read {}", what, path);
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+  }
+  const Format* named = nullptr;  // what the name says
+  const Format* holds = nullptr;  // what the bytes are
+  for (const Format& f : kFormats) {
+    if (has_suffix(path, f.ending)) named = &f;
+    if (f.starts(head)) holds = &f;
+  }
+  if (holds != nullptr && holds->tool != nullptr) {
+    throw UserError(fmt::format(
+        "{}: {} holds {}-compressed bytes (its first bytes), which {} does not read: decompress "
+        "it first ({} {}), or compress it with gzip or zstd",
+        what, path, holds->name, what, holds->tool, path));
+  }
+  VS_USER_CHECK(named == nullptr || named == holds || head.empty(),
+                "{}: {}'s name ends in {} but it holds {} (its first bytes); rename it to what it "
+                "holds",
+                what, path, named ? named->ending : "", holds ? holds->name : "no compressed data");
+  if (holds == nullptr) return Compression::kNone;
+  return std::string(holds->name) == "gzip" ? Compression::kGzip : Compression::kZstd;
 }
 
 const char* compression_name(Compression c) {
@@ -206,7 +283,7 @@ const char* compression_name(Compression c) {
 }
 
 std::unique_ptr<ByteSource> open_byte_source(const std::string& path, const std::string& what) {
-  switch (compression_of(path)) {
+  switch (compression_of(path, what)) {
     case Compression::kGzip:
       return std::make_unique<GzipSource>(path, what);
     case Compression::kZstd:

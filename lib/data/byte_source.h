@@ -1,6 +1,6 @@
-// A corpus file's bytes as they are read, decompressed on the way: plain, gzip (`.gz`, zlib) or
-// zstd (`.zst`, libzstd), by the name's ending; each compressed file's magic number is checked
-// first. Reads stream through fixed buffers, so memory stays bounded whatever the file's size.
+// A corpus file's bytes as they are read, decompressed on the way: plain, gzip (zlib) or zstd
+// (libzstd), told by the file's first bytes (NOTE [Compressed input]). Reads stream through
+// fixed buffers, so memory stays bounded whatever the file's size.
 #pragma once
 
 #include <cstddef>
@@ -20,8 +20,15 @@ class TruncatedStream : public UserError {
 
 enum class Compression { kNone, kGzip, kZstd };
 
-/// By the file name's ending: ".gz" gzip, ".zst" zstd, else none.
-Compression compression_of(const std::string& path);
+/// NOTE [Compressed input]
+/// A corpus file is told by its first bytes, not its name: gzip (1f 8b) and zstd (28 b5 2f fd,
+/// or a skippable frame first, as pzstd writes) are decompressed whatever the file is called,
+/// with zstd's long windows (zstd --long) up to a quarter of this machine's memory; a
+/// compression we do not read (bzip2, xz, lz4, zip, 7z) is refused by name, as is a file whose
+/// name says one compression (.gz, .zst, .bz2, .xz, .lz4, .zip, .7z, in any case) and whose
+/// bytes hold another or none: one line naming the file and what it holds. `what` starts the
+/// message ("data prepare").
+Compression compression_of(const std::string& path, const std::string& what);
 /// "gzip", "zstd" or "plain".
 const char* compression_name(Compression c);
 
@@ -35,8 +42,8 @@ class ByteSource {
   virtual int64_t consumed() const = 0;
 };
 
-/// The file at `path` decompressed by compression_of(path). `what` starts messages ("data
-/// prepare").
+/// The file at `path` decompressed as compression_of(path, what) says. `what` starts messages
+/// ("data prepare").
 std::unique_ptr<ByteSource> open_byte_source(const std::string& path, const std::string& what);
 
 }  // namespace vescale

@@ -20,6 +20,15 @@ const std::vector<std::string> kStrings{"before", "after"};
 
 }  // namespace
 
+std::map<std::string, std::string> ChatTemplate::strings() const {
+  std::map<std::string, std::string> out;
+  for (const auto& [role, r] : roles_) {
+    out[role + ".before"] = r.before;
+    out[role + ".after"] = r.after;
+  }
+  return out;
+}
+
 ChatTemplate ChatTemplate::load(const std::string& path) {
   const std::string text = read_input_file(path, "chat template");
   toml::table doc;
@@ -34,6 +43,11 @@ ChatTemplate ChatTemplate::load(const std::string& path) {
   for (const auto& [key, node] : doc) {
     const std::string role(key.str());
     const int line = static_cast<int>(node.source().begin.line);
+    VS_USER_CHECK(node.is_table(),
+                  "chat template {}:{}: {} is a key outside any table; a template's strings go "
+                  "in a role's table ([user] then before = \"...\" and after = \"...\"), of "
+                  "[{}]",
+                  path, line, role, fmt::join(kRoles, "], ["));
     VS_USER_CHECK(std::find(kRoles.begin(), kRoles.end(), role) != kRoles.end(),
                   "chat template {}:{}: [{}] is not a role: the tables are [{}]{}", path, line,
                   role, fmt::join(kRoles, "], ["), did_you_mean(role, kRoles));

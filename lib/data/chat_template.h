@@ -52,6 +52,9 @@ class ChatTemplate {
   const std::string& answer_end() const;
   /// The file it came from.
   const std::string& source() const { return source_; }
+  /// Every string, by "role.before" and "role.after": what meta.json records of the template
+  /// data prepare --sft rendered with, and generate --template is checked against.
+  std::map<std::string, std::string> strings() const;
 
  private:
   struct Role {

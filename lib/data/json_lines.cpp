@@ -70,6 +70,12 @@ bool example_messages(const json& line, const ChatTemplate& chat, std::vector<Ch
     out = {user, assistant};
     return true;
   }
+  if (line.contains("prompt") || line.contains("response")) {  // which would it be trained on?
+    why = fmt::format(
+        "an example has \"messages\" and \"{}\": give one or the other (its fields: {})",
+        line.contains("prompt") ? "prompt" : "response", keys_of(line));
+    return false;
+  }
   const json& messages = line["messages"];
   if (!messages.is_array() || messages.empty()) {
     why = fmt::format("\"messages\" is {}, not a list of messages",

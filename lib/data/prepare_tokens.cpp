@@ -4,10 +4,17 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
+#include <unistd.h>
 #include <algorithm>
+
+#include <array>
 #include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <filesystem>
@@ -17,6 +24,7 @@
 #include <optional>
 #include <thread>
 
+#include "checkpoint/folder_lock.h"
 #include "config/memory_estimate.h"
 #include "core/error.h"
 #include "core/input_file.h"
@@ -94,7 +102,8 @@ void split_tail(const fs::path& from, const fs::path& to, int64_t count, size_t 
     left -= chunk;
   }
   out.close();
-  VS_USER_CHECK(in.good() && out.good(), "data prepare: writing {} failed", to.string());
+  VS_USER_CHECK(in.good() && out.good(), "data prepare: writing {} failed: {}", to.string(),
+                std::strerror(errno));
   fs::resize_file(from, static_cast<uintmax_t>(keep));
 }
 
@@ -448,6 +457,9 @@ int64_t check_prepare_inputs(const PrepareOptions& o) {
   VS_USER_CHECK(o.format == "auto" || o.format == "text" || o.format == "jsonl",
                 "data prepare: --format {} is not auto, text or jsonl", o.format);
   VS_USER_CHECK(!o.field.empty(), "data prepare: --field is empty; name the documents' field");
+  VS_USER_CHECK(!o.tokenizer.empty(),
+                "data prepare: --tokenizer is empty; name \"bytes\", a SentencePiece model, a "
+                "Hugging Face tokenizer.json or a folder holding one");
   VS_USER_CHECK(!o.sft || !o.chat_template.empty(),
                 "data prepare: --sft renders examples with a chat template: give --template FILE "
                 "(configs/templates/ has Llama 3's and ChatML)");
@@ -457,6 +469,7 @@ int64_t check_prepare_inputs(const PrepareOptions& o) {
   int64_t corpus = 0;
   for (const auto& f : o.files) {
     require_regular_file(f, "data prepare: input file");
+    compression_of(f, "data prepare");  // NOTE [Compressed input]: refused before any output
     VS_USER_CHECK(!o.sft || reads_json_lines(f, o.format),
                   "data prepare: --sft reads JSON lines, and {} is read as text (name it .jsonl, "
                   ".jsonl.gz or .jsonl.zst, or give --format jsonl)",
@@ -478,23 +491,80 @@ std::vector<std::string> output_names(bool sft) {
   return out;
 }
 
-/// The output folder, made; none of its outputs is an input.
-fs::path make_output_folder(const PrepareOptions& o) {
-  const fs::path folder(o.output);
-  std::vector<std::string> inputs = o.files;
-  inputs.push_back(o.tokenizer);
-  if (!o.chat_template.empty()) inputs.push_back(o.chat_template);
-  std::vector<std::string> names = output_names(true);
-  names.emplace_back("meta.json");
-  for (const std::string& name : names)
-    refuse_writing_over_inputs(folder / name, inputs, "data prepare");
-  std::error_code ec;
-  VS_USER_CHECK(!fs::exists(folder, ec) || fs::is_directory(folder, ec),
-                "data prepare -o {}: a file, not a folder; name the folder to write", o.output);
-  fs::create_directories(folder, ec);
-  VS_USER_CHECK(!ec, "data prepare -o {}: cannot create the folder: {}", o.output, ec.message());
-  return folder;
+/// Whether `meta` is the meta.json a prepare of ours writes (token_meta's keys).
+bool prepared_here(const fs::path& meta) {
+  const nlohmann::json j = nlohmann::json::parse(read_input_file(meta.string(), "meta.json"));
+  for (const char* key : {"vocab_size", "dtype", "tokenizer", "train_tokens", "val_tokens"}) {
+    if (!j.is_object() || !j.contains(key)) return false;
+  }
+  return true;
 }
+
+/// The output folder while a prepare writes it: none of its outputs an input, nor a file
+/// another tool wrote (a nanoGPT folder's train.bin: no meta.json of ours beside it) unless
+/// --overwrite; made with its missing parents; locked against a second prepare into it (whose
+/// renames would replace this one's files after it reported them); and removed again with the
+/// parents it made when the prepare stops before its files are committed.
+class OutputFolder {
+ public:
+  explicit OutputFolder(const PrepareOptions& o) : path_(o.output) {
+    std::vector<std::string> inputs = o.files;
+    inputs.push_back(o.tokenizer);
+    if (!o.chat_template.empty()) inputs.push_back(o.chat_template);
+    std::vector<std::string> names = output_names(true);
+    names.emplace_back("meta.json");
+    for (const std::string& name : names)
+      refuse_writing_over_inputs(path_ / name, inputs, "data prepare");
+    for (const std::string& name : names) {
+      refuse_replacing_foreign(
+          path_ / name, o.overwrite,
+          [this](const fs::path&) { return prepared_here(path_ / "meta.json"); }, "data prepare -o",
+          "a token file of a data prepare (no meta.json of ours beside it: another tool's?)");
+    }
+    std::error_code ec;
+    VS_USER_CHECK(!fs::exists(path_, ec) || fs::is_directory(path_, ec),
+                  "data prepare -o {}: a file, not a folder; name the folder to write", o.output);
+    for (fs::path p = fs::absolute(path_, ec); !p.empty() && !fs::exists(p, ec);
+         p = p.parent_path())
+      made_.push_back(p);
+    fs::create_directories(path_, ec);
+    VS_USER_CHECK(!ec, "data prepare -o {}: cannot create the folder: {}", o.output, ec.message());
+    try {
+      lock_ = FolderLock(path_, kPrepareLock);
+    } catch (...) {
+      remove_made();
+      throw;
+    }
+  }
+  OutputFolder(const OutputFolder&) = delete;
+  OutputFolder& operator=(const OutputFolder&) = delete;
+  ~OutputFolder() { remove_made(); }  // the lock goes in any case
+
+  const fs::path& path() const { return path_; }
+  /// The prepare's files are in place: the folder stays.
+  void keep() { made_.clear(); }
+
+ private:
+  static inline const LockUse kPrepareLock{
+      ".prepare.lock", "data prepare", "another data prepare",
+      "two prepares must not write one folder (the later one's files would replace those the "
+      "first reported). Wait for it to end, or name another -o",
+      /*remove=*/true};
+
+  /// The folders it made, deepest first, once its lock (and lock file) is gone: each only if
+  /// nothing else is in it.
+  void remove_made() {
+    lock_ = FolderLock();
+    std::error_code ec;
+    for (const fs::path& p : made_)
+      fs::remove(p, ec);  // a folder that holds anything stays
+    made_.clear();
+  }
+
+  fs::path path_;
+  std::vector<fs::path> made_;  ///< the folders it made, deepest first
+  FolderLock lock_;
+};
 
 /// Removes its files when it goes, unless they were renamed first: whatever stops prepare_tokens
 /// early (a refusal, a failed write) takes the partials with it.
@@ -507,9 +577,47 @@ struct RemovePartials {
   }
 };
 
-/// meta.json's contents for `sum` and the tokenizer.
+/// NOTE [Partials on a stop signal]: while a prepare encodes, a stop signal (SIGINT, SIGTERM, a
+/// closed terminal's SIGHUP) removes its partial files (unlink is async-signal-safe), then ends
+/// the process with the signal's own action, as it would have. Not while the files are renamed
+/// into place: commit_token_files keeps its partial meta.json on purpose.
+class PartialsOnStopSignal {
+ public:
+  explicit PartialsOnStopSignal(const std::vector<fs::path>& paths) {
+    for (const fs::path& p : paths)
+      partials().push_back(p.string());  // all of them before any handler can run
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i)
+      ::sigaction(kSignals[i], &action, &old_[i]);
+  }
+  PartialsOnStopSignal(const PartialsOnStopSignal&) = delete;
+  PartialsOnStopSignal& operator=(const PartialsOnStopSignal&) = delete;
+  ~PartialsOnStopSignal() {
+    for (size_t i = 0; i < kSignals.size(); ++i)
+      ::sigaction(kSignals[i], &old_[i], nullptr);
+    partials().clear();
+  }
+
+ private:
+  static constexpr std::array<int, 3> kSignals{SIGINT, SIGTERM, SIGHUP};
+  static std::vector<std::string>& partials() {
+    static std::vector<std::string> paths;
+    return paths;
+  }
+  static void on_signal(int sig) {
+    for (const std::string& p : partials())
+      ::unlink(p.c_str());
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+  }
+  std::array<struct sigaction, 3> old_{};
+};
+
+/// meta.json's contents for `sum`, the tokenizer and under --sft the chat template.
 nlohmann::json token_meta(const PrepareSummary& sum, const PrepareOptions& o,
-                          const Tokenizer& tokenizer) {
+                          const Tokenizer& tokenizer, const ChatTemplate* chat) {
   nlohmann::json meta = {{"vocab_size", sum.vocab_size}, {"dtype", sum.dtype},
                          {"tokenizer", sum.tokenizer},   {"tokenizer_path", o.tokenizer},
                          {"documents", sum.documents},   {"train_tokens", sum.train_tokens},
@@ -520,6 +628,7 @@ nlohmann::json token_meta(const PrepareSummary& sum, const PrepareOptions& o,
   if (o.sft) {
     meta["mask"] = true;
     meta["chat_template"] = o.chat_template;
+    meta["chat_template_strings"] = chat->strings();
     meta["trained_tokens"] = sum.trained_tokens;
   }
   return meta;
@@ -536,7 +645,8 @@ void commit_token_files(const fs::path& folder, const nlohmann::json& meta, bool
   {
     std::ofstream m(meta_tmp, std::ios::trunc);
     m << meta.dump(2) << "\n";
-    VS_USER_CHECK(m.good(), "data prepare: writing {} failed", meta_tmp.string());
+    VS_USER_CHECK(m.good(), "data prepare: writing {} failed: {}", meta_tmp.string(),
+                  std::strerror(errno));
   }
   partials.paths.clear();
   for (const std::string& name : output_names(sft))
@@ -547,9 +657,15 @@ void commit_token_files(const fs::path& folder, const nlohmann::json& meta, bool
                 ec.message());
   for (const std::string& name : output_names(true))
     if (!sft) fs::remove(folder / name, ec);
+  const auto rename = [](const fs::path& from, const fs::path& to) {
+    std::error_code error;
+    fs::rename(from, to, error);
+    VS_USER_CHECK(!error, "data prepare: cannot rename {} to {}: {}", from.string(), to.string(),
+                  error.message());
+  };
   for (const std::string& name : output_names(sft))
-    fs::rename(folder / (name + ".partial"), folder / name);
-  fs::rename(meta_tmp, folder / "meta.json");
+    rename(folder / (name + ".partial"), folder / name);
+  rename(meta_tmp, folder / "meta.json");
 }
 
 /// The example starts at or past `train_tokens` of `train` moved into `val`, as offsets there.
@@ -570,7 +686,8 @@ void split_starts(const fs::path& train, const fs::path& val, int64_t train_toke
   std::ofstream t(train, std::ios::binary | std::ios::trunc), v(val, std::ios::binary);
   write_values<uint64_t>(t, starts);
   write_values<uint64_t>(v, in_val);
-  VS_USER_CHECK(t.good() && v.good(), "data prepare: writing {} failed", val.string());
+  VS_USER_CHECK(t.good() && v.good(), "data prepare: writing {} failed: {}", val.string(),
+                std::strerror(errno));
 }
 
 /// The encoder's totals and the stream's split into `sum`; the tail of each file moved into
@@ -604,12 +721,19 @@ void split_outputs(const fs::path& folder, const PrepareOptions& o, const Stream
 
 bool reads_json_lines(const std::string& path, const std::string& format) {
   if (format != "auto") return format == "jsonl";
-  for (const char* ending : {".jsonl", ".jsonl.gz", ".jsonl.zst"}) {
-    const std::string e = ending;
-    if (path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0)
-      return true;
+  std::string name = path;  // in any case, after a compression's ending (x.JSONL, x.jsonl.gz)
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto ends = [&name](const std::string& e) {
+    return name.size() >= e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0;
+  };
+  for (const char* compressed : {".gz", ".zst", ".bz2", ".xz", ".lz4", ".zip", ".7z"}) {
+    if (ends(compressed)) {
+      name.resize(name.size() - std::string(compressed).size());
+      break;
+    }
   }
-  return false;
+  return ends(".jsonl");
 }
 
 PrepareSummary prepare_tokens(const PrepareOptions& o,
@@ -619,7 +743,8 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
   const std::optional<ChatTemplate> chat =
       o.sft ? std::optional(ChatTemplate::load(o.chat_template)) : std::nullopt;
   const bool wide = tokenizer->vocab_size() > 65536;
-  const fs::path folder = make_output_folder(o);
+  OutputFolder output(o);
+  const fs::path& folder = output.path();
   RemovePartials partials;
   for (const std::string& name : output_names(true))
     partials.paths.push_back(folder / (name + ".partial"));
@@ -628,7 +753,8 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
   const auto open = [&](std::ofstream& f, const char* name) {
     const fs::path path = folder / (std::string(name) + ".partial");
     f.open(path, std::ios::binary | std::ios::trunc);
-    VS_USER_CHECK(f.good(), "data prepare: cannot write {}", path.string());
+    VS_USER_CHECK(f.good(), "data prepare: cannot write {}: {}", path.string(),
+                  std::strerror(errno));
   };
   open(out.tokens, "train.bin");
   if (o.sft) {
@@ -636,6 +762,7 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
     open(out.starts, "train.docs.bin");
   }
   const auto start = Clock::now();
+  std::optional<PartialsOnStopSignal> on_stop(std::in_place, partials.paths);
   StreamingEncoder encoder(o, *tokenizer, chat ? &*chat : nullptr, corpus, progress);
   encoder.run(out, wide);
   for (const auto& [f, name] : {std::pair{&out.tokens, "train.bin"},
@@ -643,17 +770,20 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
                                 {&out.starts, "train.docs.bin"}}) {
     if (!f->is_open()) continue;
     f->close();
-    VS_USER_CHECK(f->good(), "data prepare: writing {} failed",
-                  (folder / (std::string(name) + ".partial")).string());
+    VS_USER_CHECK(f->good(), "data prepare: writing {} failed: {}",
+                  (folder / (std::string(name) + ".partial")).string(), std::strerror(errno));
   }
 
   PrepareSummary sum;
   sum.bytes = corpus;
   split_outputs(folder, o, encoder, wide, sum);
+  on_stop.reset();
   sum.vocab_size = tokenizer->vocab_size();
   sum.dtype = wide ? "uint32" : "uint16";
   sum.tokenizer = tokenizer->identity();
-  commit_token_files(folder, token_meta(sum, o, *tokenizer), o.sft, partials);
+  commit_token_files(folder, token_meta(sum, o, *tokenizer, chat ? &*chat : nullptr), o.sft,
+                     partials);
+  output.keep();
   sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return sum;
 }

@@ -47,6 +47,8 @@ struct PrepareOptions {
   bool skip_bad_lines = false;  ///< count bad JSON lines and go on, instead of stopping
   bool sft = false;             ///< JSON lines are fine-tuning examples (NOTE [Chat template])
   std::string chat_template;    ///< --sft: the template file
+  /// Replace token files in `output` that no prepare of ours wrote (NOTE [Foreign outputs]).
+  bool overwrite = false;
 };
 
 struct PrepareSummary {

@@ -127,9 +127,20 @@ TokenMeta read_token_meta(const std::filesystem::path& folder) {
                   "data {}: \"{}\" is {}, not a token count", path.string(), key, meta[key].dump());
     *field = meta[key].get<int64_t>();
   }
-  for (auto [key, field] :
-       {std::pair{"tokenizer", &m.tokenizer}, {"tokenizer_path", &m.tokenizer_path}}) {
+  for (auto [key, field] : {std::pair{"tokenizer", &m.tokenizer},
+                            {"tokenizer_path", &m.tokenizer_path},
+                            {"chat_template", &m.chat_template}}) {
     if (meta.contains(key) && meta[key].is_string()) *field = meta[key].get<std::string>();
+  }
+  if (meta.contains("chat_template_strings")) {
+    const nlohmann::json& strings = meta["chat_template_strings"];
+    VS_USER_CHECK(
+        strings.is_object() && std::all_of(strings.begin(), strings.end(),
+                                           [](const nlohmann::json& v) { return v.is_string(); }),
+        "data {}: \"chat_template_strings\" is {}, not an object of strings", path.string(),
+        strings.dump());
+    for (const auto& [key, value] : strings.items())
+      m.chat_template_strings[key] = value.get<std::string>();
   }
   if (meta.contains("mask")) {
     VS_USER_CHECK(meta["mask"].is_boolean(), "data {}: \"mask\" is {}, not true or false",

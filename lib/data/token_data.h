@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -106,6 +107,9 @@ struct TokenMeta {
   std::string tokenizer;       ///< the tokenizer's identity (tokenize/tokenizer.h); "": not said
   std::string tokenizer_path;  ///< as data prepare was given it; "": not said
   bool mask = false;           ///< a loss mask and example starts beside the tokens (--sft)
+  std::string chat_template;   ///< --sft: the template file as data prepare was given it
+  /// --sft: the template's strings ("user.before": ...); empty: not said (an older prepare)
+  std::map<std::string, std::string> chat_template_strings;
 };
 /// `folder`/meta.json read and checked (a UserError naming it); the defaults without one.
 TokenMeta read_token_meta(const std::filesystem::path& folder);

@@ -35,10 +35,14 @@ nlohmann::json with_top_level_rope(nlohmann::json file) {
   if (!file.is_object() || !file.contains("rope_parameters")) return file;
   const nlohmann::json& rope = file["rope_parameters"];
   if (!rope.is_object()) return file;
-  if (rope.contains("rope_theta") && !file.contains("rope_theta"))
-    file["rope_theta"] = rope["rope_theta"];
+  // transformers 5 computes with rope_parameters where the file has both forms: its values win
+  // over a top-level rope_theta or a null rope_scaling (an export of ours, edited).
+  if (rope.contains("rope_theta")) file["rope_theta"] = rope["rope_theta"];
   const bool plain = !rope.contains("rope_type") || rope["rope_type"] == "default";
-  if (!file.contains("rope_scaling")) file["rope_scaling"] = plain ? nlohmann::json() : rope;
+  if (!plain && (!file.contains("rope_scaling") || file["rope_scaling"].is_null()))
+    file["rope_scaling"] = rope;
+  else if (!file.contains("rope_scaling"))
+    file["rope_scaling"] = nullptr;
   return file;
 }
 
@@ -48,6 +52,16 @@ void check_config(const std::string& folder, const nlohmann::json& file, const H
                   const JobConfig& config) {
   const std::string path = folder + "/config.json";
   VS_USER_CHECK(file.is_object(), "[hf] {}: not a JSON object", path);
+  // The class transformers would build: every family's, ours among them, or another model.
+  if (file.contains("architectures") && !file["architectures"].is_null()) {
+    const nlohmann::json& classes = file["architectures"];
+    const bool ours = classes.is_array() && std::find(classes.begin(), classes.end(),
+                                                      layout.architecture) != classes.end();
+    VS_USER_CHECK(ours,
+                  "[hf] {}: architectures = {}, but model.name = '{}' is {} in Hugging Face's "
+                  "layout; this folder holds another kind of model",
+                  path, classes.dump(), config.model, layout.architecture);
+  }
   for (const auto& [key, ours] : layout.checked_keys) {
     const auto fallback = layout.hf_defaults.find(key);
     if (!file.contains(key) && fallback == layout.hf_defaults.end()) continue;

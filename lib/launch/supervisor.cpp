@@ -171,6 +171,7 @@ SignalForwarding::SignalForwarding() {
   sigemptyset(&action.sa_mask);
   ::sigaction(SIGINT, &action, &old_int_);
   ::sigaction(SIGTERM, &action, &old_term_);
+  ::sigaction(SIGHUP, &action, &old_hup_);  // a closed terminal: the workers save and stop
   struct sigaction dump {};
   dump.sa_handler = on_dump_request;
   sigemptyset(&dump.sa_mask);
@@ -182,6 +183,7 @@ SignalForwarding::SignalForwarding() {
 SignalForwarding::~SignalForwarding() {
   ::sigaction(SIGINT, &old_int_, nullptr);
   ::sigaction(SIGTERM, &old_term_, nullptr);
+  ::sigaction(SIGHUP, &old_hup_, nullptr);
   ::sigaction(SIGUSR1, &old_usr1_, nullptr);
 }
 

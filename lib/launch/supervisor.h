@@ -28,6 +28,7 @@ class SignalForwarding {
  private:
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
+  struct sigaction old_hup_ {};
   struct sigaction old_usr1_ {};
 };
 

@@ -398,21 +398,38 @@ class ByteLevelBpe final : public Tokenizer {
     }
   }
 
+  /// A token's text for a message: JSON-quoted, control and non-ASCII bytes escaped.
+  static std::string shown(const std::string& text) {
+    return json(text).dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
+  }
+
   void load_added_tokens(const json& tokens) {
-    for (const json& t : tokens) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const json& t = tokens[i];
+      const std::string at = fmt::format("added_tokens[{}]", i);
+      if (!t.is_object()) fail(fmt::format("{} is {}, not an object", at, t.type_name()));
+      const auto flag = [&](const char* key, bool fallback) {
+        if (!t.contains(key) || t[key].is_null()) return fallback;
+        if (!t[key].is_boolean())
+          fail(fmt::format("{}.{} is {}, not true or false", at, key, t[key].dump()));
+        return t[key].get<bool>();
+      };
       AddedToken a;
-      a.content = t.at("content").get<std::string>();
+      if (!t.contains("content") || !t["content"].is_string())
+        fail(fmt::format("{}.content is {}, not a string", at,
+                         t.contains("content") ? t["content"].dump() : std::string("absent")));
+      a.content = t["content"].get<std::string>();
       a.id = static_cast<int32_t>(t.at("id").get<int64_t>());  // id_of checked it
       // An added token may repeat a vocabulary entry (GPT-2's <|endoftext|>), not take its id.
       if (has_id_[static_cast<size_t>(a.id)] && id_bytes_[static_cast<size_t>(a.id)] != a.content)
-        fail(fmt::format("added token \"{}\" takes id {}, which is already \"{}\"", a.content, a.id,
-                         id_bytes_[static_cast<size_t>(a.id)]));
-      a.lstrip = t.value("lstrip", false);
-      a.rstrip = t.value("rstrip", false);
-      a.normalized = t.value("normalized", !t.value("special", false));
+        fail(fmt::format("added token {} takes id {}, which is already {}", shown(a.content), a.id,
+                         shown(id_bytes_[static_cast<size_t>(a.id)])));
+      a.lstrip = flag("lstrip", false);
+      a.rstrip = flag("rstrip", false);
+      a.normalized = flag("normalized", !flag("special", false));
       if (a.content.empty()) fail(fmt::format("added_tokens id {} has empty content", a.id));
-      if (t.value("single_word", false))
-        unsupported(fmt::format("added token \"{}\" with single_word", a.content));
+      if (flag("single_word", false))
+        unsupported(fmt::format("added token {} with single_word", shown(a.content)));
       strip_tokens_ = strip_tokens_ || a.lstrip || a.rstrip;
       longest_added_ = std::max(longest_added_, a.content.size());
       id_bytes_[static_cast<size_t>(a.id)] = a.content;

@@ -135,7 +135,10 @@ bool must_match(const ConfigKey& key, const std::string& model, LoadParts parts,
     return adapters && key.name != "lora.adapter" &&
            (parts != LoadParts::kModel || key.name != "lora.dropout");
   }
-  if (key.name == "optimizer.name" || changes_data_order(key.name))
+  // Which parameters have Muon's state and which AdamW's (optimizer.adamw_params) is the
+  // optimizer state's shape: a resume keeps it, as it keeps the optimizer.
+  if (key.name == "optimizer.name" || key.name == "optimizer.adamw_params" ||
+      changes_data_order(key.name))
     return parts != LoadParts::kModel;
   if (key.families.empty() || !key.applies_to(model)) return false;
   if (key.role == KeyRole::kLayout) return false;
@@ -161,7 +164,8 @@ void check_same_architecture(const JobConfig& config, const CheckpointReader& re
                   "[checkpoint] {}: {} = {} in this job's config, but the checkpoint's run was "
                   "trained with {} = {}; {} ({}, or start a new run)",
                   reader.path(), k.name, mine, k.name, theirs,
-                  k.name == "optimizer.name" ? "resuming continues its optimizer state"
+                  k.name == "optimizer.name" || k.name == "optimizer.adamw_params"
+                      ? "resuming continues its optimizer state"
                   : changes_data_order(k.name)
                       ? "resuming continues its data order and dropout masks exactly (each "
                         "step's rows come from the seed, the step, the global batch and the "

@@ -1,10 +1,83 @@
 #include "train/lm_task.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 #include "core/error.h"
+#include "core/logging.h"
 #include "family/lm_loss.h"
 #include "train/model_factory.h"
 
 namespace vescale {
+namespace {
+
+/// The targets a split's mask trains, and how many of them the job's windows reach.
+struct Reach {
+  int64_t trained = 0, reached = 0;
+};
+
+/// NOTE [Trained targets]
+/// Fine-tuning data trains the targets its mask marks that fall inside a window: packed
+/// (data.sft_pack = true), windows start anywhere, so every one but the split's first token;
+/// unpadded examples (false) are each cut to their first seq_len + 1 tokens, and an answer past
+/// a long prompt is cut away. A mean over no target is no loss: a job whose windows reach none
+/// is refused before its first step (train, plan lint), and one that loses some is told the
+/// share. `windows` < 0: every example; else the first `windows` (evaluation's).
+Reach reach(const TokenArray& data, const TokenMask& mask, const std::vector<int64_t>& starts,
+            bool examples, int64_t seq_len, int64_t windows = -1) {
+  Reach out;
+  if (!examples) {
+    out.trained = out.reached = data.size() > 1 ? mask.trained(1, data.size() - 1) : 0;
+    return out;
+  }
+  const auto n = static_cast<int64_t>(starts.size());
+  const int64_t count = windows < 0 ? n : std::min(n, windows);
+  for (int64_t e = 0; e < count; ++e) {
+    const int64_t start = starts[static_cast<size_t>(e)];
+    const int64_t end = e + 1 < n ? starts[static_cast<size_t>(e + 1)] : data.size();
+    if (end - start < 2) continue;
+    out.trained += mask.trained(start + 1, end - start - 1);
+    out.reached += mask.trained(start + 1, std::min(end - start, seq_len + 1) - 1);
+  }
+  return out;
+}
+
+void check_trained_targets(const JobConfig& c, const TokenData& d) {
+  if (d.train_mask == nullptr) return;
+  const bool examples = !c.sft_pack;
+  const std::string why =
+      examples ? fmt::format(
+                     "data.sft_pack = false cuts each example after training.seq_len + 1 = {} "
+                     "tokens: its prompts are longer? raise seq_len or pack the examples",
+                     c.seq_len + 1)
+               : std::string(
+                     "the loss mask is 0 on every token: prepare the data again with "
+                     "the assistant's turns in it");
+  const Reach train = reach(*d.train, *d.train_mask, d.train_starts, examples, c.seq_len);
+  VS_USER_CHECK(train.reached > 0,
+                "config {}: data {}: the train split's windows hold no trained target ({} in "
+                "the mask), so nothing would be learned and every loss would be a mean over "
+                "nothing; {}",
+                c.source, d.description, train.trained, why);
+  if (train.reached < train.trained)
+    log_rank0(
+        "warning: config {}: data {}: {:.1f}% of the train split's trained targets ({} of "
+        "{}) lie past the first training.seq_len + 1 = {} tokens of their example and are "
+        "never trained (data.sft_pack = false cuts there)",
+        c.source, d.description,
+        100.0 * static_cast<double>(train.trained - train.reached) /
+            static_cast<double>(train.trained),
+        train.trained - train.reached, train.trained, c.seq_len + 1);
+  const Reach val = reach(*d.val, *d.val_mask, d.val_starts, examples, c.seq_len, c.eval_windows);
+  VS_USER_CHECK(val.reached > 0,
+                "config {}: data {}: the validation windows (the first {} of data.eval_windows) "
+                "hold no trained target, so val_loss would be a mean over nothing; {}",
+                c.source, d.description, c.eval_windows, why);
+}
+
+}  // namespace
+
 TokenData load_job_tokens(const JobConfig& c) {
   const int64_t vocab_size = c.family().vocab_size(c.model_spec());
   TokenData d = c.data_source == DataSource::kText ? load_text_tokens(c.data_path, c.val_fraction)
@@ -26,6 +99,7 @@ TokenData load_job_tokens(const JobConfig& c) {
                 "config {}: data {}: the validation split ({} tokens) holds no window of "
                 "training.seq_len + 1 = {} tokens (raise data.val_fraction or lower seq_len)",
                 c.source, d.description, d.val->size(), c.seq_len + 1);
+  check_trained_targets(c, d);
   return d;
 }
 
@@ -48,6 +122,12 @@ double LMTask::train_normalizer(int64_t step, const BatchSlice& slice) {
         *tokens_.train_mask, batch_windows(tokens_.train->size(), tokens_.train_starts, examples(),
                                            seed_, step, seq_len_, all));
     counted_step_ = step;
+    if (counted_ == 0) {  // NOTE [Trained targets]: a batch of masked rows only
+      log_rank0(
+          "warning: step {}: its batch holds no trained target (each row's are masked or "
+          "cut away): the step learns nothing, and its loss (0) is no mean to read",
+          step + 1);
+    }
   }
   // N / (R M): the micro-batches and data ranks (dp x cp) each hold rows / global_rows of it.
   const double share =

@@ -15,6 +15,7 @@ namespace {
 std::atomic<bool> g_installed{false};
 struct sigaction g_old_int {};
 struct sigaction g_old_term {};
+struct sigaction g_old_hup {};
 
 /// Async-signal-safe: an atomic store, or (a signal after the first's window: NOTE [One stop
 /// request, several signals]) the default action re-raised.
@@ -40,11 +41,14 @@ PreemptionHandler::PreemptionHandler() {
   action.sa_flags = SA_RESTART;  // the collectives' socket calls go on where they were
   ::sigaction(SIGINT, &action, &g_old_int);
   ::sigaction(SIGTERM, &action, &g_old_term);
+  // A closed terminal (SIGHUP) ends a run as SIGINT and SIGTERM do: saving the step first.
+  ::sigaction(SIGHUP, &action, &g_old_hup);
 }
 
 PreemptionHandler::~PreemptionHandler() {
   ::sigaction(SIGINT, &g_old_int, nullptr);
   ::sigaction(SIGTERM, &g_old_term, nullptr);
+  ::sigaction(SIGHUP, &g_old_hup, nullptr);
   g_installed = false;
 }
 

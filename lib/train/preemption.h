@@ -19,6 +19,8 @@
 // request (NOTE [One stop request, several signals] in core/stop_signals.h); a signal after that
 // ends the process at once (the default action of the signal), for an operator who does not want
 // to wait for the save. The last step is not interrupted: a job that finishes its steps exits 0.
+// SIGHUP (the terminal that started a run was closed) is a stop request too, as it is for every
+// process a shell starts: the run saves its step and stops rather than die with it unsaved.
 #pragma once
 
 #include "comm/group.h"
@@ -28,8 +30,8 @@ namespace vescale {
 /// The exit code of a job that stopped on SIGTERM/SIGINT after saving (NOTE [Preemption]).
 constexpr int kPreemptedExitCode = 4;
 
-/// While it lives, the first SIGTERM or SIGINT to this process sets the preemption flag; one
-/// 2 s or more after it ends the process with the signal's default action. Restores the old
+/// While it lives, the first SIGTERM, SIGINT or SIGHUP to this process sets the preemption flag;
+/// one 2 s or more after it ends the process with the signal's default action. Restores the old
 /// handlers when destroyed. One at a time per process.
 class PreemptionHandler {
  public:

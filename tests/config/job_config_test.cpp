@@ -199,18 +199,21 @@ TEST(JobConfig, TrainingDeviceAndBackend) {
   EXPECT_NE(error_of("", {"optimizer.momentum=nan"})
                 .find("key 'optimizer.momentum' must be a finite number, got nan"),
             std::string::npos);
-  EXPECT_NE(error_of("", {"optimizer.muon_scale=\"rms\""})
+  EXPECT_NE(error_of("", {"optimizer.name=\"muon\"", "optimizer.muon_scale=\"rms\""})
                 .find("optimizer.muon_scale = \"rms\" is not one of adamw_rms, shape"),
             std::string::npos);
-  EXPECT_EQ(error_of("", {"optimizer.adamw_params=[\"embedding\", \"norms\", \"bias\"]"}),
+  EXPECT_EQ(error_of("", {"optimizer.name=\"muon\"",
+                          "optimizer.adamw_params=[\"embedding\", \"norms\", \"bias\"]"}),
             "config job.toml: optimizer.adamw_params names \"norms\", not a role of embedding, "
             "lm_head, norm, bias or router (did you mean 'norm'?)");
-  EXPECT_EQ(error_of("", {"optimizer.adamw_params=[\"norm\", \"bias\", \"norm\"]"}),
+  EXPECT_EQ(error_of("", {"optimizer.name=\"muon\"",
+                          "optimizer.adamw_params=[\"norm\", \"bias\", \"norm\"]"}),
             "config job.toml: optimizer.adamw_params names \"norm\" twice");
-  EXPECT_EQ(error_of("", {"optimizer.adamw_params=[\"norm\"]"}),
+  EXPECT_EQ(error_of("", {"optimizer.name=\"muon\"", "optimizer.adamw_params=[\"norm\"]"}),
             "config job.toml: optimizer.adamw_params = [\"norm\"] leaves out \"bias\": Muon "
             "orthogonalizes matrices, and norms and biases are vectors; keep it");
-  EXPECT_NE(error_of("", {"optimizer.adamw_params=[\"hidden\", \"norm\", \"bias\"]"})
+  EXPECT_NE(error_of("", {"optimizer.name=\"muon\"",
+                          "optimizer.adamw_params=[\"hidden\", \"norm\", \"bias\"]"})
                 .find("names \"hidden\", not a role of"),
             std::string::npos);
   // optimizer.momentum is SGD's 0.9 and Muon's 0.95 unless set.

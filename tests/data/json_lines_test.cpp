@@ -241,7 +241,7 @@ TEST(JsonLines, BadLinesNameFileAndLineAndWriteNothing) {
       "d.jsonl:1: an array, not a JSON object",
       "e.jsonl.gz: truncated compressed stream",
       "f.jsonl.zst: truncated compressed stream",
-      "g.jsonl.gz does not start as a gzip file does",
+      "g.jsonl.gz's name ends in .gz but it holds no compressed data",
       "h.jsonl:2: not JSON",
   };
   for (size_t i = 0; i < cases.size(); ++i) {

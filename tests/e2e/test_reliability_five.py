@@ -10,11 +10,10 @@ import json
 import os
 import random
 import shutil
-import subprocess
-import tempfile
 import unittest
 
-from common import BINARY, TINY_GPT_TWO_STEPS, write_config
+from common import TINY_GPT_TWO_STEPS, write_config
+from probe import ProbeCase
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
@@ -24,56 +23,7 @@ def sentences(rng, count, words=10):
     return "\n".join(" ".join(rng.choice(WORDS) for _ in range(words)) for _ in range(count))
 
 
-class ReliabilityFive(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="vescale-reliability-")
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def folder_with(self, files):
-        """A fresh folder holding `files` (name -> str or bytes)."""
-        folder = tempfile.mkdtemp(dir=self.tmp)
-        for name, content in files.items():
-            mode = "wb" if isinstance(content, bytes) else "w"
-            with open(os.path.join(folder, name), mode) as f:
-                f.write(content)
-        return folder
-
-    def run_in(self, folder, *args):
-        return subprocess.run([BINARY, *args], capture_output=True, text=True, errors="replace",
-                              timeout=300, cwd=folder)
-
-    def one_error(self, folder, *args, needle):
-        """vescale-train ARGS in `folder`: exit 2, one error line holding `needle`, the folder as
-        it was (no file written, none changed)."""
-        def snapshot():
-            out = {}
-            for root, dirs, files in os.walk(folder):
-                for name in dirs + files:
-                    path = os.path.join(root, name)
-                    if os.path.islink(path):
-                        out[path] = os.readlink(path)
-                    elif os.path.isfile(path):
-                        with open(path, "rb") as f:
-                            out[path] = f.read()
-                    else:
-                        out[path] = "folder"
-            return out
-        before = snapshot()
-        result = self.run_in(folder, *args)
-        errors = [l for l in result.stderr.splitlines() if l.startswith("error:")]
-        print(f"{' '.join(args)[-70:]}: exit {result.returncode}: {errors[:1]}")
-        self.assertEqual(result.returncode, 2, result.stderr[-3000:])
-        self.assertEqual(len(errors), 1, result.stderr[-3000:])
-        self.assertIn(needle, errors[0])
-        self.assertNotIn("Internal:", result.stderr)
-        self.assertNotIn("character_coverage", result.stderr)
-        self.assertEqual(snapshot(), before, "an error wrote or changed files")
-        return errors[0]
-
+class ReliabilityFive(ProbeCase):
     def test_tokenizer_train_speaks_instead_of_crashing(self):
         rng = random.Random(1)
         text = sentences(rng, 200) + "\n"
