@@ -78,20 +78,21 @@ void add_checkpoint_commands(CLI::App& app, const Invocation&) {
                         m.lora_base_checksum));
     }
     print(fmt::format("{:<56} {:<14} {:<16} {:>10}\n", "tensor", "shape", "placements", "bytes"));
-    int64_t total = 0;
+    double total = 0;  // in doubles: a [2^40, 2^40] tensor's 2^80 bytes overflow an int64
     for (const auto& name : reader.names()) {
       const auto shape = reader.global_shape(name);
-      const int64_t bytes = c10::multiply_integers(shape) *
-                            static_cast<int64_t>(c10::elementSize(reader.dtype(name)));
+      double bytes = static_cast<double>(c10::elementSize(reader.dtype(name)));
+      for (const int64_t d : shape)
+        bytes *= static_cast<double>(d);
       total += bytes;
       print(fmt::format("{:<56} {:<14} {:<16} {:>10}\n", name,
                         fmt::format("[{}]", fmt::join(shape, ", ")), reader.placements(name),
-                        format_bytes(static_cast<double>(bytes))));
+                        format_bytes(bytes)));
     }
     for (const auto& [alias, target] : reader.aliases())
       print(fmt::format("{} -> {} (hard link)\n", alias, target));
     print(fmt::format("{} tensors, {} of state; {} on disk in {} files\n", reader.names().size(),
-                      format_bytes(static_cast<double>(total)),
+                      format_bytes(total),
                       format_bytes(static_cast<double>(reader.bytes_on_disk())),
                       reader.files().size()));
   });

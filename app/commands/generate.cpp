@@ -158,6 +158,11 @@ std::vector<int64_t> prompt_tokens(const GenerateCommandOptions& o, const JobCon
     ids.insert(ids.end(), encoded.begin(), encoded.end());
   }
   VS_USER_CHECK(ids.size() > before, "generate: the prompt encodes to no tokens");
+  // Here, in the command's own process, before any worker prints the prompt it would refuse.
+  const int64_t block_size = c.model_keys.integer("block_size");
+  VS_USER_CHECK(static_cast<int64_t>(ids.size()) <= block_size,
+                "generate: the prompt has {} tokens; it must have 1 to model.block_size = {}",
+                ids.size(), block_size);
   return ids;
 }
 

@@ -174,6 +174,12 @@ class ReliabilitySix(ProbeCase):
                        needle="its assistant.after is \"<|eot_id|>\", but the data in tokens was "
                               "rendered with \"<|im_end|>\\n\"")
         self.ok(folder, *ask, "--template", CHATML)
+        # A question longer than the model's context is refused before anything is printed.
+        result = self.run_in(folder, *ask[:-4], "--prompt", "alpha " * 40, "--max-new-tokens",
+                             "4", "--template", CHATML)
+        self.assertEqual(result.returncode, 2, result.stderr[-3000:])
+        self.assertIn("it must have 1 to model.block_size = 64", result.stderr)
+        self.assertEqual(result.stdout, "")
 
     def test_plan_auto_checks_the_device_first(self):
         folder = self.folder_with({})
