@@ -29,7 +29,10 @@ void add_data_command(CLI::App& app, const Invocation& /*invocation*/) {
       "{\"messages\": [...]}) rendered by --template, and a loss mask is written beside the "
       "tokens. Files stream in 1 MB chunks; a bad line stops it with its file:line and nothing "
       "written");
-  prepare->add_option("files", o->files, "Text or JSON-lines files (.gz and .zst decompressed)")
+  prepare
+      ->add_option("files", o->files,
+                   "Text or JSON-lines files (gzip and zstd decompressed, told by their first "
+                   "bytes; bzip2, xz, lz4, zip and 7z refused)")
       ->required();
   prepare
       ->add_option("--tokenizer", o->tokenizer,
@@ -43,8 +46,9 @@ void add_data_command(CLI::App& app, const Invocation& /*invocation*/) {
       ->check(whole_in(1, 1024));
   prepare
       ->add_option("--format", o->format,
-                   "auto (JSON lines for names ending .jsonl, .jsonl.gz or .jsonl.zst, else "
-                   "text), text or jsonl, for every file")
+                   "auto (JSON lines for names ending .jsonl, in any case, or .jsonl and a "
+                   "compression's ending such as .jsonl.gz; else text), text or jsonl, for every "
+                   "file")
       ->check(CLI::IsMember({"auto", "text", "jsonl"}))
       ->default_val("auto");
   prepare->add_option("--field", o->field, "JSON lines: the field holding each document's text")
