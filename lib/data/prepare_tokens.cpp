@@ -195,9 +195,9 @@ class StreamingEncoder {
     }
   }
 
-  /// Up to kReadBlock more bytes of `source` onto `text`; true at the end. A read that throws
-  /// (a truncated stream) leaves `text` holding what came before it.
-  static bool read_more(ByteSource& source, std::string& text) {
+  /// Up to kReadBlock more bytes of `source` onto `text`, counted in read_bytes_; true at the
+  /// end. A read that throws (a truncated stream) leaves `text` holding what came before it.
+  bool read_more(ByteSource& source, std::string& text) {
     const size_t had = text.size();
     text.resize(had + kReadBlock);
     size_t got = 0;
@@ -209,6 +209,7 @@ class StreamingEncoder {
       throw;
     }
     text.resize(had + got);
+    read_bytes_ += static_cast<int64_t>(got);
     return got < kReadBlock;  // a read of nothing: the end
   }
 
@@ -419,8 +420,10 @@ class StreamingEncoder {
         last_report = now;
         const double s = std::chrono::duration<double>(now - start).count();
         progress_(
-            fmt::format("[prepare] {} of text read (the files hold {}), {} tokens, "
+            // Read and encoded apart: one long line may take a while to encode after its read.
+            fmt::format("[prepare] {} of text read, {} encoded (the files hold {}), {} tokens, "
                         "{:.1f} MB/s",
+                        format_bytes(static_cast<double>(read_bytes_.load())),
                         format_bytes(static_cast<double>(totals_.bytes)),
                         format_bytes(static_cast<double>(corpus_)), tokens_written_,
                         static_cast<double>(totals_.bytes) / 1e6 / s));
@@ -441,6 +444,7 @@ class StreamingEncoder {
   std::deque<Chunk> ready_;         // read, not yet encoded
   std::map<size_t, Encoded> done_;  // encoded, not yet written
   size_t chunks_read_ = 0, written_ = 0;
+  std::atomic<int64_t> read_bytes_{0};  ///< of text (decompressed) the reader has read
   bool read_all_ = false;
   std::exception_ptr failure_;
   int64_t tokens_written_ = 0;

@@ -11,6 +11,7 @@ import json
 import lzma
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -279,6 +280,18 @@ class ReliabilitySix(ProbeCase):
         self.one_error(folder, "tokenizer", "decode", "--tokenizer", "bytes",
                        "99999999999999999999",
                        needle="'99999999999999999999' is not a token id of this tokenizer")
+        # Progress while one long JSON line encodes says what was read (it said "0B read").
+        with open(os.path.join(folder, "long.jsonl"), "w") as f:
+            f.write(json.dumps({"text": "ab" * 30_000_000}) + "\n")  # 60 MB: ~3 s here
+        began = time.time()
+        long = self.ok(folder, "data", "prepare", "long.jsonl", "-o", "long")
+        progress = re.findall(r"\[prepare\] (\S+) of text read", long.stderr)
+        print(f"a 60 MB line: {time.time() - began:.1f} s, progress {progress}")
+        if time.time() - began > 2.5:  # a progress line is due every 2 s
+            self.assertTrue(progress, long.stderr[-2000:])
+        self.assertNotIn("0B", progress)
+        shutil.rmtree(os.path.join(folder, "long"))
+        os.remove(os.path.join(folder, "long.jsonl"))
         # A resume under other optimizer.adamw_params names the key, not a model-only file.
         muon = ["--optimizer.name=muon", "--job.dump_folder=muon"]
         self.ok(folder, "train", config, *muon)
