@@ -7,6 +7,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <initializer_list>
 #include <vector>
@@ -268,6 +269,17 @@ Compression compression_of(const std::string& path, const std::string& what) {
                 what, path, named ? named->ending : "", holds ? holds->name : "no compressed data");
   if (holds == nullptr) return Compression::kNone;
   return std::string(holds->name) == "gzip" ? Compression::kGzip : Compression::kZstd;
+}
+
+bool stem_ends_with(const std::string& path, const std::string& ending) {
+  std::string stem = path;
+  for (const Format& f : kFormats) {
+    if (has_suffix(stem, f.ending)) {
+      stem.resize(stem.size() - std::strlen(f.ending));
+      break;
+    }
+  }
+  return has_suffix(stem, ending);
 }
 
 const char* compression_name(Compression c) {

@@ -31,6 +31,9 @@ enum class Compression { kNone, kGzip, kZstd };
 Compression compression_of(const std::string& path, const std::string& what);
 /// "gzip", "zstd" or "plain".
 const char* compression_name(Compression c);
+/// Whether `path`'s name, less the ending of a compression it names (.gz, .zst, .bz2, .xz, .lz4,
+/// .zip, .7z), ends in `ending` (lowercase), in any case: "x.JSONL.gz" ends in ".jsonl".
+bool stem_ends_with(const std::string& path, const std::string& ending);
 
 class ByteSource {
  public:

@@ -10,7 +10,6 @@
 
 #include <array>
 #include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -725,19 +724,7 @@ void split_outputs(const fs::path& folder, const PrepareOptions& o, const Stream
 
 bool reads_json_lines(const std::string& path, const std::string& format) {
   if (format != "auto") return format == "jsonl";
-  std::string name = path;  // in any case, after a compression's ending (x.JSONL, x.jsonl.gz)
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  const auto ends = [&name](const std::string& e) {
-    return name.size() >= e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0;
-  };
-  for (const char* compressed : {".gz", ".zst", ".bz2", ".xz", ".lz4", ".zip", ".7z"}) {
-    if (ends(compressed)) {
-      name.resize(name.size() - std::string(compressed).size());
-      break;
-    }
-  }
-  return ends(".jsonl");
+  return stem_ends_with(path, ".jsonl");  // x.JSONL, x.jsonl.gz
 }
 
 PrepareSummary prepare_tokens(const PrepareOptions& o,
