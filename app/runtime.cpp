@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "comm/peer_watch.h"
 #include "config/memory_estimate.h"
 #include "core/allocator_settings.h"
 #include "core/error.h"
@@ -115,7 +116,14 @@ comm::Group connect_world(const LaunchEnv& env, comm::GroupOptions options) {
     store = store.prefixed(fmt::format("/vescale/attempt_{}", env.restart_count));
   const bool loopback = env.master_addr == "127.0.0.1" || env.master_addr == "localhost";
   if (!loopback) options.gloo_host.clear();  // bind to this host's name, not loopback
-  return comm::Group::create(store, env.rank, env.world, options);
+  comm::Group group = comm::Group::create(store, env.rank, env.world, options);
+  // NOTE [Peer heartbeat]: where no launcher of ours watches every rank.
+  if (env.world > 1 && env.store_file.empty())
+    comm::peer_watch::start(
+        {env.master_addr, env.master_port,
+         env.agent_store ? fmt::format("/vescale/attempt_{}", env.restart_count) : std::string(),
+         env.rank, env.world, !env.agent_store && env.rank == 0});
+  return group;
 }
 
 }  // namespace vescale::app

@@ -12,6 +12,7 @@
 #include <regex>
 #include <set>
 
+#include "comm/peer_watch.h"
 #include "core/error.h"
 #include "core/input_file.h"
 
@@ -51,6 +52,8 @@ struct Dump {
   std::string run_id;  ///< "" in dumps written before runs had ids in them
   std::string reason;
   double now_s = 0;
+  std::string node;  ///< NOTE [Peer heartbeat]: "" where no beat ran
+  double store_trip_ms = -1;
   std::vector<GroupState> groups;
   std::vector<Call> calls;  // oldest first
 
@@ -90,6 +93,8 @@ Dump read_dump(const std::string& path, int file_rank) {
     d.run_id = j.value("run_id", "");
     d.reason = j.at("reason").get<std::string>();
     d.now_s = j.at("now_s").get<double>();
+    d.node = j.value("node", "");
+    d.store_trip_ms = j.value("store_trip_ms", -1.0);
     for (const json& g : j.at("groups")) {
       d.groups.push_back({g.at("label").get<std::string>(), g.at("key").get<std::string>(), "",
                           g.at("ranks").get<std::vector<int>>(), g.at("rank").get<int>(),
@@ -395,6 +400,18 @@ void group_standing(const Dumps& dumps, const GroupState& group, std::vector<Gro
   }
 }
 
+/// NOTE [Peer heartbeat]: the nodes whose round trips to the store the dumps show slow.
+std::vector<std::string> slow_link_lines(const Dumps& dumps) {
+  std::vector<peer_watch::Trip> trips;
+  for (const auto& [rank, d] : dumps)
+    if (!d.node.empty() && d.store_trip_ms >= 0) trips.push_back({rank, d.node, d.store_trip_ms});
+  std::vector<std::string> lines;
+  for (const peer_watch::SlowLink& link : peer_watch::slow_links(trips))
+    lines.push_back(fmt::format("slow link: {} (the slowest of each rank's last 5 heartbeats)",
+                                peer_watch::describe(link)));
+  return lines;
+}
+
 }  // namespace
 
 std::string diagnose_flight(const std::string& folder) {
@@ -427,6 +444,8 @@ std::string diagnose_flight(const std::string& folder) {
   for (const GroupLine& line : group_lines)
     lines.push_back(line.text);
   if (!in_step.empty()) lines.push_back(fmt::format("in step: {}", fmt::join(in_step, ", ")));
+  for (const std::string& link : slow_link_lines(dumps))
+    lines.push_back(link);
   const std::vector<std::string> causes = likely_causes(dumps, behind, known);
   if (!causes.empty()) lines.push_back(fmt::format("likely cause: {}", fmt::join(causes, "; ")));
   return fmt::format("{}\n", fmt::join(lines, "\n"));

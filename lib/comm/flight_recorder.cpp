@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "comm/peer_watch.h"
 #include "core/safe_files.h"
 
 namespace vescale::comm {
@@ -220,6 +221,8 @@ std::string FlightRecorder::to_json(const std::string& reason) const {
                                {"rank", rank_},
                                {"run_id", run_id_},
                                {"pid", static_cast<int64_t>(::getpid())},
+                               {"node", peer_watch::node()},
+                               {"store_trip_ms", peer_watch::trip_ms()},
                                {"reason", reason},
                                {"now_s", now},
                                {"epoch_wall_us", epoch_wall_us_},

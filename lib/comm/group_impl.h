@@ -19,6 +19,7 @@
 #include "comm/c10d_compat.h"
 #include "comm/flight_recorder.h"
 #include "comm/group.h"
+#include "comm/peer_watch.h"
 #include "core/error.h"
 #include "core/heartbeat.h"
 
@@ -80,8 +81,10 @@ struct Group::Impl {
   }
 
   [[noreturn]] void fail(const char* what, const std::string& reason) const {
-    std::string message = fmt::format("[comm] {} over {} failed (timeout {}s): {}", what,
-                                      describe(), options.timeout.count() / 1000.0, reason);
+    // NOTE [Peer heartbeat]: which members stopped beating, where a beat runs.
+    std::string message =
+        fmt::format("[comm] {} over {} failed (timeout {}s): {}{}", what, describe(),
+                    options.timeout.count() / 1000.0, reason, peer_watch::explain(root_ranks));
     if (is_timeout(reason)) throw TimeoutError(message);
     throw Error(message);
   }

@@ -102,6 +102,15 @@ Store Store::tcp(const std::string& host, int port, int rank, int world,
   }
 }
 
+Store Store::tcp_client(const std::string& host, int port, std::chrono::milliseconds timeout) {
+  ::c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(port);
+  options.isServer = false;
+  options.waitWorkers = false;
+  options.timeout = timeout;
+  return Store(std::make_shared<Impl>(Impl{make_tcp_store(host, options)}));
+}
+
 Store Store::in_memory() {
   return Store(std::make_shared<Impl>(Impl{c10::make_intrusive<::c10d::HashStore>()}));
 }

@@ -17,6 +17,9 @@ class Store {
   /// With `serve` false every rank is a client (under torchrun the agent serves the store).
   static Store tcp(const std::string& host, int port, int rank, int world,
                    std::chrono::milliseconds timeout, bool serve = true);
+  /// A further connection to a running TCP store (a client: it serves nothing, waits for no
+  /// worker); its calls wait at most `timeout`.
+  static Store tcp_client(const std::string& host, int port, std::chrono::milliseconds timeout);
   /// An in-process store, for ranks that are threads of one process (tests).
   static Store in_memory();
   /// A store in a file, for processes on one machine without a port; waits at most `timeout`.
