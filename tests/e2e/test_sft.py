@@ -1,6 +1,7 @@
 """Fine-tuning on the real binary: docs/data.md's walk-through (a Llama exported as Hugging Face
 weights, imported with hf:DIR, fine-tuned on scripts/sft_example.py's set rendered by the ChatML
-template, exported again, asked a question in the template), and JSON-lines input that data
+template, exported again, asked a question in the template; the full fine-tune as written gives
+the five answers the page shows), and JSON-lines input that data
 prepare refuses with exit 2, one line naming file:line, and nothing written."""
 import gzip
 import os
@@ -54,17 +55,18 @@ class FineTuning(unittest.TestCase):
                           "-o", self.path("sft-tokens")), "data prepare")
         self.assertIn("2000 examples", prepared.stdout)
 
-    def answer(self, config, checkpoint):
-        """generate's reply to the walk-through's question, checked to be in the template."""
+    def answer(self, config, checkpoint, question="What is the opposite of up?"):
+        """generate's reply to a question of the walk-through, checked to be in the template;
+        returns it."""
         answer = ok(run("generate", *config, "--checkpoint", checkpoint, "--template", CHATML,
-                        "--prompt", "What is the opposite of up?", "--greedy",
-                        "--max-new-tokens", "80"), "generate")
+                        "--prompt", question, "--greedy", "--max-new-tokens", "80"), "generate")
         print(answer.stdout)
-        head = "<|im_start|>user\nWhat is the opposite of up?<|im_end|>\n<|im_start|>assistant\n"
+        head = f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
         self.assertTrue(answer.stdout.startswith(head), answer.stdout)
         reply = answer.stdout[len(head):].strip()
         self.assertRegex(reply, ANSWER)  # an answer of the set's shape, stopped at its end
         self.assertNotIn("80 new tokens", answer.stderr)
+        return reply
 
     def test_walk_through_imports_tunes_exports_and_answers_in_the_template(self):
         self.base_and_data()
@@ -110,6 +112,25 @@ class FineTuning(unittest.TestCase):
         self.answer(tune, checkpoint)
         self.answer([os.path.join(CONFIGS, "llama-tiny-sft.toml"),
                      f"--data.path={self.path('sft-tokens')}"], f"hf:{self.path('lora-hf')}")
+
+        # Step 3 as written on the same base: the full fine-tune and docs/data.md's five answers.
+        full = [os.path.join(CONFIGS, "llama-tiny-sft.toml"), f"--data.path={self.path('sft-tokens')}"]
+        ok(run("train", *full, f"--checkpoint.load=hf:{self.path('pre-hf')}",
+               f"--job.dump_folder={self.path('full')}", "--metrics.peak_flops=1e12", timeout=600),
+           "the full fine-tune")
+        ok(run("export", self.path("full/checkpoints/latest"), "-o", self.path("full-hf"),
+               "--format", "hf"), "export after the full fine-tune")
+        documented = {"What is the opposite of up?": "The opposite of up is down.",
+                      "What colour is grass?": "Grass is green.",
+                      "What is the opposite of wet?": "The opposite of wet is dry.",
+                      "What colour is a plum?": "A plum is purple.",
+                      "What is the opposite of hot?": "The opposite of hot is cold."}
+        replies = {q: self.answer(full, f"hf:{self.path('full-hf')}", q) for q in documented}
+        right = [q for q, a in documented.items() if replies[q] == a + "<|im_end|>"]
+        print(f"the full fine-tune answered {len(right)} of the documented 5 as docs/data.md shows")
+        # 5 of 5 on the machines measured (docs/data.md); a greedy reply of a model this small
+        # may flip where two tokens' logits are close under another CPU's float32 rounding.
+        self.assertGreaterEqual(len(right), 4, replies)
 
     def test_bad_lines_exit_2_naming_file_and_line_and_write_nothing(self):
         out = self.path("out")
