@@ -34,6 +34,11 @@ namespace {
 // kernels the figure was that slow kernel's (the demo said "mfu 52%", now 16%). On the 2-core
 // Xeon (family 6 model 207 at 2.1 GHz) one core's best float32 matmul is ~134 GFLOP/s: the vector
 // units' bound, 16 lanes x 2 (FMA) x 2 FMA units x 2.1 GHz = 134.4 (docs/metrics.md).
+// A busy machine still lowers it: with 3 other processes spinning on the 2 cores, the measure gave
+// 60 GFLOP/s, and a run whose load went away after it read "mfu 89%" against a true ~40%. A peak
+// measured on the cores is a lower bound of theirs, and so is any rate a run reaches: when a
+// metrics line's MFU passes 100%, the trainer raises the peak to the rate reached and says so
+// once (lib/train/trainer.cpp), so that a CPU run's MFU never reads above 100%.
 // The device table, the driver's facts and the measurement on a GPU are CUDA-only code, and no
 // GPU has run them yet: as a kernel table row (NOTE [GPU-verified]) they are taken only once
 // kDevicePeakRun records a gpu-check run (its MFU row) or with training.unverified_kernels =
@@ -147,6 +152,12 @@ double measured_core_flops(at::ScalarType dtype, int64_t n, double seconds) {
     spent += took;
   }
   return 2.0 * static_cast<double>(n * n * n) / best;
+}
+
+MfuReading read_mfu(double rate, double peak, bool measured) {
+  const double mfu = rate / peak;
+  if (measured && mfu > 1) return {1.0, rate, true};
+  return {mfu, peak, false};
 }
 
 PeakFlops cpu_peak_flops(at::ScalarType dtype, double core_share, const CoreFlops& core_flops) {

@@ -42,6 +42,18 @@ using MeasureMatmul = std::function<double(Device, at::ScalarType)>;
 PeakFlops device_peak_flops(Device device, const GpuFacts& gpu, at::ScalarType dtype, bool tf32,
                             const MeasureMatmul& measure);
 
+/// An MFU, and the peak it was read against.
+struct MfuReading {
+  double mfu = 0;
+  double peak = 0;
+  bool raised = false;  ///< the peak rose to the rate
+};
+
+/// NOTE [MFU peak]: a rank's model FLOP/s `rate` over `peak`. A `measured` peak (the CPU's cores)
+/// is a lower bound of the true one, and so is a rate reached: past it, the peak rises to the rate
+/// (an MFU of 1). A datasheet or configured peak is kept, whatever the rate.
+MfuReading read_mfu(double rate, double peak, bool measured);
+
 /// `core_flops(dtype)`: one core's best matmul rate in `dtype` (measured_core_flops).
 using CoreFlops = std::function<double(at::ScalarType)>;
 

@@ -103,12 +103,16 @@ struct Meter {
         tokens_per_step(samples_per_step * job.model->task().tokens_per_sample()),
         flops_per_sample(training_flops_per_sample(job)),
         optimizer_flops_per_step(optimizer_flops(job, flops_per_sample * samples_per_step)),
-        peak(mfu_peak(job, world)) {}
+        peak(mfu_peak(job, world)),
+        peak_measured(job.config().peak_flops <= 0 &&
+                      !job.model->mesh().mesh().device().is_cuda()) {}
 
   comm::CommStats& stats;
   double world_size, samples_per_step, tokens_per_step, flops_per_sample;
   double optimizer_flops_per_step;  ///< Muon's Newton-Schulz (NOTE [Muon exchange])
   double peak;
+  bool peak_measured;  ///< measured on the CPU's cores: a lower bound (NOTE [MFU peak])
+  bool peak_raised = false;
   Clock::time_point start = Clock::now();
 };
 
@@ -155,7 +159,7 @@ class ActivationMeter {
   int64_t bytes_ = 0;
 };
 
-StepMetrics step_metrics(const Meter& meter, int64_t step, int64_t start_step, int64_t total,
+StepMetrics step_metrics(Meter& meter, int64_t step, int64_t start_step, int64_t total,
                          const StepResult& result, double lr, std::optional<double> val_loss,
                          Clock::time_point step_start, const comm::CommSnapshot& comm_before,
                          const comm::CommSnapshot& comm_after, StateBytes state_bytes,
@@ -171,8 +175,20 @@ StepMetrics step_metrics(const Meter& meter, int64_t step, int64_t start_step, i
   const double elapsed = seconds_since(meter.start);
   const double done = static_cast<double>(step + 1 - start_step);
   m.tokens_per_s = meter.tokens_per_step * done / elapsed;
-  m.mfu = (meter.flops_per_sample * meter.samples_per_step + meter.optimizer_flops_per_step) *
-          done / elapsed / (meter.peak * meter.world_size);
+  const double rank_rate =
+      (meter.flops_per_sample * meter.samples_per_step + meter.optimizer_flops_per_step) * done /
+      elapsed / meter.world_size;
+  const MfuReading mfu = read_mfu(rank_rate, meter.peak, meter.peak_measured);
+  if (mfu.raised && !meter.peak_raised && log_rank() == 0)
+    spdlog::warn(
+        "[mfu] step {} ran at {:.0f}% of the peak measured at the start ({:.4g} GFLOP/s "
+        "a rank: measured while other processes used the cores?); the peak is now the "
+        "rate the run reached, {:.4g} GFLOP/s a rank. Set metrics.peak_flops for a fixed "
+        "figure",
+        step + 1, 100 * rank_rate / meter.peak, meter.peak / 1e9, mfu.peak / 1e9);
+  meter.peak_raised = meter.peak_raised || mfu.raised;
+  meter.peak = mfu.peak;
+  m.mfu = mfu.mfu;
   m.mem_bytes = resident_bytes();
   if (device.is_cuda()) m.gpu_mem = gpu_memory(device);
   m.state_bytes = std::move(state_bytes);

@@ -95,6 +95,24 @@ TEST(PeakFlops, TheCpusPeakIsACoresBestMatmulInTheJobsDtypeTimesTheRanksCores) {
   EXPECT_TRUE(gpu_facts(kCpu).name.empty());
 }
 
+TEST(PeakFlops, AMeasuredPeakRisesToARateThatPassesItAndOthersStay) {
+  // Measured while other processes spun on the cores: 60.4 GFLOP/s, and the run then reached 75.
+  const MfuReading busy = read_mfu(75e9, 60.4e9, /*measured=*/true);
+  EXPECT_TRUE(busy.raised);
+  EXPECT_DOUBLE_EQ(busy.mfu, 1.0);
+  EXPECT_DOUBLE_EQ(busy.peak, 75e9);
+  // Below the peak nothing changes.
+  const MfuReading quiet = read_mfu(30e9, 60e9, true);
+  EXPECT_FALSE(quiet.raised);
+  EXPECT_DOUBLE_EQ(quiet.mfu, 0.5);
+  EXPECT_DOUBLE_EQ(quiet.peak, 60e9);
+  // A datasheet's or metrics.peak_flops's figure is kept: above 100% there is a FLOP count or a
+  // configured figure to question, not a measurement.
+  const MfuReading configured = read_mfu(2e12, 1e12, false);
+  EXPECT_FALSE(configured.raised);
+  EXPECT_DOUBLE_EQ(configured.mfu, 2.0);
+}
+
 TEST(PeakFlops, ACoresBestMatmulIsMeasuredOnOneThreadAndTheThreadsComeBack) {
   const int before = at::get_num_threads();
   apply_thread_budget(choose_thread_budget(2, 1, "2", "2", BlasPool::kOwn));
