@@ -5,10 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 
-#include "comm/peer_watch.h"
 #include "core/safe_files.h"
 
 namespace vescale::comm {
@@ -43,6 +43,7 @@ nlohmann::json entry_json(const FlightEntry& e) {
   return j;
 }
 
+std::atomic<const std::function<NodeFacts()>*> g_node_facts{nullptr};
 }  // namespace
 
 const EnumNames<FlightState>& flight_state_names() {
@@ -201,7 +202,14 @@ uint64_t FlightRecorder::last_id() const {
   return next_id_ - 1;
 }
 
+void set_node_facts(std::function<NodeFacts()> facts) {
+  // Leaked: dumps may run on other threads until the process ends.
+  g_node_facts.store(new std::function<NodeFacts()>(std::move(facts)));
+}
+
 std::string FlightRecorder::to_json(const std::string& reason) const {
+  const auto* source = g_node_facts.load();
+  const NodeFacts facts = source != nullptr ? (*source)() : NodeFacts{};
   const double now = clock_s(Clock::now());
   std::vector<FlightEntry> entries = entries_after(0);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -221,8 +229,8 @@ std::string FlightRecorder::to_json(const std::string& reason) const {
                                {"rank", rank_},
                                {"run_id", run_id_},
                                {"pid", static_cast<int64_t>(::getpid())},
-                               {"node", peer_watch::node()},
-                               {"store_trip_ms", peer_watch::trip_ms()},
+                               {"node", facts.node},
+                               {"store_trip_ms", facts.store_trip_ms},
                                {"reason", reason},
                                {"now_s", now},
                                {"epoch_wall_us", epoch_wall_us_},

@@ -72,6 +72,16 @@ struct FlightGroup {
 };
 
 /// Thread-safe (collectives may be posted from autograd threads).
+/// What a dump says of this process's node (NOTE [Peer heartbeat]): its host name and its recent
+/// round trip to the rendezvous store; "" and -1 where no beat runs.
+struct NodeFacts {
+  std::string node;
+  double store_trip_ms = -1;
+};
+
+/// Where every dump of this process reads those facts from: set once, by the peer heartbeat.
+void set_node_facts(std::function<NodeFacts()> facts);
+
 class FlightRecorder {
  public:
   using Clock = std::chrono::steady_clock;

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "comm/c10d_compat.h"
+#include "comm/flight_recorder.h"
 
 namespace vescale::comm::peer_watch {
 namespace {
@@ -227,6 +228,7 @@ void start(const Where& where) {
     state->where = where;
     state->node = host_name();
     g_state = state;
+    set_node_facts([] { return NodeFacts{node(), trip_ms()}; });  // in flight recorder dumps
     std::thread(beat_forever, state).detach();
   });
 }
