@@ -162,8 +162,10 @@ std::pair<TensorEntry, std::pair<int64_t, int64_t>> parse_entry(const std::strin
     if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 40))
       throw bad("a shape dim is not an integer in [0, 2^40]");
     e.shape.push_back(d.get<int64_t>());
+    // Checked before the product: [2^40, 2^40]'s 2^80 wraps an int64 to 0 ("0 bytes").
+    if (e.shape.back() != 0 && numel > (int64_t{1} << 40) / e.shape.back())
+      throw bad(fmt::format("shape {} has more than 2^40 elements", value["shape"].dump()));
     numel *= e.shape.back();
-    if (numel > (int64_t{1} << 40)) throw bad("more than 2^40 elements");
   }
   const auto& offsets = value["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_integer() ||

@@ -218,7 +218,8 @@ class CheckpointIntegrity(unittest.TestCase):
         cases = [("negative step", "set_meta", ["step", "-1"], "/meta step is -1"),
                  ("absurd world size", "set_meta", ["world_size", str(1 << 40)], "outside [1, 1048576]"),
                  ("negative dim", "set_attr", ["/" + TENSOR, "global_shape", "-32,32"], "a negative dim"),
-                 # 2^80 elements: an int64 product wraps to 0 ("(0 bytes)" on aef2252).
+                 # 2^80 elements, which an int64 product wraps to 0 (checkpoints refused it
+                 # before; safetensors said "(0 bytes)": Safetensors.DamagedFiles...).
                  ("2^80 elements", "set_attr", ["/" + TENSOR, "global_shape", f"{1 << 40},{1 << 40}"],
                   "global_shape [1099511627776, 1099511627776]: a negative dim, or over "
                   "1099511627776 elements"),

@@ -138,6 +138,12 @@ TEST(Safetensors, DamagedFilesAreErrorsNamingFileAndTensor) {
       {tiny_file(), "3 bytes, too short for a safetensors file"},
       {raw_file("shape-not-list", R"({"w":{"dtype":"F32","shape":4,"data_offsets":[0,16]}})", data),
        "tensor w: shape is not a list of dims"},
+      // 2^80 elements wrapped an int64 to 0: "(0 bytes)" on aef2252.
+      {raw_file(
+           "huge",
+           R"({"w":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,0]}})",
+           data),
+       "tensor w: shape [1099511627776,1099511627776] has more than 2^40 elements"},
       {fifo_file(), "is not a regular file"},
       {folder_file(), "is not a regular file"},
   };
