@@ -21,6 +21,18 @@ SMALL = ["--model.n_layer=2", "--model.n_embd=64", "--model.intermediate_size=12
 ANSWER = re.compile(r"^(The opposite of \w+ is \w+|[A-Z][\w ]* is \w+)\.<\|im_end\|>$")
 
 
+def measured_cpu():
+    """Whether this is the CPU docs/data.md's walk-through was measured on (Intel family 6 model
+    207, the Xeon of docs/benchmarks.md)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+    except OSError:
+        return False
+    return ("GenuineIntel" in info and re.search(r"^cpu family\s*:\s*6$", info, re.M) is not None
+            and re.search(r"^model\s*:\s*207$", info, re.M) is not None)
+
+
 def ok(result, what):
     if result.returncode != 0:
         raise AssertionError(f"{what} failed ({result.returncode}):\n{result.stderr[-3000:]}")
@@ -128,9 +140,10 @@ class FineTuning(unittest.TestCase):
         replies = {q: self.answer(full, f"hf:{self.path('full-hf')}", q) for q in documented}
         right = [q for q, a in documented.items() if replies[q] == a + "<|im_end|>"]
         print(f"the full fine-tune answered {len(right)} of the documented 5 as docs/data.md shows")
-        # 5 of 5 on the machines measured (docs/data.md); a greedy reply of a model this small
-        # may flip where two tokens' logits are close under another CPU's float32 rounding.
-        self.assertGreaterEqual(len(right), 4, replies)
+        # 5 of 5 on the CPU docs/data.md was measured on (aef2252 answered "hot" with "The
+        # opposite of wet is dry." there); on another CPU float32 rounds in another order, and a
+        # greedy reply of a model this small may flip where two tokens' logits are close.
+        self.assertGreaterEqual(len(right), 5 if measured_cpu() else 4, replies)
 
     def test_bad_lines_exit_2_naming_file_and_line_and_write_nothing(self):
         out = self.path("out")
