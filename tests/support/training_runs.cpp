@@ -114,9 +114,13 @@ dtype = "float64"
 
 std::string fresh_folder(const std::string& prefix) {
   static int count = 0;
-  return (std::filesystem::temp_directory_path() /
-          (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(count++)))
-      .string();
+  const std::filesystem::path folder =
+      std::filesystem::temp_directory_path() /
+      (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(count++));
+  // A folder of this name is an earlier process's whose pid was this one's (pids are reused;
+  // a LoRA test found another run's checkpoints in it): no live process owns it.
+  std::filesystem::remove_all(folder);
+  return folder.string();
 }
 
 RunOutput train_in(const std::string& folder, const std::string& toml,

@@ -29,7 +29,7 @@ struct RunOutput {
   double first_val_loss = 0, final_val_loss = 0;  ///< before the first step and after the last
 };
 
-/// A new folder name under the temp directory (not created).
+/// A new folder name under the temp directory (not created; a stale one of that name removed).
 std::string fresh_folder(const std::string& prefix = "vescale-run");
 
 /// Trains `toml` with `overrides` in `folder` (removed afterwards unless `keep`) and reads back
