@@ -112,17 +112,16 @@ comm::Group connect_world(const LaunchEnv& env, comm::GroupOptions options) {
                           ? comm::Store::file(env.store_file, env.world, options.timeout)
                           : comm::Store::tcp(env.master_addr, env.master_port, env.rank, env.world,
                                              options.timeout, !env.agent_store);
-  if (env.agent_store)
-    store = store.prefixed(fmt::format("/vescale/attempt_{}", env.restart_count));
+  const std::string attempt =
+      env.agent_store ? fmt::format("/vescale/attempt_{}", env.restart_count) : std::string();
+  if (!attempt.empty()) store = store.prefixed(attempt);
   const bool loopback = env.master_addr == "127.0.0.1" || env.master_addr == "localhost";
   if (!loopback) options.gloo_host.clear();  // bind to this host's name, not loopback
   comm::Group group = comm::Group::create(store, env.rank, env.world, options);
   // NOTE [Peer heartbeat]: where no launcher of ours watches every rank.
   if (env.world > 1 && env.store_file.empty())
-    comm::peer_watch::start(
-        {env.master_addr, env.master_port,
-         env.agent_store ? fmt::format("/vescale/attempt_{}", env.restart_count) : std::string(),
-         env.rank, env.world, !env.agent_store && env.rank == 0});
+    comm::peer_watch::start({env.master_addr, env.master_port, attempt, env.rank, env.world,
+                             !env.agent_store && env.rank == 0});
   return group;
 }
 

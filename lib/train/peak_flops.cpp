@@ -166,7 +166,8 @@ PeakFlops cpu_peak_flops(at::ScalarType dtype, double core_share, const CoreFlop
       core * core_share,
       fmt::format("{:.4g} GFLOP/s a core (its best one-thread {} matmul) x {:.3g} core{} a "
                   "rank (the machine's cores over its local ranks)",
-                  core / 1e9, dtype_names().name(dtype), core_share, core_share == 1 ? "" : "s")};
+                  core / 1e9, dtype_names().name(dtype), core_share, core_share == 1 ? "" : "s"),
+      /*on_cores=*/true};
 }
 
 PeakFlops job_peak_flops(double configured, Device device, at::ScalarType dtype,

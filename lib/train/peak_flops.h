@@ -30,7 +30,8 @@ std::optional<double> table_peak_flops(const GpuFacts& gpu, MatmulKind kind);
 /// The peak a job computing `dtype` measures its MFU against, per rank, and where it came from.
 struct PeakFlops {
   double flops = 0;
-  std::string source;  ///< "NVIDIA H100 80GB HBM3, dense bf16/f16 (the device table)"
+  std::string source;     ///< "NVIDIA H100 80GB HBM3, dense bf16/f16 (the device table)"
+  bool on_cores = false;  ///< measured on the CPU's cores: a lower bound (read_mfu raises it)
 };
 
 /// `measure(device, dtype)`: a matmul rate measured on the device (measured_matmul_flops).

@@ -39,7 +39,7 @@ namespace {
 
 /// The per-rank peak of the MFU (NOTE [MFU peak]), said once: gpu-check reads it. On the CPU
 /// rank 0 measures a core while the others wait in the broadcast.
-double mfu_peak(const Job& job, const comm::Group& world) {
+PeakFlops mfu_peak(const Job& job, const comm::Group& world) {
   const auto core_on_rank0 = [&world](at::ScalarType dtype) {
     at::Tensor rate = at::zeros({1}, at::kDouble);
     if (world.rank() == 0) rate.fill_(measured_core_flops(dtype));
@@ -49,7 +49,7 @@ double mfu_peak(const Job& job, const comm::Group& world) {
   const PeakFlops peak = job_peak_flops(job.config().peak_flops, job.model->mesh().mesh().device(),
                                         job_dtype(job.config()), core_on_rank0);
   log_rank0("[mfu] peak {:.4g} TFLOP/s per rank: {}", peak.flops / 1e12, peak.source);
-  return peak.flops;
+  return peak;
 }
 
 /// The optimizer's FLOPs a step that MFU counts beside the model's `model_flops`: Muon's
@@ -103,15 +103,12 @@ struct Meter {
         tokens_per_step(samples_per_step * job.model->task().tokens_per_sample()),
         flops_per_sample(training_flops_per_sample(job)),
         optimizer_flops_per_step(optimizer_flops(job, flops_per_sample * samples_per_step)),
-        peak(mfu_peak(job, world)),
-        peak_measured(job.config().peak_flops <= 0 &&
-                      !job.model->mesh().mesh().device().is_cuda()) {}
+        peak(mfu_peak(job, world)) {}
 
   comm::CommStats& stats;
   double world_size, samples_per_step, tokens_per_step, flops_per_sample;
   double optimizer_flops_per_step;  ///< Muon's Newton-Schulz (NOTE [Muon exchange])
-  double peak;
-  bool peak_measured;  ///< measured on the CPU's cores: a lower bound (NOTE [MFU peak])
+  PeakFlops peak;  ///< raised where a rate passes a peak measured on the cores (NOTE [MFU peak])
   bool peak_raised = false;
   Clock::time_point start = Clock::now();
 };
@@ -178,16 +175,16 @@ StepMetrics step_metrics(Meter& meter, int64_t step, int64_t start_step, int64_t
   const double rank_rate =
       (meter.flops_per_sample * meter.samples_per_step + meter.optimizer_flops_per_step) * done /
       elapsed / meter.world_size;
-  const MfuReading mfu = read_mfu(rank_rate, meter.peak, meter.peak_measured);
+  const MfuReading mfu = read_mfu(rank_rate, meter.peak.flops, meter.peak.on_cores);
   if (mfu.raised && !meter.peak_raised && log_rank() == 0)
     spdlog::warn(
         "[mfu] step {} ran at {:.0f}% of the peak measured at the start ({:.4g} GFLOP/s "
         "a rank: measured while other processes used the cores?); the peak is now the "
         "rate the run reached, {:.4g} GFLOP/s a rank. Set metrics.peak_flops for a fixed "
         "figure",
-        step + 1, 100 * rank_rate / meter.peak, meter.peak / 1e9, mfu.peak / 1e9);
+        step + 1, 100 * rank_rate / meter.peak.flops, meter.peak.flops / 1e9, mfu.peak / 1e9);
   meter.peak_raised = meter.peak_raised || mfu.raised;
-  meter.peak = mfu.peak;
+  meter.peak.flops = mfu.peak;
   m.mfu = mfu.mfu;
   m.mem_bytes = resident_bytes();
   if (device.is_cuda()) m.gpu_mem = gpu_memory(device);

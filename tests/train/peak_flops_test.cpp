@@ -91,6 +91,9 @@ TEST(PeakFlops, TheCpusPeakIsACoresBestMatmulInTheJobsDtypeTimesTheRanksCores) {
   // the CPU.
   EXPECT_DOUBLE_EQ(job_peak_flops(3e12, kCpu, at::kFloat, core).flops, 3e12);
   EXPECT_EQ(job_peak_flops(3e12, kCpu, at::kFloat, core).source, "metrics.peak_flops");
+  // Only the cores' measure is a lower bound that read_mfu may raise.
+  EXPECT_TRUE(crowded.on_cores);
+  EXPECT_FALSE(job_peak_flops(3e12, kCpu, at::kFloat, core).on_cores);
   EXPECT_EQ(asked.size(), 2u);
   EXPECT_TRUE(gpu_facts(kCpu).name.empty());
 }
