@@ -9,7 +9,5 @@ namespace vescale::models {
 
 std::shared_ptr<const ModelFamily> gpt_family();
 std::shared_ptr<const ModelFamily> mlp_family();
-std::shared_ptr<const ModelFamily> llama_family();
-std::shared_ptr<const ModelFamily> mixtral_family();
 
 }  // namespace vescale::models

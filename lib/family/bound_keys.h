@@ -35,24 +35,6 @@ std::vector<FamilyKey> declared_keys(const std::vector<BoundKey<Config>>& keys) 
   return out;
 }
 
-/// `keys` of a base config bound to the same members of a config derived from it (Mixtral's keys
-/// are Llama's and its own).
-template <typename Derived, typename Base>
-std::vector<BoundKey<Derived>> rebound(const std::vector<BoundKey<Base>>& keys) {
-  static_assert(std::is_base_of_v<Base, Derived>);
-  std::vector<BoundKey<Derived>> out;
-  for (const auto& k : keys) {
-    out.push_back({k.key, std::visit(
-                              [](auto member) {
-                                using T = std::remove_reference_t<decltype(Base().*member)>;
-                                return decltype(BoundKey<Derived>::member)(
-                                    static_cast<T Derived::*>(member));
-                              },
-                              k.member)});
-  }
-  return out;
-}
-
 /// A Config with every bound member read from `values` (the rest as Config's defaults).
 template <typename Config>
 Config read_keys(const std::vector<BoundKey<Config>>& keys, const ModelKeys& values) {

@@ -1,18 +1,18 @@
-#include "models/llama.h"
+#include "models/decoder.h"
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "core/error.h"
 #include "dtensor/ops.h"
 #include "models/layers.h"
+#include "models/moe.h"
 
 namespace vescale::models {
 
-int64_t LlamaConfig::padded_vocab(int64_t tp) const {
+int64_t DecoderConfig::padded_vocab(int64_t tp) const {
   return models::padded_vocab(vocab_size, vocab_multiple, tp);
 }
 
@@ -28,7 +28,7 @@ std::pair<DTensor, DTensor> RMSNorm::after_add(const DTensor& x, const DTensor& 
   return ops::add_rms_norm(x, delta, param("weight"), eps_);
 }
 
-LlamaAttention::LlamaAttention(const LlamaConfig& c)
+DecoderAttention::DecoderAttention(const DecoderConfig& c)
     : Module("LlamaAttention"),
       n_head_(c.n_head),
       n_kv_head_(c.n_kv_head),
@@ -36,14 +36,12 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c)
       rope_theta_(c.rope_theta),
       fused_projections_(c.fused_projections) {
   q_ = register_module("q_proj", std::make_shared<Linear>(c.n_embd, c.n_embd, false));
-  k_ =
-      register_module("k_proj", std::make_shared<Linear>(c.n_embd, c.n_kv_head * head_dim_, false));
-  v_ =
-      register_module("v_proj", std::make_shared<Linear>(c.n_embd, c.n_kv_head * head_dim_, false));
+  k_ = register_module("k_proj", std::make_shared<Linear>(c.n_embd, c.kv_width(), false));
+  v_ = register_module("v_proj", std::make_shared<Linear>(c.n_embd, c.kv_width(), false));
   o_ = register_module("o_proj", std::make_shared<Linear>(c.n_embd, c.n_embd, false));
 }
 
-Tensors LlamaAttention::forward(const Tensors& inputs) {
+Tensors DecoderAttention::forward(const Tensors& inputs) {
   const DTensor& x = inputs.at(0);
   const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
   const std::vector<DTensor> qkv = project(x, {q_.get(), k_.get(), v_.get()}, fused_projections_);
@@ -59,7 +57,7 @@ Tensors LlamaAttention::forward(const Tensors& inputs) {
   return {(*o_)(y)};
 }
 
-LlamaMLP::LlamaMLP(const LlamaConfig& c)
+SwiGLU::SwiGLU(const DecoderConfig& c)
     : Module("LlamaMLP"), fused_projections_(c.fused_projections) {
   gate_ =
       register_module("gate_proj", std::make_shared<Linear>(c.n_embd, c.intermediate_size, false));
@@ -68,19 +66,16 @@ LlamaMLP::LlamaMLP(const LlamaConfig& c)
       register_module("down_proj", std::make_shared<Linear>(c.intermediate_size, c.n_embd, false));
 }
 
-Tensors LlamaMLP::forward(const Tensors& inputs) {
+Tensors SwiGLU::forward(const Tensors& inputs) {
   const std::vector<DTensor> gate_up =
       project(inputs.at(0), {gate_.get(), up_.get()}, fused_projections_);
   return {(*down_)(ops::swiglu(gate_up[0], gate_up[1]))};
 }
 
-LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c)
-    : LlamaDecoderLayer(c, "LlamaDecoderLayer", "mlp", std::make_shared<LlamaMLP>(c)) {}
-
-LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, const std::string& type,
-                                     const std::string& mlp_name, std::shared_ptr<Module> mlp)
+DecoderLayer::DecoderLayer(const DecoderConfig& c, const std::string& type,
+                           const std::string& mlp_name, std::shared_ptr<Module> mlp)
     : Module(type) {
-  attn_ = register_module("self_attn", std::make_shared<LlamaAttention>(c));
+  attn_ = register_module("self_attn", std::make_shared<DecoderAttention>(c));
   mlp_ = register_module(mlp_name, std::move(mlp));
   input_norm_ =
       register_module("input_layernorm", std::make_shared<RMSNorm>(c.n_embd, c.rms_norm_eps));
@@ -88,19 +83,22 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, const std::string& ty
                                std::make_shared<RMSNorm>(c.n_embd, c.rms_norm_eps));
 }
 
-Tensors LlamaDecoderLayer::forward(const Tensors& inputs) {
+Tensors DecoderLayer::forward(const Tensors& inputs) {
   const auto [x, normed] =
       add_then_norm(*post_norm_, inputs.at(0), (*attn_)((*input_norm_)(inputs.at(0))));
   return {ops::add(x, (*mlp_)(normed))};
 }
 
-Llama::Llama(const LlamaConfig& c, int64_t tp)
-    : Llama("Llama", c, tp, [&c](int64_t) { return std::make_shared<LlamaDecoderLayer>(c); }) {}
+namespace {
 
-Llama::Llama(const std::string& type, const LlamaConfig& c, int64_t tp, const LayerFactory& layer)
-    : DecoderLM(type, c.vocab_size, c.block_size, c.n_layer, c.padded_vocab(tp)), config_(c) {
-  std::string name = type;
-  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+/// The shape checks the model makes itself (the family's check says the same naming the job's
+/// config file), `name` the variant's ("llama").
+void check_shape(const DecoderConfig& c, const std::string& name) {
+  if (c.mlp == DecoderMlp::kExperts) {
+    VS_USER_CHECK(c.experts_per_token >= 1 && c.experts_per_token <= c.num_experts,
+                  "[model] {}: experts_per_token {} must be between 1 and num_experts {}", name,
+                  c.experts_per_token, c.num_experts);
+  }
   VS_USER_CHECK(c.vocab_size > 0 && c.block_size > 0 && c.n_layer > 0,
                 "[model] {} needs positive vocab_size, block_size and n_layer", name);
   VS_USER_CHECK(c.n_head > 0 && c.n_embd % c.n_head == 0 && (c.n_embd / c.n_head) % 2 == 0,
@@ -109,12 +107,27 @@ Llama::Llama(const std::string& type, const LlamaConfig& c, int64_t tp, const La
                 name, c.n_embd, c.n_head);
   VS_USER_CHECK(c.n_kv_head > 0 && c.n_head % c.n_kv_head == 0,
                 "[model] {}: n_kv_head {} must divide n_head {}", name, c.n_kv_head, c.n_head);
+}
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), ::tolower);
+  return text;
+}
+
+}  // namespace
+
+Decoder::Decoder(const DecoderConfig& c, const DecoderTypes& types, int64_t tp)
+    : DecoderLM(types.model, c.vocab_size, c.block_size, c.n_layer, c.padded_vocab(tp)),
+      config_(c) {
+  check_shape(c, lower(types.model));
+  if (c.mlp == DecoderMlp::kExperts)
+    router_log_ = std::make_shared<RouterLog>(c.n_layer, c.num_experts);
   auto model = std::make_shared<Container>();
   register_module("model", model);
   embed_ = model->add("embed_tokens", std::make_shared<Embedding>(padded_vocab(), c.n_embd));
   auto layers = model->add("layers", std::make_shared<Container>());
   for (int64_t i = 0; i < c.n_layer; ++i)
-    blocks_.push_back(layers->add(std::to_string(i), layer(i)));
+    blocks_.push_back(layers->add(std::to_string(i), layer(i, types.layer)));
   final_norm_ = model->add("norm", std::make_shared<RMSNorm>(c.n_embd, c.rms_norm_eps));
   if (c.tie_embeddings) {
     lm_head_ = register_module(
@@ -124,6 +137,25 @@ Llama::Llama(const std::string& type, const LlamaConfig& c, int64_t tp, const La
         register_module("lm_head", std::make_shared<Linear>(c.n_embd, padded_vocab(), false));
   }
   assign_names();
+}
+
+std::shared_ptr<Module> Decoder::layer(int64_t i, const std::string& type) {
+  if (config_.mlp == DecoderMlp::kSwiGLU)
+    return std::make_shared<DecoderLayer>(config_, type, "mlp", std::make_shared<SwiGLU>(config_));
+  return std::make_shared<DecoderLayer>(
+      config_, type, "block_sparse_moe",
+      std::make_shared<MixtralSparseMoe>(config_, i, router_log_));
+}
+
+Tensors Decoder::run_layers(int64_t first, int64_t end, const Tensors& inputs,
+                            const ForwardContext& context) {
+  if (router_log_) router_log_->set_context(context);
+  return DecoderLM::run_layers(first, end, inputs, context);
+}
+
+std::optional<RouterStats> Decoder::router_stats(int64_t step) const {
+  if (!router_log_) return std::nullopt;
+  return router_log_->stats(step);
 }
 
 }  // namespace vescale::models

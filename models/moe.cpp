@@ -1,4 +1,4 @@
-#include "models/mixtral.h"
+#include "models/moe.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
@@ -39,7 +39,7 @@ RouterStats RouterLog::stats(int64_t step) const {
   return out;
 }
 
-MixtralExpert::MixtralExpert(const MixtralConfig& c, ExpertSlot slot)
+MixtralExpert::MixtralExpert(const DecoderConfig& c, ExpertSlot slot)
     : Module("MixtralBlockSparseTop2MLP") {
   register_module("w1", std::make_shared<Linear>(c.n_embd, c.intermediate_size, false));
   register_module("w2", std::make_shared<Linear>(c.intermediate_size, c.n_embd, false));
@@ -67,7 +67,7 @@ Tensors MixtralExpert::forward(const Tensors&) {
   throw Error("[model] mixtral: an expert runs inside its MoE layer (moe_experts), not on its own");
 }
 
-MixtralExperts::MixtralExperts(const MixtralConfig& c, std::shared_ptr<RouterLog> log)
+MixtralExperts::MixtralExperts(const DecoderConfig& c, std::shared_ptr<RouterLog> log)
     : Module("MixtralExperts"), top_k_(c.experts_per_token), log_(std::move(log)) {
   for (int64_t e = 0; e < c.num_experts; ++e) {
     experts_.push_back(register_module(
@@ -92,7 +92,7 @@ Tensors MixtralExperts::forward(const Tensors& inputs) {
   return {ops::moe_experts(inputs.at(0), inputs.at(1), local, top_k_, placement)};
 }
 
-MixtralSparseMoe::MixtralSparseMoe(const MixtralConfig& c, int64_t layer,
+MixtralSparseMoe::MixtralSparseMoe(const DecoderConfig& c, int64_t layer,
                                    std::shared_ptr<RouterLog> log)
     : Module("MixtralSparseMoe"),
       layer_(layer),
@@ -102,7 +102,7 @@ MixtralSparseMoe::MixtralSparseMoe(const MixtralConfig& c, int64_t layer,
       log_(std::move(log)) {
   gate_ = register_module("gate", std::make_shared<Linear>(c.n_embd, c.num_experts, false));
   experts_ = register_module("experts", std::make_shared<MixtralExperts>(c, log_));
-  if (c.shared_expert) shared_ = register_module("shared_expert", std::make_shared<LlamaMLP>(c));
+  if (c.shared_expert) shared_ = register_module("shared_expert", std::make_shared<SwiGLU>(c));
 }
 
 Tensors MixtralSparseMoe::forward(const Tensors& inputs) {
@@ -137,37 +137,6 @@ Tensors MixtralSparseMoe::forward(const Tensors& inputs) {
     if (grad != 0.0) y = DTensor(attach_loss(y.to_local(), aux, grad), y.spec());
   }
   return {ops::reshape(y, {b, t, c})};
-}
-
-namespace {
-
-const MixtralConfig& checked_experts(const MixtralConfig& c) {
-  VS_USER_CHECK(c.experts_per_token >= 1 && c.experts_per_token <= c.num_experts,
-                "[model] mixtral: experts_per_token {} must be between 1 and num_experts {}",
-                c.experts_per_token, c.num_experts);
-  return c;
-}
-
-}  // namespace
-
-Mixtral::Mixtral(const MixtralConfig& c, int64_t tp)
-    : Mixtral(checked_experts(c), tp, std::make_shared<RouterLog>(c.n_layer, c.num_experts)) {}
-
-Mixtral::Mixtral(const MixtralConfig& c, int64_t tp, std::shared_ptr<RouterLog> log)
-    : Llama("Mixtral", c, tp,
-            [&c, &log](int64_t i) -> std::shared_ptr<Module> {
-              // Llama's decoder layer around the mixture of experts, under Hugging Face's name.
-              return std::make_shared<LlamaDecoderLayer>(
-                  c, "MixtralDecoderLayer", "block_sparse_moe",
-                  std::make_shared<MixtralSparseMoe>(c, i, log));
-            }),
-      config_(c),
-      log_(std::move(log)) {}
-
-Tensors Mixtral::run_layers(int64_t first, int64_t end, const Tensors& inputs,
-                            const ForwardContext& context) {
-  log_->set_context(context);
-  return Llama::run_layers(first, end, inputs, context);
 }
 
 }  // namespace vescale::models

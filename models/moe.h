@@ -1,5 +1,5 @@
-// A Mixtral-style decoder (Hugging Face's MixtralForCausalLM, issue [28]): Llama's attention,
-// norms and rotary embeddings, with each MLP a sparse mixture of SwiGLU experts: a float32 router
+// The decoder's mixture-of-experts MLP (DecoderMlp::kExperts: Hugging Face's MixtralSparseMoeBlock,
+// issue [28]), each layer's MLP a sparse mixture of SwiGLU experts: a float32 router
 // picks each token's top-k experts, their outputs are summed with the renormalised router
 // weights, nothing dropped; optionally one shared expert every token goes through (DeepSeek).
 // The router's auxiliary load-balancing loss joins the training objective (NOTE [MoE auxiliary
@@ -17,19 +17,9 @@
 #include "dmodule/module.h"
 #include "dtensor/expert_ops.h"
 #include "family/layered_model.h"
-#include "models/decoder_lm.h"
-#include "models/llama.h"
+#include "models/decoder.h"
 
 namespace vescale::models {
-
-/// Llama's keys (the attention, the norms, each expert's SwiGLU of intermediate_size) and the
-/// mixture's.
-struct MixtralConfig : LlamaConfig {
-  int64_t num_experts = 4;
-  int64_t experts_per_token = 2;       ///< top-k
-  double router_aux_loss_coef = 0.02;  ///< weight of the auxiliary loss in the objective
-  bool shared_expert = false;
-};
 
 /// What the MoE layers of one model share: the forward context of the current layer run, and
 /// what the routers measured in each step's training forwards (keyed by micro-batch and layer,
@@ -55,7 +45,7 @@ class RouterLog {
 /// Its forward is the MoE layer's: the experts are run on their routed rows by moe_experts.
 class MixtralExpert : public Module {
  public:
-  MixtralExpert(const MixtralConfig& config, ExpertSlot slot);
+  MixtralExpert(const DecoderConfig& config, ExpertSlot slot);
   /// Its weights, when this rank holds it (under expert parallelism an ep rank holds its block).
   std::optional<ExpertParams> weights();
 
@@ -68,7 +58,7 @@ class MixtralExpert : public Module {
 /// experts of other ep ranks sent there and back (NOTE [Expert parallelism]).
 class MixtralExperts : public Module {
  public:
-  MixtralExperts(const MixtralConfig& config, std::shared_ptr<RouterLog> log);
+  MixtralExperts(const DecoderConfig& config, std::shared_ptr<RouterLog> log);
 
  protected:
   Tensors forward(const Tensors& inputs) override;
@@ -80,10 +70,10 @@ class MixtralExperts : public Module {
 };
 
 /// gate (the router, [E, C]), experts.{e}.{w1, w3} [I, C] and experts.{e}.w2 [C, I], and with
-/// shared_expert a Llama MLP shared_expert.{gate_proj, up_proj, down_proj}.
+/// shared_expert a SwiGLU shared_expert.{gate_proj, up_proj, down_proj}.
 class MixtralSparseMoe : public Module {
  public:
-  MixtralSparseMoe(const MixtralConfig& config, int64_t layer, std::shared_ptr<RouterLog> log);
+  MixtralSparseMoe(const DecoderConfig& config, int64_t layer, std::shared_ptr<RouterLog> log);
 
  protected:
   Tensors forward(const Tensors& inputs) override;
@@ -93,25 +83,6 @@ class MixtralSparseMoe : public Module {
   double router_aux_loss_coef_;
   std::shared_ptr<RouterLog> log_;
   std::shared_ptr<Module> gate_, experts_, shared_;
-};
-
-/// Layers as Llama's: 0 the token embedding, 1..n_layer the decoder layers, n_layer + 1 the final
-/// norm and lm_head.
-class Mixtral : public Llama {
- public:
-  /// `tp` only sets the vocabulary padding.
-  Mixtral(const MixtralConfig& config, int64_t tp = 1);
-  const MixtralConfig& config() const { return config_; }
-  Tensors run_layers(int64_t first, int64_t end, const Tensors& inputs,
-                     const ForwardContext& context) override;
-  std::optional<RouterStats> router_stats(int64_t step) const override { return log_->stats(step); }
-
- private:
-  /// The layers' shared log exists before Llama's constructor builds them.
-  Mixtral(const MixtralConfig& config, int64_t tp, std::shared_ptr<RouterLog> log);
-
-  MixtralConfig config_;
-  std::shared_ptr<RouterLog> log_;
 };
 
 }  // namespace vescale::models
