@@ -1,0 +1,103 @@
+"""gpucheck.runs: time limits as `timeout -k 10` kept them, and why a run failed in one line."""
+import os
+import sys
+import tempfile
+import unittest
+from unittest import mock
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from gpucheck import runs  # noqa: E402
+from gpucheck.clock import Clock  # noqa: E402
+from gpucheck.context import Check  # noqa: E402
+from gpucheck.table import Report  # noqa: E402
+
+PY = sys.executable
+
+
+def fake_check(folder, mode="cpu"):
+    """A Check whose logs are `folder`, for the parts that read and write logs."""
+    return Check(mode=mode, binary="/bin/false", logs=folder, scratch=folder,
+                 clock=Clock(420, 480), report=Report(mode))
+
+
+class Limits(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.log = os.path.join(self.tmp.name, "run.log")
+
+    def read(self, path):
+        with open(path) as f:
+            return f.read()
+
+    def test_exit_status_and_output(self):
+        rc = runs.run_limited([PY, "-c", "import sys; print('out'); sys.exit(3)"], 30, self.log)
+        self.assertEqual((rc, self.read(self.log)), (3, "out\n"))
+
+    def test_stderr_apart(self):
+        errors = os.path.join(self.tmp.name, "run.err")
+        code = "import sys; print('ids'); print('said', file=sys.stderr)"
+        self.assertEqual(runs.run_limited([PY, "-c", code], 30, self.log, errors=errors), 0)
+        self.assertEqual((self.read(self.log), self.read(errors)), ("ids\n", "said\n"))
+
+    def test_append(self):
+        runs.run_limited([PY, "-c", "print(1)"], 30, self.log)
+        runs.run_limited([PY, "-c", "print(2)"], 30, self.log, append=True)
+        self.assertEqual(self.read(self.log), "1\n2\n")
+
+    def test_past_its_limit_124(self):
+        self.assertEqual(runs.run_limited([PY, "-c", "import time; time.sleep(20)"], 0.3, self.log), 124)
+
+    def test_one_that_ignores_sigterm_is_killed_137(self):
+        code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(20)"
+        with mock.patch.object(runs, "KILL_AFTER", 0.3):
+            self.assertEqual(runs.run_limited([PY, "-c", code], 0.3, self.log), 137)
+
+    def test_killed_by_a_signal_as_the_shell_says(self):
+        code = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+        self.assertEqual(runs.run_limited([PY, "-c", code], 30, self.log), 139)
+
+    def test_a_missing_program_is_127(self):
+        self.assertEqual(runs.run_limited(["/no/such/program"], 30, self.log), 127)
+        self.assertIn("/no/such/program", self.read(self.log))
+
+
+class WhyFailed(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.check = fake_check(self.tmp.name)
+
+    def write_log(self, name, text):
+        with open(self.check.log(f"{name}.log"), "w") as f:
+            f.write(text)
+
+    def test_first_error_line(self):
+        self.write_log("dev64", "[12:00:01] info step 1\n[12:00:02] error [config] bad | key\r\n"
+                       "[12:00:03] error second\n")
+        self.check.run_failed["dev64"] = 1
+        self.assertEqual(runs.why_failed(self.check, "dev64"),
+                         "dev64 exited 1: [12:00:02] error [config] bad / key")
+
+    def test_last_line_without_an_error_line(self):
+        self.write_log("cpu64", "one\n" + "x" * 200 + "\n")
+        self.check.run_failed["cpu64"] = 134
+        self.assertEqual(runs.why_failed(self.check, "cpu64"), "cpu64 exited 134: " + "x" * 160)
+
+    def test_timed_out(self):
+        self.check.run_failed["bench_vescale"] = 124
+        self.assertEqual(runs.why_failed(self.check, "bench_vescale"),
+                         "bench_vescale timed out (exit 124: its limit, or the call's END, came first)")
+
+    def test_passed_run_without_figures(self):
+        self.assertEqual(runs.why_failed(self.check, "absent"), "absent exited ?: no output")
+
+    def test_smi_max(self):
+        with open(self.check.log("bench_vescale.smi"), "w") as f:
+            f.write("512\n12034\n900\n")
+        self.assertEqual(runs.smi_max(self.check, "bench_vescale"), "12034")
+        self.assertEqual(runs.smi_max(self.check, "absent"), "-")
+
+
+if __name__ == "__main__":
+    unittest.main()
