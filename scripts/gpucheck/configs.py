@@ -2,6 +2,15 @@
 and --cpu's small bench GPT."""
 import os
 
+# Both jobs run on one rank on synthetic tokens.
+ONE_RANK_SYNTHETIC = """\
+[parallel]
+dp = 1
+tp = 1
+[data]
+source = "synthetic"
+"""
+
 PARITY_GPT = """\
 # gpu-check's parity job: a small GPT with dropout (vescale's masks do not depend on the device)
 [job]
@@ -14,11 +23,7 @@ n_layer = 2
 n_head = 4
 n_embd = 64
 dropout = 0.1
-[parallel]
-dp = 1
-tp = 1
-[data]
-source = "synthetic"
+""" + ONE_RANK_SYNTHETIC + """\
 [training]
 steps = 20
 global_batch_size = 8
@@ -54,11 +59,7 @@ n_layer = 2
 n_head = 4
 n_embd = 128
 dropout = 0.0
-[parallel]
-dp = 1
-tp = 1
-[data]
-source = "synthetic"
+""" + ONE_RANK_SYNTHETIC + """\
 [training]
 steps = 6
 global_batch_size = 4

@@ -6,14 +6,11 @@ import json
 import os
 import stat
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from gpucheck.clock import Clock  # noqa: E402
-from gpucheck.context import Check  # noqa: E402
 from gpucheck.stages import bench  # noqa: E402
-from gpucheck.table import Report  # noqa: E402
+from gpucheck_fakes import LogsTestCase  # noqa: E402
 
 PEER = dict(who="torch-eager", tokens_per_s=7370.2, median_step_ms=69.47, peak_alloc_bytes=None,
             peak_reserved_bytes=None, warmup_s=0.06, loss_first=5.576, loss_last=5.069,
@@ -22,18 +19,11 @@ SAID = ("[20:01:42] info [mfu] peak 0.5 TFLOP/s per rank: 250 GFLOP/s a core (it
         "float32 matmul) x 2 cores a rank")
 
 
-class BenchRows(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(self.tmp.cleanup)
-        self.check = Check(mode="cpu", binary="/bin/false", logs=self.tmp.name,
-                           scratch=self.tmp.name, clock=Clock(420, 480), report=Report("cpu"))
-
+class BenchRows(LogsTestCase):
     def fake_peer(self, last_line, rc):
         """A "python" whose peer prints `last_line` and exits `rc`."""
-        path = os.path.join(self.tmp.name, "python")
-        with open(path, "w") as f:
-            f.write(f"#!/bin/sh\necho 'step 1'\necho '{last_line}'\nexit {rc}\n")
+        self.write("python", f"#!/bin/sh\necho 'step 1'\necho '{last_line}'\nexit {rc}\n")
+        path = os.path.join(self.folder, "python")
         os.chmod(path, stat.S_IRWXU)
         self.check.torch_python = path
 
@@ -72,10 +62,9 @@ class BenchRows(unittest.TestCase):
         self.assertEqual(self.peer_row(), "| torch-eager | skipped: past the deadline |")
 
     def mfu_row(self, steps, config_peak=0.0, said=SAID):
-        with open(self.check.log("mfu_check.log"), "w") as f:
-            f.write(f"{said}\n")
-        with open(self.check.log("mfu_check.jsonl"), "w") as f:
-            f.writelines(json.dumps(dict(step=n, mfu=m, tokens_per_s=t)) + "\n" for n, m, t in steps)
+        self.write("mfu_check.log", f"{said}\n")
+        self.write("mfu_check.jsonl", "".join(json.dumps(dict(step=n, mfu=m, tokens_per_s=t)) + "\n"
+                                              for n, m, t in steps))
         with contextlib.redirect_stdout(io.StringIO()):
             bench.mfu_row(self.check, "mfu_check", 1e6, config_peak)
         return self.check.report.mfu[-1]

@@ -1,30 +1,20 @@
 """gpucheck.runs: time limits as `timeout -k 10` kept them, and why a run failed in one line."""
 import os
 import sys
-import tempfile
 import unittest
 from unittest import mock
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 from gpucheck import runs  # noqa: E402
-from gpucheck.clock import Clock  # noqa: E402
-from gpucheck.context import Check  # noqa: E402
-from gpucheck.table import Report  # noqa: E402
+from gpucheck_fakes import LogsTestCase  # noqa: E402
 
 PY = sys.executable
 
 
-def fake_check(folder, mode="cpu"):
-    """A Check whose logs are `folder`, for the parts that read and write logs."""
-    return Check(mode=mode, binary="/bin/false", logs=folder, scratch=folder,
-                 clock=Clock(420, 480), report=Report(mode))
-
-
-class Limits(unittest.TestCase):
+class Limits(LogsTestCase):
     def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(self.tmp.cleanup)
-        self.log = os.path.join(self.tmp.name, "run.log")
+        super().setUp()
+        self.log = os.path.join(self.folder, "run.log")
 
     def read(self, path):
         with open(path) as f:
@@ -35,7 +25,7 @@ class Limits(unittest.TestCase):
         self.assertEqual((rc, self.read(self.log)), (3, "out\n"))
 
     def test_stderr_apart(self):
-        errors = os.path.join(self.tmp.name, "run.err")
+        errors = os.path.join(self.folder, "run.err")
         code = "import sys; print('ids'); print('said', file=sys.stderr)"
         self.assertEqual(runs.run_limited([PY, "-c", code], 30, self.log, errors=errors), 0)
         self.assertEqual((self.read(self.log), self.read(errors)), ("ids\n", "said\n"))
@@ -62,25 +52,16 @@ class Limits(unittest.TestCase):
         self.assertIn("/no/such/program", self.read(self.log))
 
 
-class WhyFailed(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(self.tmp.cleanup)
-        self.check = fake_check(self.tmp.name)
-
-    def write_log(self, name, text):
-        with open(self.check.log(f"{name}.log"), "w") as f:
-            f.write(text)
-
+class WhyFailed(LogsTestCase):
     def test_first_error_line(self):
-        self.write_log("dev64", "[12:00:01] info step 1\n[12:00:02] error [config] bad | key\r\n"
+        self.write("dev64.log", "[12:00:01] info step 1\n[12:00:02] error [config] bad | key\r\n"
                        "[12:00:03] error second\n")
         self.check.run_failed["dev64"] = 1
         self.assertEqual(runs.why_failed(self.check, "dev64"),
                          "dev64 exited 1: [12:00:02] error [config] bad / key")
 
     def test_last_line_without_an_error_line(self):
-        self.write_log("cpu64", "one\n" + "x" * 200 + "\n")
+        self.write("cpu64.log", "one\n" + "x" * 200 + "\n")
         self.check.run_failed["cpu64"] = 134
         self.assertEqual(runs.why_failed(self.check, "cpu64"), "cpu64 exited 134: " + "x" * 160)
 
@@ -93,8 +74,7 @@ class WhyFailed(unittest.TestCase):
         self.assertEqual(runs.why_failed(self.check, "absent"), "absent exited ?: no output")
 
     def test_smi_max(self):
-        with open(self.check.log("bench_vescale.smi"), "w") as f:
-            f.write("512\n12034\n900\n")
+        self.write("bench_vescale.smi", "512\n12034\n900\n")
         self.assertEqual(runs.smi_max(self.check, "bench_vescale"), "12034")
         self.assertEqual(runs.smi_max(self.check, "absent"), "-")
 

@@ -5,16 +5,13 @@ import io
 import json
 import os
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 from gpucheck import kernel_rows  # noqa: E402
-from gpucheck.clock import Clock  # noqa: E402
-from gpucheck.context import Check  # noqa: E402
 from gpucheck.stages import kernels, parity  # noqa: E402
 from gpucheck.stages.build import warning_sites  # noqa: E402
-from gpucheck.table import Report  # noqa: E402
+from gpucheck_fakes import LogsTestCase  # noqa: E402
 
 ROOT = "/src/vescale"
 
@@ -134,16 +131,10 @@ class GpuVerified(unittest.TestCase):
                                  "at::linear, SwiGLU kernel, rotary kernel"])
 
 
-class ParityRows(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(self.tmp.cleanup)
-        self.check = Check(mode="cpu", binary="/bin/false", logs=self.tmp.name,
-                           scratch=self.tmp.name, clock=Clock(420, 480), report=Report("cpu"))
-
+class ParityRows(LogsTestCase):
     def curve(self, name, losses):
-        with open(self.check.log(f"{name}.jsonl"), "w") as f:
-            f.writelines(json.dumps(dict(step=i + 1, loss=x)) + "\n" for i, x in enumerate(losses))
+        self.write(f"{name}.jsonl", "".join(json.dumps(dict(step=i + 1, loss=x)) + "\n"
+                                            for i, x in enumerate(losses)))
 
     def compare(self, *args):
         with contextlib.redirect_stdout(io.StringIO()):
@@ -168,8 +159,7 @@ class ParityRows(unittest.TestCase):
     def test_a_failed_run_says_why(self):
         self.curve("cpu64", [2.0, 1.0])
         self.curve("dev64", [2.0, 1.0])
-        with open(self.check.log("dev64.log"), "w") as f:
-            f.write("[kernels] rank 0 took: x\nterminate called after throwing\n")
+        self.write("dev64.log", "[kernels] rank 0 took: x\nterminate called after throwing\n")
         self.check.run_failed["dev64"] = 134
         self.assertEqual(self.compare("gpt float64", "1e-10", "cpu64", "dev64", 1, 2),
                          "| gpt float64 | dev64 exited 134: terminate called after throwing | 1e-10 | FAIL |")
