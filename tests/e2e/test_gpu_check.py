@@ -2,7 +2,9 @@
 side then runs on the CPU too, so every parity figure must come out within its bar (0 or near);
 the bench has vescale-train's rows (fused and unfused) and the Python peer's eager row
 (torch.compile's row is skipped, with the reason, on a torch before 2.0); the profile's trace has
-phases; the summary line counts no failure. A deadline of 0 skips every stage, saying so."""
+phases; the summary line counts no failure. A deadline of 0 skips every stage, saying so.
+The script is a thin entry to scripts/gpucheck/, whose deciding parts have unit tests of their
+own (tests/scripts/test_gpucheck_*.py); this test runs the whole of it on the real binary."""
 import json
 import os
 import re
