@@ -9,6 +9,7 @@ from benchsuite.process import BenchError
 
 
 def main(argv):
+    """Prints the tables BENCH names; 1 when a name or a run fails."""
     if argv[:1] in (["-h"], ["--help"]):
         print(benchsuite.__doc__.strip())
         return 0

@@ -25,6 +25,7 @@ def mib(kib):
 
 
 def main(argv):
+    """Runs argv, prints its peak RSS line, returns its exit status."""
     code = subprocess.run(argv).returncode
     print("max RSS KiB", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)
     return code

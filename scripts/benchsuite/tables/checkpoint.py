@@ -15,6 +15,7 @@ def saves(output):
 
 
 def header():
+    """The column names, aligned as the rows."""
     return (f"{'format':<8} {'mode':<6} {'size':>10} {'stall ms':>12} {'write MB/s':>12} "
             f"{'dd MB/s':>12} {'ratio':>7} {'peak RSS r0':>12}")
 
@@ -29,6 +30,7 @@ def row(fmt, is_async, nbytes, peak, dd_mb_s, saved):
 
 
 def run_row(ctx, fmt, is_async):
+    """Trains with saves in fmt, sync or async, and returns the row."""
     folder = f"ckpt-{fmt}-{str(is_async).lower()}"
     output = tiny.train(
         ctx, folder, 7, "--model.n_embd=512", "--model.n_layer=8", "--model.n_head=8",

@@ -41,6 +41,7 @@ def row(label, ns, calls, step_times, on, off):
 
 
 def job_row(ctx, label, ns, overrides):
+    """Runs the job ROUNDS times with the recorder on and off, alternating, and returns its row."""
     tokens = {4096: [], 0: []}
     for rnd in range(1, ROUNDS + 1):
         for entries in (4096, 0):

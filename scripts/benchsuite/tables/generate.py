@@ -22,6 +22,7 @@ def row(label, cache, summary):
 
 
 def rows(ctx, label, folder, *overrides):
+    """Prints the rows of the checkpoint in folder, with the KV cache and without."""
     for cache in ("on", "off"):
         stderr = process.run_stderr(
             [ctx.train, "generate", tiny.CONFIG, "--checkpoint", ctx.path(folder, "checkpoints", "latest"),

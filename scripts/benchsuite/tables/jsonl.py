@@ -31,6 +31,7 @@ def write_corpus(path, text, repeats=REPEATS):
 
 
 def run_row(ctx, label, tokenizer, fmt, path, threads):
+    """Prepares the file at path and returns its row."""
     output, peak = prepare(ctx, [path], tokenizer, f"jsonl-{label}-{fmt}-{threads}", threads)
     return row(label, fmt, disk.disk_mib(path), threads, output, peak)
 

@@ -37,6 +37,7 @@ def row(label, kind, lines, done):
 
 
 def run_row(ctx, label, kind, folder, *args):
+    """Fine-tunes (train args) into folder and prints the row; a failure stops the table."""
     output = process.run([ctx.train, "train", *args, f"--job.dump_folder={ctx.path(folder)}",
                           "--metrics.log_interval=1"])
     lines = trainlog.step_metrics(ctx.path(folder, "metrics.jsonl"))

@@ -40,6 +40,7 @@ def sweep(ctx, width, optimizer, steps):
     """seed 1 at each rate of SWEEP and past the sweep's edge while the best is on it, then
     seeds 2 and 3 at the best rate."""
     def run_lr(lr, seed):
+        """One run at lr and seed."""
         train(ctx, f"muon-w{width}-{optimizer}_{lr}_{seed}", width, optimizer,
               f"--optimizer.lr={lr}", f"--training.seed={seed}", f"--training.steps={steps}",
               "--eval.interval=50", "--eval.windows=8", "--metrics.log_interval=50")
@@ -68,6 +69,7 @@ def run(ctx):
 
 
 def run_cost(ctx):
+    """The muon-cost table."""
     print("muon's step against adamw's: the same models, 1 process, float32, 60 steps of 16 x 64 tokens,")
     print("3 alternating rounds; the median over steps 11-60 of each round, then over the rounds")
     for rnd in range(1, COST_ROUNDS + 1):

@@ -14,6 +14,7 @@ WHEEL = " (wheel LibTorch)"
 def peer_specs(peer, plain_envs, wheel, bf16):
     """The runs of the peers table: (name, row, setting) of every candidate."""
     def vs(label, row, suffix=""):
+        """vescale-train's row, and its twin on the wheel's LibTorch."""
         return candidates(label, row + suffix, "") + (
             candidates(label + WHEEL, f"wheel-{row}{suffix}", "") if wheel else [])
     specs = [*candidates("torch eager 1 process", "eager", peer.one_envs),
@@ -111,6 +112,7 @@ def run(ctx):
 
 
 def run_threads(ctx):
+    """The peer-threads table: the grid of thread settings of Debian's PyTorch and the plain loop."""
     peer = settings.from_env(ctx.env)
     print(f"peer thread settings: tokens/s (median of {peer.rounds} interleaved rounds, {peer.steps} steps; threads = OMP_NUM_THREADS, blas = OPENBLAS_NUM_THREADS, - = unset)")
     specs = thread_specs()

@@ -11,6 +11,7 @@ MICROBATCHES = (4, 8, 16)
 
 
 def header():
+    """The column names (aligned as printed since the table began, a little off the rows)."""
     return (f"{'schedule':<18} {'m':>4} {'tokens/s':>10} {'bubble r0 / r1':>16} {'simulated':>10} "
             f"{'peak RSS r0 / r1':>22} {'in flight r0 / r1':>22}")
 
@@ -43,6 +44,7 @@ def row(schedule, m, tokens, sim, r0, r1):
 
 
 def run_row(ctx, schedule, virtual, m):
+    """Trains 30 steps on schedule with m micro-batches and returns the row."""
     args = ["--parallel.pp=2", "--parallel.dp=1", "--parallel.tp=1", "--parallel.plan=",
             f"--parallel.pp_schedule={schedule}", f"--parallel.pp_virtual={virtual}",
             f"--parallel.microbatches={m}"]

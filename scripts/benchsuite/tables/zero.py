@@ -8,6 +8,7 @@ SHORT = {"all_reduce": "ar", "reduce_scatter": "rs", "all_gather": "ag"}
 
 
 def header():
+    """The column names, aligned as the rows."""
     return (f"{'dp':<4} {'zero':<5} {'tokens/s':>10} {'params':>12} {'grads':>12} "
             f"{'optimizer':>12} {'peak RSS':>12} dp bytes/step")
 
