@@ -111,6 +111,9 @@ def write_parity_configs(logs):
             for family, name in files.items()}
 
 
-def write_small_bench(logs):
-    """logs/bench-small.toml, --cpu's bench and profile job; returns its path."""
+def bench_job(mode, logs):
+    """The bench's and the profile's job: GPT-2 124M on a GPU; under --cpu a small GPT, written
+    to logs/bench-small.toml."""
+    if mode == "gpu":
+        return "configs/gpt2-124m.toml"
     return write(os.path.join(logs, "bench-small.toml"), SMALL_BENCH)

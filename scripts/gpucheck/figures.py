@@ -19,6 +19,14 @@ class NoFigure(Exception):
     """A figure could not be computed; the message says why, short enough for a table cell."""
 
 
+def or_reason(compute, *args):
+    """(compute(*args), True), or (the reason, False) when the figure cannot be computed."""
+    try:
+        return compute(*args), True
+    except NoFigure as e:
+        return str(e), False
+
+
 def reasoned(compute):
     """`compute` with a malformed file (a key missing, a value of the wrong kind, a line that is
     no JSON) as NoFigure, so that one bad run costs its row and not the table."""

@@ -25,7 +25,8 @@ def has_gpu():
 
 def gpu_name():
     """nvidia-smi's name of the first GPU."""
-    return (output(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]) or "").split("\n")[0]
+    names = output(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]) or ""
+    return names.split("\n")[0]
 
 
 def cores():

@@ -19,8 +19,9 @@ def exit_status(returncode):
 
 def run_limited(argv, seconds, log, errors=None, env=None, append=False):
     """Runs argv with its output in file `log` (appended to it if `append`; its stderr in
-    `errors` if given), in a process group of its own; past `seconds` the group gets SIGTERM, and SIGKILL 10 s later. Returns the
-    exit status: 124 when it was stopped, 137 when it had to be killed."""
+    `errors` if given), in a process group of its own; past `seconds` the group gets SIGTERM,
+    and SIGKILL 10 s later. Returns the exit status: 124 when it was stopped, 137 when it had to
+    be killed."""
     with open(log, "a" if append else "w") as out, open(errors or os.devnull, "w") as err:
         try:
             proc = subprocess.Popen(argv, stdout=out, stderr=err if errors else subprocess.STDOUT,

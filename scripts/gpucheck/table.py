@@ -77,7 +77,8 @@ def cells(*values):
 
 
 def bench_header(title):
-    return cells(f"bench: {title}", *BENCH_COLUMNS) + "\n" + cells(*["---"] * (1 + len(BENCH_COLUMNS)))
+    rule = cells(*["---"] * (1 + len(BENCH_COLUMNS)))
+    return cells(f"bench: {title}", *BENCH_COLUMNS) + "\n" + rule
 
 
 def bench_row(figures, smi_mib, flops, peak):

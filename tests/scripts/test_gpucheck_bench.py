@@ -89,7 +89,8 @@ class BenchRows(LogsTestCase):
         os.remove(self.check.log("mfu_check.log"))
         with contextlib.redirect_stdout(io.StringIO()):
             bench.mfu_row(self.check, "mfu_check", 1e6, 0.0)
-        self.assertEqual(self.check.report.mfu[-1], "mfu: skipped: vescale-train's bench row did not run")
+        self.assertEqual(self.check.report.mfu[-1],
+                         "mfu: skipped: vescale-train's bench row did not run")
 
     def test_mfu_on_an_h200_against_the_config_peak(self):
         self.check.mode, self.check.gpu_name = "gpu", "NVIDIA H200"

@@ -1,4 +1,4 @@
-"""gpucheck.clock: the deadline after which nothing starts and the END that cuts each run's limit."""
+"""gpucheck.clock: the deadline after which nothing starts, the END that cuts each run's limit."""
 import contextlib
 import io
 import os
@@ -44,7 +44,8 @@ class Deadlines(unittest.TestCase):
         said = io.StringIO()
         with contextlib.redirect_stdout(said):
             self.assertFalse(clock_at(420).may_start("parity"))
-        self.assertEqual(said.getvalue(), "[gpu-check 420s] skipped parity: past the deadline (420 s)\n")
+        self.assertEqual(said.getvalue(),
+                         "[gpu-check 420s] skipped parity: past the deadline (420 s)\n")
 
     def test_a_deadline_of_zero_skips_everything(self):
         with contextlib.redirect_stdout(io.StringIO()):

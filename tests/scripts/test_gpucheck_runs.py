@@ -36,7 +36,8 @@ class Limits(LogsTestCase):
         self.assertEqual(self.read(self.log), "1\n2\n")
 
     def test_past_its_limit_124(self):
-        self.assertEqual(runs.run_limited([PY, "-c", "import time; time.sleep(20)"], 0.3, self.log), 124)
+        sleeper = [PY, "-c", "import time; time.sleep(20)"]
+        self.assertEqual(runs.run_limited(sleeper, 0.3, self.log), 124)
 
     def test_one_that_ignores_sigterm_is_killed_137(self):
         code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(20)"

@@ -71,8 +71,9 @@ class KernelTests(unittest.TestCase):
     def test_passed_cases(self):
         rows, verdict = kernels.test_rows("Swiglu", 0, PASSED_LOG)
         self.assertEqual(verdict, "ok")
-        self.assertEqual(rows, ["kernel test: [kernels] SwiGLU bf16 on cuda: max |difference| 3.1e-03 "
-                                "(bar 1e-02)", "kernel test: [kernels] SwiGLU float32 on cuda: same bits",
+        self.assertEqual(rows, ["kernel test: [kernels] SwiGLU bf16 on cuda: max |difference| "
+                                "3.1e-03 (bar 1e-02)",
+                                "kernel test: [kernels] SwiGLU float32 on cuda: same bits",
                                 "kernel test: Swiglu: 2 cases, each within its bar: ok"])
 
     def test_failure_names_its_first_failure_line(self):
@@ -102,7 +103,8 @@ kernel table:
 class GpuVerified(unittest.TestCase):
     def test_taken_rows(self):
         logs = ["[12:00] info [kernels] rank 0 took: mm + bias add, at::linear, SwiGLU kernel\n",
-                "[kernels] rank 1 took: rotary kernel\n[kernels] rank 0 took: add, then norm, at::linear"]
+                "[kernels] rank 1 took: rotary kernel\n"
+                "[kernels] rank 0 took: add, then norm, at::linear"]
         self.assertEqual(kernel_rows.taken(logs), ["SwiGLU kernel", "add", "at::linear",
                                                    "mm + bias add", "then norm"])
 
@@ -116,7 +118,8 @@ class GpuVerified(unittest.TestCase):
 
     def test_gpu_lines(self):
         rows = kernel_rows.cuda_rows(VERSION)
-        lines = kernel_rows.lines("gpu", ["SwiGLU kernel", "at::linear"], rows, "2026-12-02", "NVIDIA H200")
+        lines = kernel_rows.lines("gpu", ["SwiGLU kernel", "at::linear"], rows, "2026-12-02",
+                                  "NVIDIA H200")
         self.assertEqual(lines, [
             "kernels: rows the passing cuda runs took: SwiGLU kernel, at::linear",
             "kernels: CUDA rows verified again: at::linear",
@@ -162,7 +165,8 @@ class ParityRows(LogsTestCase):
         self.write("dev64.log", "[kernels] rank 0 took: x\nterminate called after throwing\n")
         self.check.run_failed["dev64"] = 134
         self.assertEqual(self.compare("gpt float64", "1e-10", "cpu64", "dev64", 1, 2),
-                         "| gpt float64 | dev64 exited 134: terminate called after throwing | 1e-10 | FAIL |")
+                         "| gpt float64 | dev64 exited 134: terminate called after throwing | "
+                         "1e-10 | FAIL |")
 
     def test_too_few_steps(self):
         self.curve("cpu64", [2.0, 1.0])

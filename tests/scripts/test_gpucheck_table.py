@@ -54,7 +54,8 @@ class Tables(unittest.TestCase):
         report = Report("gpu", header=["gpu-check 2026-12-02 19:52 UTC", "command: x"])
         report.add("build", "build: skipped (VESCALE_TRAIN=v)", "skipped")
         self.assertEqual(report.text(), "gpu-check 2026-12-02 19:52 UTC\ncommand: x\n\n"
-                         "build: skipped (VESCALE_TRAIN=v)\n\ngpu-check: 0 passed, 0 failed, 1 skipped\n")
+                         "build: skipped (VESCALE_TRAIN=v)\n\n"
+                         "gpu-check: 0 passed, 0 failed, 1 skipped\n")
 
     def test_sections_in_order_with_their_headers(self):
         report = Report("cpu", header=["h"], bench_title="bench-small float32")

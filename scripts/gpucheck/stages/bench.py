@@ -29,7 +29,8 @@ def vescale_row(check, run, who, config, tokens, flops, peak, *args):
     found = None
     if runs.train(check, run, 240, config, *args) == 0:
         with contextlib.suppress(figures.NoFigure):
-            found = figures.step_figures(check.log(f"{run}.jsonl"), tokens, check.device.warmup, who)
+            found = figures.step_figures(check.log(f"{run}.jsonl"), tokens, check.device.warmup,
+                                         who)
     if found is None:
         return check.report.add("bench", f"| {who} | FAIL: {runs.why_failed(check, run)} |", "FAIL")
     check.report.add("bench", table.bench_row(found, runs.smi_max(check, run), flops, peak), "ok")
@@ -52,8 +53,8 @@ def peer_row(check, who, config, flops, peak, *args):
     found = json.loads(said)
     if str(found["flops_per_token"]) != str(flops):
         return check.report.add("bench", f"| {who} | FAIL: not the same model: "
-                                f"{found['flops_per_token']} FLOPs per token, the config's {flops} |",
-                                "FAIL")
+                                f"{found['flops_per_token']} FLOPs per token, the config's "
+                                f"{flops} |", "FAIL")
     check.report.add("bench", table.bench_row(found, runs.smi_max(check, f"bench_{who}"), flops,
                                               peak), "ok")
 
@@ -65,19 +66,22 @@ def mfu_row(check, run, flops, config_peak):
     `[mfu]` line), which then checks the FLOP count only."""
     log, jsonl = check.log(f"{run}.log"), check.log(f"{run}.jsonl")
     if not os.path.exists(log):
-        return check.report.add("mfu", "mfu: skipped: vescale-train's bench row did not run", "skipped")
+        return check.report.add("mfu", "mfu: skipped: vescale-train's bench row did not run",
+                                "skipped")
     if run in check.run_failed or not os.path.exists(jsonl):
         return check.report.add("mfu", f"mfu: FAIL: {runs.why_failed(check, run)}", "FAIL")
     said = next(filter(None, map(SAID_PEAK.match, logfiles.lines(log))), None)
     expected = f"{said.group(1) if said else ''}e12"
     source = f"vescale-train's own peak ({said.group(2) if said else ''})"
     if check.mode == "gpu" and config_peak != 0 and CONFIG_PEAK_GPUS.search(check.gpu_name):
-        expected, source = config_peak, f"the config's metrics.peak_flops, {check.gpu_name}'s dense bf16"
+        expected = config_peak
+        source = f"the config's metrics.peak_flops, {check.gpu_name}'s dense bf16"
     if not said:
         figure, within = f"no [mfu] line in {run}.log", False
     else:
         try:
-            figure, within = figures.mfu_agreement(jsonl, flops, float(expected), check.device.warmup)
+            figure, within = figures.mfu_agreement(jsonl, flops, float(expected),
+                                                   check.device.warmup)
         except figures.NoFigure as e:
             figure, within = str(e), False
     verdict = "ok" if within else "FAIL"
@@ -109,7 +113,7 @@ def llama_row(check):
 
 def run(check):
     device = check.device
-    config = "configs/gpt2-124m.toml" if check.mode == "gpu" else configs.write_small_bench(check.logs)
+    config = configs.bench_job(check.mode, check.logs)
     parsed = figures.load_config(config)
     flops, peak = figures.model_flops(parsed)
     training = parsed["training"]

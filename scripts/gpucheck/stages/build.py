@@ -28,7 +28,8 @@ def warning_sites(log_text, root):
             continue
         flag = re.search(r"\[(-W[^\]=]+)", line)
         found = [m.group(1) for seen in context[-WARNING_CONTEXT:] for m in ours.finditer(seen)]
-        site = f"{flag.group(1) if flag else 'warning'} at {found[-1] if found else 'a library header'}"
+        where = found[-1] if found else "a library header"
+        site = f"{flag.group(1) if flag else 'warning'} at {where}"
         if site not in sites:
             sites.append(site)
         context = []

@@ -100,7 +100,8 @@ def run(check):
         return
     tests = os.path.join(build, "tests/vescale_tests")
     if not executable(tests):
-        check.report.add("kernel_tests", f"kernel test: skipped: no test binary at {tests}", "skipped")
+        check.report.add("kernel_tests", f"kernel test: skipped: no test binary at {tests}",
+                         "skipped")
         return
     for group in GROUPS:
         if not check.clock.may_start(f"kernel test {group}"):

@@ -23,11 +23,8 @@ def parity_row(check, name, bar, figure, computed):
 def compare(check, name, bar, ref, run, first=1, count=20):
     """A parity row from two runs' metrics (both must have run): the largest relative difference
     of their losses over `count` steps from `first`."""
-    try:
-        figure, computed = figures.max_relative(check.log(f"{ref}.jsonl"), check.log(f"{run}.jsonl"),
-                                                first, count), True
-    except figures.NoFigure as e:
-        figure, computed = str(e), False
+    figure, computed = figures.or_reason(figures.max_relative, check.log(f"{ref}.jsonl"),
+                                         check.log(f"{run}.jsonl"), first, count)
     for side in (ref, run):
         if side in check.run_failed:
             figure, computed = runs.why_failed(check, side), False
@@ -42,7 +39,8 @@ def single_rank_rows(check, small, llama, mixtral):
     train = lambda name, config, *args: runs.train(check, name, 120, config, *args)
     train("cpu64", small, cpu, F64)
     train("dev64", small, dev, F64, "--checkpoint.interval=10", "--checkpoint.keep=0")
-    compare(check, f"gpt float64, {side} vs cpu (loss, val_loss, 20 steps)", "1e-10", "cpu64", "dev64")
+    compare(check, f"gpt float64, {side} vs cpu (loss, val_loss, 20 steps)", "1e-10", "cpu64",
+            "dev64")
     train("cpu32", small, cpu, F32)
     train("dev32", small, dev, F32)
     compare(check, f"gpt float32, {side} vs cpu", "1e-4", "cpu32", "dev32")
@@ -60,7 +58,8 @@ def single_rank_rows(check, small, llama, mixtral):
     compare(check, f"llama float64, {side} vs cpu", "1e-10", "llama_cpu64", "llama_dev64")
     train("llama_cpu32", llama, cpu, F32)
     train("llama_devbf16", llama, dev, BF16)
-    compare(check, f"llama bf16 on {side} vs float32 on cpu", "2e-2", "llama_cpu32", "llama_devbf16")
+    compare(check, f"llama bf16 on {side} vs float32 on cpu", "2e-2", "llama_cpu32",
+            "llama_devbf16")
     # With every CUDA row, our SwiGLU kernel (NOTE [CUDA kernels]) among them.
     train("llama_devbf16_unverified", llama, dev, BF16, UNVERIFIED)
     compare(check, f"llama bf16 on {side}, {unverified} float32 on cpu", "2e-2", "llama_cpu32",
@@ -98,8 +97,8 @@ def checkpoint_rows(check, small):
 
 def from_checkpoint(check, command, config, folder, *args):
     """`vescale-train COMMAND CONFIG` from a checkpoint with its own dump folder."""
-    return [check.binary, command, config, f"--job.dump_folder={os.path.join(check.scratch, folder)}",
-            *args]
+    dump = os.path.join(check.scratch, folder)
+    return [check.binary, command, config, f"--job.dump_folder={dump}", *args]
 
 
 def eval_row(check, small, ckpt):
@@ -107,11 +106,8 @@ def eval_row(check, small, ckpt):
     on_dev = (f"--training.device={check.device.name}", F64, "--checkpoint", ckpt)
     rc = runs.run_limited(from_checkpoint(check, "eval", small, "eval", *on_dev),
                           check.clock.limit(60), check.log("eval.log"))
-    try:
-        figure, computed = figures.val_loss_relative(
-            check.log("dev64.jsonl"), 10, logfiles.read(check.log("eval.log"))), True
-    except figures.NoFigure as e:
-        figure, computed = str(e), False
+    figure, computed = figures.or_reason(figures.val_loss_relative, check.log("dev64.jsonl"), 10,
+                                         logfiles.read(check.log("eval.log")))
     if rc != 0:
         figure, computed = f"eval exit {rc}", False
     parity_row(check, f"eval on {check.device.side} of that checkpoint vs the run's val_loss at "
@@ -124,14 +120,12 @@ def generate_row(check, small, ckpt):
     for where, device in (("dev", check.device.name), ("cpu", "cpu")):
         argv = from_checkpoint(check, "generate", small, "gen", f"--training.device={device}", F64,
                                "--checkpoint", ckpt, *PROMPT)
-        rcs[where] = runs.run_limited(argv, check.clock.limit(60), check.log(f"generate_{where}.out"),
+        rcs[where] = runs.run_limited(argv, check.clock.limit(60),
+                                      check.log(f"generate_{where}.out"),
                                       errors=check.log(f"generate_{where}.log"))
-    try:
-        figure, computed = figures.token_differences(
-            logfiles.read(check.log("generate_dev.out")),
-            logfiles.read(check.log("generate_cpu.out"))), True
-    except figures.NoFigure as e:
-        figure, computed = str(e), False
+    figure, computed = figures.or_reason(figures.token_differences,
+                                         logfiles.read(check.log("generate_dev.out")),
+                                         logfiles.read(check.log("generate_cpu.out")))
     if rcs["dev"] != 0 or rcs["cpu"] != 0:
         figure = f"generate exit {rcs['dev']} ({check.device.side}), {rcs['cpu']} (cpu)"
         computed = False

@@ -9,7 +9,7 @@ from gpucheck import configs, figures, logfiles, runs
 
 
 def run(check):
-    config = "configs/gpt2-124m.toml" if check.mode == "gpu" else configs.write_small_bench(check.logs)
+    config = configs.bench_job(check.mode, check.logs)
     trace = os.path.join(check.scratch, "profile/trace.json")
     rc = runs.train(check, "profile", 180, config,
                     f"--training.steps={check.device.profile_steps}", "--profile", "3-3")
