@@ -62,34 +62,4 @@ std::vector<at::Tensor> merge_adjacent(std::vector<at::Tensor> tensors) {
       merge_adjacent(std::vector<std::vector<at::Tensor>>{std::move(tensors)}).front());
 }
 
-std::vector<size_t> flat_order(const std::vector<ParamView>& views) {
-  std::vector<size_t> order(views.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_partition(order.begin(), order.end(),
-                        [&](size_t k) { return views[k].weight_decay; });
-  return order;
-}
-
-std::vector<at::Tensor> flat_zeros(const std::vector<ParamView>& views) {
-  std::map<std::pair<at::ScalarType, std::string>, std::vector<size_t>> groups;
-  for (size_t k : flat_order(views)) {
-    const at::Tensor& value = views[k].value();
-    groups[{value.scalar_type(), value.device().str()}].push_back(k);
-  }
-  std::vector<at::Tensor> out(views.size());
-  for (const auto& [key, members] : groups) {
-    int64_t total = 0;
-    for (size_t k : members)
-      total += views[k].value().numel();
-    const at::Tensor buffer = at::zeros({total}, views[members.front()].value().options());
-    int64_t offset = 0;
-    for (size_t k : members) {
-      const int64_t numel = views[k].value().numel();
-      out[k] = buffer.narrow(0, offset, numel);
-      offset += numel;
-    }
-  }
-  return out;
-}
-
 }  // namespace vescale

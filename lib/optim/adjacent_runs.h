@@ -4,19 +4,17 @@
 // kernel launch per parameter (hundreds a step on a GPU, with the device idle between small
 // ones). So the buffers of that phase are flat: the optimizer's state, the master weights and
 // their float32 gradients are carved out of one buffer per dtype, and a bf16 job's parameters
-// out of one buffer (parallel_model.cpp), all in the same order (flat_order: the views with
-// weight decay first). Where consecutive tensors of a pass lie end to end in one storage, one
-// view covers them and the pass runs once over it. The numbers are the same bit for bit: each
-// element's update depends on that element alone (optimizer_test runs AdamW on split and merged
-// views; scripts/curves.sh compares whole runs).
+// out of one buffer (parallel_model.cpp), each by a FlatLayout (optim/flat_layout.h) in the one
+// order flat_order() gives (the views with weight decay first). Where consecutive tensors of a
+// pass lie end to end in one storage, one view covers them and the pass runs once over it. The
+// numbers are the same bit for bit: each element's update depends on that element alone
+// (optimizer_test runs AdamW on split and merged views; scripts/curves.sh compares whole runs).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>
 #include <vector>
-
-#include "optim/param_view.h"
 
 namespace vescale {
 
@@ -31,13 +29,5 @@ bool follows(const at::Tensor& prev, const at::Tensor& next);
 std::vector<std::vector<at::Tensor>> merge_adjacent(std::vector<std::vector<at::Tensor>> lists);
 /// merge_adjacent() of one list.
 std::vector<at::Tensor> merge_adjacent(std::vector<at::Tensor> tensors);
-
-/// The order in which `views` are laid out in a flat buffer: those with weight decay first, each
-/// part in the views' order (AdamW steps the two parts apart, so each part merges into one run).
-std::vector<size_t> flat_order(const std::vector<ParamView>& views);
-
-/// A zero tensor shaped as each view's values, flat, carved in flat_order() out of one buffer per
-/// dtype and device of the values: an optimizer state of `views`.
-std::vector<at::Tensor> flat_zeros(const std::vector<ParamView>& views);
 
 }  // namespace vescale

@@ -10,16 +10,12 @@ namespace vescale {
 
 MasterWeights::MasterWeights(std::vector<ParamView> views,
                              const std::function<at::Tensor(const ParamView&)>& initial)
-    : params_(std::move(views)), grads_(params_.size()), offsets_(params_.size()) {
-  // NOTE [Adjacent runs]: the copies in one float32 buffer, in flat_order, as their gradients.
-  int64_t total = 0;
-  for (size_t k : flat_order(params_)) {
-    offsets_[k] = total;
-    total += params_[k].flat.numel();
-  }
+    : params_(std::move(views)), grads_(params_.size()), layout_(params_) {
+  // NOTE [Adjacent runs]: the copies in one float32 buffer, laid out as their gradients.
   const at::Tensor buffer =
-      params_.empty() ? at::Tensor()
-                      : at::empty({total}, params_.front().flat.options().dtype(at::kFloat));
+      params_.empty()
+          ? at::Tensor()
+          : at::empty({layout_.total()}, params_.front().flat.options().dtype(at::kFloat));
   for (size_t k = 0; k < params_.size(); ++k) {
     const ParamView& view = params_[k];
     ParamView master = view;
@@ -27,12 +23,11 @@ MasterWeights::MasterWeights(std::vector<ParamView> views,
     VS_CHECK(value.numel() == view.flat.numel(),
              "[optim] master weights of {}: {} elements for a view of {}", view.name, value.numel(),
              view.flat.numel());
-    master.flat = buffer.narrow(0, offsets_[k], view.flat.numel());
+    master.flat = layout_.piece(buffer, k);
     master.flat.copy_(value);
     master.flat_grad = [this, k] { return grads_[k]; };
     masters_.push_back(std::move(master));
   }
-  total_ = total;
   // One copy where the parameters share one buffer in the masters' order (parallel_model.cpp).
   std::vector<std::vector<at::Tensor>> pairs(2);
   for (size_t k = 0; k < params_.size(); ++k) {
@@ -50,8 +45,9 @@ void MasterWeights::take_grads() {
       grads_[k] = g;
       continue;
     }
-    if (!grad_buffer_.defined()) grad_buffer_ = at::empty({total_}, g.options().dtype(at::kFloat));
-    grads_[k] = grad_buffer_.narrow(0, offsets_[k], g.numel());
+    if (!grad_buffer_.defined())
+      grad_buffer_ = at::empty({layout_.total()}, g.options().dtype(at::kFloat));
+    grads_[k] = layout_.piece(grad_buffer_, k);
     grads_[k].copy_(g.reshape({-1}));
   }
 }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <vector>
 
+#include "optim/flat_layout.h"
 #include "optim/param_view.h"
 
 namespace vescale {
@@ -41,8 +42,7 @@ class MasterWeights {
   std::vector<ParamView> params_;   // the low-precision elements
   std::vector<ParamView> masters_;  // the float32 copies
   std::vector<at::Tensor> grads_;   // per view: this step's float32 gradient, or undefined
-  std::vector<int64_t> offsets_;    // per view: where its elements start in the flat buffers
-  int64_t total_ = 0;               // elements of all views
+  FlatLayout layout_;               // where each view's elements lie in the flat buffers
   at::Tensor grad_buffer_;
   /// copy_to_params()'s operands, {parameters, copies}, merged once (NOTE [Adjacent runs]).
   std::vector<std::vector<at::Tensor>> copy_runs_;

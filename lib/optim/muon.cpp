@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "core/error.h"
-#include "optim/adjacent_runs.h"
+#include "optim/flat_layout.h"
 
 namespace vescale {
 at::Tensor newton_schulz(const at::Tensor& u, int64_t steps, double eps) {

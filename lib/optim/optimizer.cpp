@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "optim/adjacent_runs.h"
+#include "optim/flat_layout.h"
 
 namespace vescale {
 

@@ -20,7 +20,7 @@ ParamView ParamView::range(std::string name, DTensor* param, int64_t offset, int
   VS_CHECK(offset >= 0 && offset + numel <= local.numel(),
            "[optim] parameter {}: elements [{}, {}) are outside its local shard of {}", name,
            offset, offset + numel, local.numel());
-  const bool decay = param->ndim() >= 2;
+  const bool decay = takes_weight_decay(param->ndim());
   auto grad = [param, offset, numel] {
     const at::Tensor& g = param->to_local().grad();
     if (!g.defined()) return g;

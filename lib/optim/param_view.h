@@ -38,6 +38,12 @@ struct ParamView {
   at::Tensor grad() const { return flat_grad(); }
 };
 
+/// Whether decoupled weight decay applies to a parameter of `ndim` dims: matrices, not biases and
+/// norms (a view's weight_decay; the first part of flat_order()).
+inline bool takes_weight_decay(int64_t ndim) {
+  return ndim >= 2;
+}
+
 /// Whole-shard views of named parameters, each placed by its own spec.
 std::vector<ParamView> whole_views(const std::vector<std::pair<std::string, DTensor*>>& params);
 

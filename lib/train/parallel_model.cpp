@@ -10,6 +10,7 @@
 #include "core/host_sync.h"
 #include "core/units.h"
 #include "dtensor/context_parallel.h"
+#include "optim/flat_layout.h"
 #include "train/model_factory.h"
 
 namespace vescale {
@@ -52,41 +53,40 @@ ParallelizeOptions init_options(const JobConfig& c, const JobMesh& mesh, Module&
 }
 
 /// Mixed precision: the parameters become bf16 (`dtype`); returns their float32 values by FQN.
-/// `flat`: they share one buffer, those of 2 or more dims first (the order of the master weights,
-/// NOTE [Adjacent runs]), so that rounding the masters into them is one copy. Not under ZeRO,
-/// whose masters are rows of each parameter (no run to merge) and whose stage 3 frees and
-/// measures each parameter's own storage.
+/// `flat`: the trained ones share one buffer, laid out as the master weights (a FlatLayout in
+/// flat_order(): NOTE [Adjacent runs]), so that rounding the masters into them is one copy. Not
+/// under ZeRO, whose masters are rows of each parameter (no run to merge) and whose stage 3 frees
+/// and measures each parameter's own storage.
 std::map<std::string, at::Tensor> to_compute_dtype(ParallelizedModule& model, at::ScalarType dtype,
                                                    bool flat) {
   std::map<std::string, at::Tensor> initial;
-  std::vector<std::pair<std::string, ParameterPtr>> order;
+  std::vector<std::pair<std::string, ParameterPtr>> trained;
+  std::vector<int64_t> numels;
+  std::vector<bool> decays;
   for (auto& [fqn, p] : model.parameters()) {
+    const at::Tensor& local = p->get().to_local();
     if (!p->trainable) {  // frozen (NOTE [LoRA]): rounded once, no float32 copy kept
-      p->value = DTensor(p->get().to_local().detach().to(dtype), p->get().spec());
+      p->value = DTensor(local.detach().to(dtype), p->get().spec());
       continue;
     }
-    if (p->get().ndim() >= 2) order.emplace_back(fqn, p);
+    flat = flat &&
+           (trained.empty() || local.device() == trained.front().second->get().to_local().device());
+    trained.emplace_back(fqn, p);
+    numels.push_back(local.numel());
+    decays.push_back(takes_weight_decay(p->get().ndim()));
   }
-  for (auto& [fqn, p] : model.parameters())
-    if (p->trainable && p->get().ndim() < 2) order.emplace_back(fqn, p);
-  int64_t total = 0;
-  for (auto& [fqn, p] : order) {
-    const at::Tensor& local = p->get().to_local();
-    flat = flat && local.device() == order.front().second->get().to_local().device();
-    total += local.numel();
-  }
+  const FlatLayout layout(numels, flat_order(decays));
   at::Tensor buffer;
-  if (flat && !order.empty())
-    buffer = at::empty({total}, order.front().second->get().to_local().options().dtype(dtype));
-  int64_t offset = 0;
-  for (auto& [fqn, p] : order) {
+  if (flat && !trained.empty())
+    buffer = at::empty({layout.total()},
+                       trained.front().second->get().to_local().options().dtype(dtype));
+  for (size_t k = 0; k < trained.size(); ++k) {
+    auto& [fqn, p] = trained[k];
     const at::Tensor state = p->get().to_local().detach();
     at::Tensor local;
     if (buffer.defined()) {
-      local = at::empty({0}, buffer.options());
-      local.set_(buffer.storage(), offset, state.sizes());
+      local = layout.piece(buffer, k, state.sizes());
       local.copy_(state);
-      offset += state.numel();
     } else {
       local = state.to(dtype);
     }

@@ -108,7 +108,8 @@ std::vector<ParamView> Zero::optimizer_views() const {
     auto grad = [sync, k] { return sync->piece_grad(k); };
     if (shards_params()) {
       // The whole tensor has no memory now: the view is the rows' own tensor.
-      views.push_back(ParamView{fqn, rows_[k], grad, specs_[k], p->ndim() >= 2, mine.offset});
+      views.push_back(
+          ParamView{fqn, rows_[k], grad, specs_[k], takes_weight_decay(p->ndim()), mine.offset});
       continue;
     }
     ParamView view = ParamView::range(fqn, p, mine.offset, mine.numel, specs_[k]);
