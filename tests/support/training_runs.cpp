@@ -34,6 +34,29 @@ log_interval = 5
 peak_flops = 1e12
 )";
 
+/// [data] and [training] of the next-token runs: 5 float64 steps of 8 synthetic sequences of 16
+/// tokens.
+constexpr const char* kTokenRun = R"(
+[data]
+source = "synthetic"
+[training]
+steps = 5
+global_batch_size = 8
+seq_len = 16
+dtype = "float64"
+)";
+
+/// The vocabulary and attention the Llama and Mixtral runs share (grouped-query: 2 key/value
+/// heads for 4).
+constexpr const char* kDecoderShape = R"(vocab_size = 64
+vocab_multiple = 16
+block_size = 16
+n_layer = 4
+n_head = 4
+n_kv_head = 2
+n_embd = 32
+)";
+
 }  // namespace
 
 const std::string kGptRun = std::string(R"(
@@ -45,14 +68,7 @@ block_size = 16
 n_layer = 4
 n_head = 4
 n_embd = 16
-[data]
-source = "synthetic"
-[training]
-steps = 5
-global_batch_size = 8
-seq_len = 16
-dtype = "float64"
-)") + kRun;
+)") + kTokenRun + kRun;
 
 const std::string kMlpRun = std::string(R"(
 [model]
@@ -69,48 +85,15 @@ global_batch_size = 16
 dtype = "float64"
 )") + kRun;
 
-const std::string kLlamaRun = std::string(R"(
-[model]
-name = "llama"
-vocab_size = 64
-vocab_multiple = 16
-block_size = 16
-n_layer = 4
-n_head = 4
-n_kv_head = 2
-n_embd = 32
-intermediate_size = 40
-[data]
-source = "synthetic"
-[training]
-steps = 5
-global_batch_size = 8
-seq_len = 16
-dtype = "float64"
-)") + kRun;
+const std::string kLlamaRun = std::string("[model]\nname = \"llama\"\n") + kDecoderShape +
+                              "intermediate_size = 40\n" + kTokenRun + kRun;
 
-const std::string kMixtralRun = std::string(R"(
-[model]
-name = "mixtral"
-vocab_size = 64
-vocab_multiple = 16
-block_size = 16
-n_layer = 4
-n_head = 4
-n_kv_head = 2
-n_embd = 32
-intermediate_size = 24
+const std::string kMixtralRun = std::string("[model]\nname = \"mixtral\"\n") + kDecoderShape +
+                                R"(intermediate_size = 24
 num_experts = 4
 experts_per_token = 2
 router_aux_loss_coef = 0.1
-[data]
-source = "synthetic"
-[training]
-steps = 5
-global_batch_size = 8
-seq_len = 16
-dtype = "float64"
-)") + kRun;
+)" + kTokenRun + kRun;
 
 std::string fresh_folder(const std::string& prefix) {
   static int count = 0;
