@@ -36,8 +36,9 @@ void add_export_command(CLI::App& app, const Invocation&) {
   CLI::App* cmd = app.add_subcommand(
       "export",
       "Write a checkpoint as a Hugging Face model folder: config.json and safetensors weights "
-      "(GPT2LMHeadModel for gpt, LlamaForCausalLM for llama), tensor by tensor; a LoRA run's "
-      "checkpoint as peft's adapter folder, or merged into its base");
+      "(GPT2LMHeadModel for gpt, LlamaForCausalLM for llama, MixtralForCausalLM for mixtral), "
+      "tensor by tensor; a LoRA run's checkpoint as peft's adapter folder, or merged into its "
+      "base");
   cmd->add_option("checkpoint", options->path,
                   "Step folder, checkpoints folder (its latest), or merged .h5 (any layout)")
       ->required();
