@@ -71,7 +71,6 @@ struct FlightGroup {
   uint64_t transfers = 0;
 };
 
-/// Thread-safe (collectives may be posted from autograd threads).
 /// What a dump says of this process's node (NOTE [Peer heartbeat]): its host name and its recent
 /// round trip to the rendezvous store; "" and -1 where no beat runs.
 struct NodeFacts {
@@ -82,6 +81,7 @@ struct NodeFacts {
 /// Where every dump of this process reads those facts from: set once, by the peer heartbeat.
 void set_node_facts(std::function<NodeFacts()> facts);
 
+/// Thread-safe (collectives may be posted from autograd threads).
 class FlightRecorder {
  public:
   using Clock = std::chrono::steady_clock;

@@ -95,6 +95,10 @@ std::vector<std::string> output_names(bool sft) {
   return out;
 }
 
+fs::path partial_path(const fs::path& folder, const std::string& name) {
+  return folder / (name + ".partial");
+}
+
 OutputFolder::OutputFolder(const PrepareOptions& o) : path_(o.output) {
   std::vector<std::string> inputs = o.files;
   inputs.push_back(o.tokenizer);
@@ -183,7 +187,7 @@ nlohmann::json token_meta(const PrepareSummary& sum, const PrepareOptions& o,
 
 void commit_token_files(const fs::path& folder, const nlohmann::json& meta, bool sft,
                         RemovePartials& partials) {
-  const fs::path meta_tmp = folder / "meta.json.partial";
+  const fs::path meta_tmp = partial_path(folder, "meta.json");
   {
     std::ofstream m(meta_tmp, std::ios::trunc);
     m << meta.dump(2) << "\n";
@@ -192,7 +196,7 @@ void commit_token_files(const fs::path& folder, const nlohmann::json& meta, bool
   }
   partials.paths.clear();
   for (const std::string& name : output_names(sft))
-    partials.paths.push_back(folder / (name + ".partial"));
+    partials.paths.push_back(partial_path(folder, name));
   std::error_code ec;
   fs::remove(folder / "meta.json", ec);
   VS_USER_CHECK(!ec, "data prepare: cannot replace {}: {}", (folder / "meta.json").string(),
@@ -206,7 +210,7 @@ void commit_token_files(const fs::path& folder, const nlohmann::json& meta, bool
                   error.message());
   };
   for (const std::string& name : output_names(sft))
-    rename(folder / (name + ".partial"), folder / name);
+    rename(partial_path(folder, name), folder / name);
   rename(meta_tmp, folder / "meta.json");
 }
 
@@ -226,9 +230,7 @@ void split_outputs(const fs::path& folder, const PrepareOptions& o, const Encode
   VS_USER_CHECK(sum.val_tokens >= 2 && sum.train_tokens >= 2,
                 "data prepare: {} tokens are too few to split {:g} of them off as val.bin", tokens,
                 o.val_fraction);
-  const auto partial = [&folder](const char* name) {
-    return folder / (std::string(name) + ".partial");
-  };
+  const auto partial = [&folder](const char* name) { return partial_path(folder, name); };
   split_tail(partial("train.bin"), partial("val.bin"), sum.val_tokens, wide ? 4 : 2);
   if (!o.sft) return;
   split_tail(partial("train.mask.bin"), partial("val.mask.bin"), sum.val_tokens, 1);

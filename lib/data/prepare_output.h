@@ -22,6 +22,8 @@ namespace vescale::detail {
 /// The files a prepare writes: the splits' tokens and meta.json; under --sft each split's mask
 /// and example starts.
 std::vector<std::string> output_names(bool sft);
+/// Where file `name` of `folder` is written until the commit renames it: "<name>.partial".
+std::filesystem::path partial_path(const std::filesystem::path& folder, const std::string& name);
 
 /// The output folder while a prepare writes it: none of its outputs an input, nor a file
 /// another tool wrote (a nanoGPT folder's train.bin: no meta.json of ours beside it) unless

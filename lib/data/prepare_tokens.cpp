@@ -81,11 +81,11 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
   const fs::path& folder = output.path();
   RemovePartials partials;
   for (const std::string& name : detail::output_names(true))
-    partials.paths.push_back(folder / (name + ".partial"));
-  partials.paths.push_back(folder / "meta.json.partial");
+    partials.paths.push_back(detail::partial_path(folder, name));
+  partials.paths.push_back(detail::partial_path(folder, "meta.json"));
   SplitFiles out;
   const auto open = [&](std::ofstream& f, const char* name) {
-    const fs::path path = folder / (std::string(name) + ".partial");
+    const fs::path path = detail::partial_path(folder, name);
     f.open(path, std::ios::binary | std::ios::trunc);
     VS_USER_CHECK(f.good(), "data prepare: cannot write {}: {}", path.string(),
                   std::strerror(errno));
@@ -105,7 +105,7 @@ PrepareSummary prepare_tokens(const PrepareOptions& o,
     if (!f->is_open()) continue;
     f->close();
     VS_USER_CHECK(f->good(), "data prepare: writing {} failed: {}",
-                  (folder / (std::string(name) + ".partial")).string(), std::strerror(errno));
+                  detail::partial_path(folder, name).string(), std::strerror(errno));
   }
 
   PrepareSummary sum;

@@ -102,10 +102,12 @@ class StreamingEncoder {
     if (failure_) std::rethrow_exception(failure_);
   }
 
-  int64_t tokens_written() const { return tokens_written_; }
-  size_t chunks_read() const { return chunks_read_; }
-  /// Totals of what was written: documents, bad lines, trained tokens, text bytes.
-  const Encoded& totals() const { return totals_; }
+  /// Totals of what was written, and the chunks read.
+  EncodedTotals totals() const {
+    EncodedTotals out = totals_;
+    out.chunks = static_cast<int64_t>(chunks_read_);
+    return out;
+  }
 
  private:
   void fail(std::exception_ptr e) {
@@ -332,15 +334,15 @@ class StreamingEncoder {
       write_values<uint8_t>(out.mask, e.mask);
       std::vector<uint64_t> starts;
       for (int64_t s : e.starts)
-        starts.push_back(static_cast<uint64_t>(tokens_written_ + s));
+        starts.push_back(static_cast<uint64_t>(totals_.tokens + s));
       write_values<uint64_t>(out.starts, starts);
     }
-    tokens_written_ += static_cast<int64_t>(e.tokens.size());
+    totals_.tokens += static_cast<int64_t>(e.tokens.size());
     totals_.documents += e.documents;
     totals_.trained += e.trained;
-    totals_.bytes += e.bytes;
+    totals_.text_bytes += static_cast<int64_t>(e.bytes);
     totals_.bad_lines += e.bad_lines;
-    if (totals_.first_bad.empty()) totals_.first_bad = e.first_bad;
+    if (totals_.first_bad_line.empty()) totals_.first_bad_line = e.first_bad;
   }
 
   /// This thread: the encoded chunks into `out` in order, with a progress line every 2 s.
@@ -370,9 +372,9 @@ class StreamingEncoder {
             fmt::format("[prepare] {} of text read, {} encoded (the files hold {}), {} tokens, "
                         "{:.1f} MB/s",
                         format_bytes(static_cast<double>(read_bytes_.load())),
-                        format_bytes(static_cast<double>(totals_.bytes)),
-                        format_bytes(static_cast<double>(corpus_)), tokens_written_,
-                        static_cast<double>(totals_.bytes) / 1e6 / s));
+                        format_bytes(static_cast<double>(totals_.text_bytes)),
+                        format_bytes(static_cast<double>(corpus_)), totals_.tokens,
+                        static_cast<double>(totals_.text_bytes) / 1e6 / s));
       }
     }
   }
@@ -393,9 +395,8 @@ class StreamingEncoder {
   std::atomic<int64_t> read_bytes_{0};  ///< of text (decompressed) the reader has read
   bool read_all_ = false;
   std::exception_ptr failure_;
-  int64_t tokens_written_ = 0;
-  Encoded totals_;      // the writer's
-  Encoded reader_bad_;  // the lines the reader skipped
+  EncodedTotals totals_;  // the writer's (chunks: chunks_read_)
+  Encoded reader_bad_;    // the lines the reader skipped
 };
 
 }  // namespace
@@ -406,14 +407,7 @@ EncodedTotals encode_files(const PrepareOptions& o, const Tokenizer& tokenizer,
                            bool wide) {
   StreamingEncoder encoder(o, tokenizer, chat, corpus, progress);
   encoder.run(out, wide);
-  const Encoded& t = encoder.totals();
-  return {encoder.tokens_written(),
-          t.documents,
-          static_cast<int64_t>(encoder.chunks_read()),
-          static_cast<int64_t>(t.bytes),
-          t.bad_lines,
-          t.trained,
-          t.first_bad};
+  return encoder.totals();
 }
 
 }  // namespace vescale::detail

@@ -1,5 +1,5 @@
-// What a byte-level BPE tokenizer.json holds, as the encoder uses it (NOTE [Byte-level BPE]): read
-// by bpe_model_reader.cpp, encoded with by bytelevel_bpe.cpp.
+// What a byte-level BPE tokenizer.json holds, as the tables the encoder (bytelevel_bpe.cpp) uses:
+// read by bpe_model_reader.cpp (NOTE [Byte-level BPE]).
 #pragma once
 
 #include <array>
