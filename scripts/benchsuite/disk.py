@@ -2,7 +2,7 @@
 import math
 import os
 
-from benchsuite.process import run
+from benchsuite.process import BenchError, run
 
 
 def apparent_bytes(path):
@@ -19,6 +19,12 @@ def apparent_bytes(path):
     return total
 
 
+def latest_step(checkpoints):
+    """The step folder a checkpoints folder's `latest` names (the newest complete save)."""
+    with open(os.path.join(checkpoints, "latest")) as f:
+        return os.path.join(checkpoints, f.read().strip())
+
+
 def disk_mib(path):
     """A file's disk usage in MiB, rounded up (`du -m`)."""
     return math.ceil(os.stat(path).st_blocks * 512 / 2**20)
@@ -32,6 +38,8 @@ def dd_mb_s(summary):
 
 def write_mb_s(folder, nbytes):
     """The MB/s of writing nbytes (whole MiB) of zeros into folder with `dd conv=fsync`."""
+    if nbytes < 1048576:
+        raise BenchError(f"[bench] dd into {folder}: {nbytes} bytes is under the 1 MiB it writes")
     target = os.path.join(folder, "ddtest")
     try:
         output = run(["dd", "if=/dev/zero", f"of={target}", "bs=1M",

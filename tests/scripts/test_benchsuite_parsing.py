@@ -7,7 +7,7 @@ import tempfile
 import unittest
 
 import benchsuite_path  # noqa: F401
-from benchsuite import disk, peak_rss, trainlog
+from benchsuite import disk, peak_rss, process, trainlog
 from benchsuite.peers import machine
 from benchsuite.tables import checkpoint, cp, flight, pipeline
 
@@ -120,6 +120,21 @@ class Disk(unittest.TestCase):
     def test_dd_summary(self):
         line = "300000000 bytes (300 MB, 286 MiB) copied, 0.5 s, 600 MB/s"
         self.assertAlmostEqual(disk.dd_mb_s(line), 600.0)
+
+    def test_latest_step_is_the_one_latest_names(self):
+        # A run's final save (here step 7, after the interval's 3 and 6) is the one to measure.
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "step-000007"))
+            with open(os.path.join(d, "latest"), "w") as f:
+                f.write("step-000007\n")
+            self.assertEqual(disk.latest_step(d), os.path.join(d, "step-000007"))
+
+    def test_dd_of_no_whole_mib_is_refused(self):
+        # An empty or missing step folder measured 0 bytes: dd of 0 MiB gave 0 MB/s, then a
+        # division by zero in the checkpoint row.
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaisesRegex(process.BenchError, "under the 1 MiB"):
+                disk.write_mb_s(d, 1000)
 
 
 if __name__ == "__main__":

@@ -33,19 +33,19 @@ def run_row(ctx, fmt, is_async):
     """Trains with saves in fmt, sync or async, and returns the row."""
     folder = f"ckpt-{fmt}-{str(is_async).lower()}"
     output = tiny.train(
-        ctx, folder, 7, "--model.n_embd=512", "--model.n_layer=8", "--model.n_head=8",
+        ctx, folder, 6, "--model.n_embd=512", "--model.n_layer=8", "--model.n_head=8",
         "--parallel.dp=1", "--parallel.tp=2", "--parallel.plan=gpt/megatron-tp",
         "--training.global_batch_size=2", "--training.seq_len=32", "--checkpoint.interval=3",
         "--checkpoint.keep=1", f"--checkpoint.format={fmt}",
         f"--checkpoint.async={str(is_async).lower()}", windows=1)
-    nbytes = disk.apparent_bytes(ctx.path(folder, "checkpoints", "step-000006"))
+    nbytes = disk.apparent_bytes(disk.latest_step(ctx.path(folder, "checkpoints")))
     dd = disk.write_mb_s(ctx.path(folder), nbytes)
     return row(fmt, is_async, nbytes, trainlog.peak_rss(output), dd, saves(output))
 
 
 def run(ctx):
     print()
-    print("checkpoints: gpt n_embd 512, 8 blocks, AdamW (about 300 MB of state), dp=1 x tp=2, float32, 7 steps, saves at 3 and 6")
+    print("checkpoints: gpt n_embd 512, 8 blocks, AdamW (about 300 MB of state), dp=1 x tp=2, float32, 6 steps, saves at 3 and 6")
     print("(stall: training thread's time in the save; write: step folder bytes / time from first file opened to COMMIT, fsync included, as dd conv=fsync)")
     print(header())
     for fmt in ("sharded", "merged"):

@@ -7,10 +7,11 @@ from benchsuite.tables import tiny
 DENSE = ("dense llama (SwiGLU 344)", "configs/llama-tiny.toml", ["--parallel.plan=llama/dp-only"])
 MOE = ("MoE 8 x 172, top-2", "configs/mixtral-tiny.toml",
        ["--model.num_experts=8", "--model.experts_per_token=2"])
+# mixtral-tiny.toml sets ep = 2: the rows without expert parallelism say ep = 1.
 ROWS = ((DENSE, "1 process", ["--parallel.dp=1"]),
-        (MOE, "1 process", ["--parallel.dp=1"]),
+        (MOE, "1 process", ["--parallel.dp=1", "--parallel.ep=1"]),
         (DENSE, "dp 2", ["--parallel.dp=2"]),
-        (MOE, "dp 2", ["--parallel.dp=2"]),
+        (MOE, "dp 2", ["--parallel.dp=2", "--parallel.ep=1"]),
         (MOE, "dp 2, ep 2", ["--parallel.dp=2", "--parallel.ep=2"]))
 
 
