@@ -17,6 +17,7 @@ BIG = ["configs/llama-1b.toml", *tiny.ONE_PROCESS, "--parallel.zero=0", "--paral
 # the full run's own checkpoint would need a second copy of its 18 GiB of state on this machine.
 MAKE_BIG_BASE = """import sys, torch, transformers
 torch.manual_seed(0)
+transformers.utils.logging.disable_progress_bar()
 config = transformers.LlamaConfig(
     vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
     num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=2048,
