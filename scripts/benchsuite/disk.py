@@ -19,12 +19,6 @@ def apparent_bytes(path):
     return total
 
 
-def latest_step(checkpoints):
-    """The step folder a checkpoints folder's `latest` names (the newest complete save)."""
-    with open(os.path.join(checkpoints, "latest")) as f:
-        return os.path.join(checkpoints, f.read().strip())
-
-
 def disk_mib(path):
     """A file's disk usage in MiB, rounded up (`du -m`)."""
     return math.ceil(os.stat(path).st_blocks * 512 / 2**20)

@@ -61,6 +61,15 @@ class LogLines(unittest.TestCase):
     def test_checkpoint_saves(self):
         self.assertEqual(checkpoint.saves(TRAIN_LOG), [(175.0, 69.0)])
 
+    def test_checkpoint_measures_the_step_latest_names(self):
+        # Not a step number of its own: a run also saves at its last step, and keep = 1 removes
+        # the ones before it.
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "step-000006"))
+            with open(os.path.join(d, "latest"), "w") as f:
+                f.write("step-000006\n")
+            self.assertEqual(checkpoint.latest_step(d), os.path.join(d, "step-000006"))
+
     def test_ring_formula(self):
         self.assertEqual(cp.ring_bytes("plan: ring attention sends 12582912 B of keys and values\n"),
                          "12582912")
@@ -120,14 +129,6 @@ class Disk(unittest.TestCase):
     def test_dd_summary(self):
         line = "300000000 bytes (300 MB, 286 MiB) copied, 0.5 s, 600 MB/s"
         self.assertAlmostEqual(disk.dd_mb_s(line), 600.0)
-
-    def test_latest_step_is_the_one_latest_names(self):
-        # A run's final save (here step 7, after the interval's 3 and 6) is the one to measure.
-        with tempfile.TemporaryDirectory() as d:
-            os.makedirs(os.path.join(d, "step-000007"))
-            with open(os.path.join(d, "latest"), "w") as f:
-                f.write("step-000007\n")
-            self.assertEqual(disk.latest_step(d), os.path.join(d, "step-000007"))
 
     def test_dd_of_no_whole_mib_is_refused(self):
         # An empty or missing step folder measured 0 bytes: dd of 0 MiB gave 0 MB/s, then a

@@ -1,5 +1,6 @@
 """checkpoint: saves of a GPT of about 300 MB of state on tp=2, sharded and merged, sync and
 async: the training stall per save, the write throughput against dd's, rank 0's peak RSS."""
+import os
 import re
 
 from benchsuite import disk, trainlog
@@ -12,6 +13,12 @@ def saves(output):
     """(write MB/s, stall ms) of each `saved ...` line."""
     return [(float(m.group(1)), float(m.group(2))) for m in map(_SAVED.search, output.splitlines())
             if m]
+
+
+def latest_step(checkpoints):
+    """The step folder a checkpoints folder's `latest` names (the newest complete save)."""
+    with open(os.path.join(checkpoints, "latest")) as f:
+        return os.path.join(checkpoints, f.read().strip())
 
 
 def header():
@@ -38,7 +45,7 @@ def run_row(ctx, fmt, is_async):
         "--training.global_batch_size=2", "--training.seq_len=32", "--checkpoint.interval=3",
         "--checkpoint.keep=1", f"--checkpoint.format={fmt}",
         f"--checkpoint.async={str(is_async).lower()}", windows=1)
-    nbytes = disk.apparent_bytes(disk.latest_step(ctx.path(folder, "checkpoints")))
+    nbytes = disk.apparent_bytes(latest_step(ctx.path(folder, "checkpoints")))
     dd = disk.write_mb_s(ctx.path(folder), nbytes)
     return row(fmt, is_async, nbytes, trainlog.peak_rss(output), dd, saves(output))
 
